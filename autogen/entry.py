@@ -1,0 +1,70 @@
+"""What an emitter produces for one model: router entries or a skip reason.
+
+Emitters are pure: (model, metadata, settings, resolved backend) → `Plan`. The fragment
+renderer turns a plan into YAML text; `swapgen show` prints it; the validator checks the
+assembled file. Keys mirror llama-swap's model object (only upstream keys).
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+#: A metadata value llama-swap passes through to /v1/models.
+MetaValue = str | int | float | bool
+
+
+@frozen
+class Capabilities:
+    """llama-swap's closed `capabilities` object; None / () = key not written."""
+
+    #: Input modalities, values from {"text", "image", "audio"}.
+    inputs: tuple[str, ...] = ()
+    #: Output modalities, values from {"text", "image", "audio"}.
+    outputs: tuple[str, ...] = ()
+    tools: bool | None = None
+    reranker: bool | None = None
+    context: int | None = None
+
+
+@frozen
+class Entry:
+    """One `models.<id>` block of the router config."""
+
+    id: str
+    #: Program and arguments, exactly as the process should receive them; `${PORT}` is the
+    #: only macro and appears verbatim as an argument or inside one.
+    argv: tuple[str, ...]
+    #: Comment lines written above the entry (no leading "#"); the first says arch/size/why.
+    comment: tuple[str, ...] = ()
+    #: Ordered `metadata` key/values (backend, engine, arch, size_gb, est_vram_gb, …).
+    metadata: tuple[tuple[str, MetaValue], ...] = ()
+    capabilities: Capabilities | None = None
+    #: `NAME=value` strings (upper-case names).
+    env: tuple[str, ...] = ()
+    ttl: int | None = None
+    #: `checkEndpoint`; None = llama-swap's default (/health).
+    check_endpoint: str | None = None
+    use_model_name: str | None = None
+    unlisted: bool = False
+    aliases: tuple[str, ...] = ()
+    #: Coexistence group this entry joins ("sam", "tts", "asr"); None = the swap group.
+    coexist_group: str | None = None
+
+
+@frozen
+class Skip:
+    """A model that cannot be served: rendered as `# SKIPPED "<id>": <reason>`."""
+
+    id: str
+    reason: str
+
+
+@frozen
+class Plan:
+    """Everything one model contributes: entries (several for profiles) and/or skips."""
+
+    model_id: str
+    entries: tuple[Entry, ...] = ()
+    skips: tuple[Skip, ...] = ()
+    #: Human notes on the derivation, for `swapgen show` (one line each).
+    notes: tuple[str, ...] = ()

@@ -1,0 +1,77 @@
+"""The model record every later stage reads: one shape for GGUF headers and HF `config.json`.
+
+`gguf_meta.meta_from_gguf` and `hf_config.meta_from_hf_config` build it; `kvcost`, the
+emitters and `swapgen show` read it. Numbers are raw (ints, bytes); a 0 means "absent".
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+
+@frozen
+class ModelMeta:
+    """What a model file says about itself.
+
+    The attention layout is normalised so the KV cost is one formula for both sources:
+    `head_count_kv` is per layer (length `block_count`), with 0 for a layer that keeps no
+    per-token cache (SSM / linear-attention / mamba layers of a hybrid).
+    """
+
+    #: "gguf" or "hf".
+    source: str
+    #: GGUF `general.architecture` or HF `model_type` (lower case). Example: "qwen3moe", "llama".
+    arch: str = ""
+    #: GGUF `general.type` ("model", "mmproj", …) when present.
+    general_type: str = ""
+    #: Display name (`general.name`), informational only.
+    name: str = ""
+    #: HF `architectures` (e.g. ("Qwen3ForCausalLM",)); empty for GGUF.
+    architectures: tuple[str, ...] = ()
+    #: Trained context window (GGUF `{arch}.context_length`, HF `max_position_embeddings`).
+    context_length: int = 0
+    #: Transformer layers (GGUF `{arch}.block_count`, HF `num_hidden_layers`).
+    block_count: int = 0
+    #: Hidden size (GGUF `{arch}.embedding_length`, HF `hidden_size`).
+    embedding_length: int = 0
+    #: Feed-forward width (scalar; the maximum when per-layer).
+    feed_forward_length: int = 0
+    #: Attention query heads (the maximum when per-layer).
+    head_count: int = 0
+    #: KV heads per layer, len == block_count; 0 = layer keeps no per-token KV. () = unknown.
+    head_count_kv: tuple[int, ...] = ()
+    #: Per-head key / value widths in elements (explicit or embedding_length // head_count).
+    key_length: int = 0
+    value_length: int = 0
+    #: MLA (DeepSeek V2/V3, Kimi): latent width and rope part. K and V share one latent vector
+    #: of kv_lora_rank + qk_rope_head_dim elements per layer. 0 = not MLA.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    #: Sliding-window size in tokens (0 = none); charged as full attention (seed decision).
+    sliding_window: int = 0
+    #: Mixture of experts.
+    expert_count: int = 0
+    expert_used_count: int = 0
+    expert_shared_count: int = 0
+    #: Multi-token-prediction layers baked into the file.
+    nextn_layers: int = 0
+    #: GGUF `{arch}.pooling_type` (> 0: an embedding model).
+    pooling_type: int = 0
+    #: Vocabulary size (tokens), 0 when unknown.
+    vocab_size: int = 0
+    #: The file carries a chat template.
+    has_chat_template: bool = False
+    #: Declared tensor bytes (GGUF tensor infos, all of them); 0 when unknown.
+    tensor_bytes: int = 0
+    #: Bytes of MoE expert tensors (names containing `_exps`), part of tensor_bytes.
+    expert_tensor_bytes: int = 0
+    #: Number of tensors declared in the header.
+    tensor_count: int = 0
+    #: Diffusion UNet flavour from tensor names ("sd1", "sdxl") or "" (image class).
+    diffusion_kind: str = ""
+    #: Quantisation label from the file itself (HF `quantization_config.quant_method`
+    #: upper-cased, else dtype "BF16"/"F16"/"F32"; GGUF: dominant tensor type), display only.
+    quant_label: str = ""
+    #: How the attention layout was read, for `swapgen show` (e.g.
+    #: "layer_types: 16 of 64 layers full_attention").
+    layout_note: str = ""

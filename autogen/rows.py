@@ -1,0 +1,53 @@
+"""What discovery finds: one `ModelRow` per servable model, plus the sidecars paired to it.
+
+Sizes are raw bytes; display strings are derived where they are printed.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+GIB = 1 << 30
+
+
+@frozen
+class ModelRow:
+    """One discovered model.
+
+    Example: ModelRow(id="qwen3-8b-q4_k_m", format="gguf",
+    path="/models/unsloth/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", quant="Q4_K_M", ...)
+    """
+
+    #: Served id (clashes already resolved), the router's model key.
+    id: str
+    #: "gguf" (a file or the first shard of a split set), "hf" (a folder), or a non-LLM
+    #: format added by the class emitters ("ggml" for SAM).
+    format: str
+    #: What the engine is given: the .gguf (shard 1 of a set) or the HF folder.
+    path: str
+    #: Upper-case quant label from the name (GGUF) or the config (HF), "" if none.
+    quant: str = ""
+    #: Weight bytes: the whole split set, or the sum of an HF folder's direct *.safetensors.
+    size_bytes: int = 0
+    #: Parent-of-parent and parent folder names (HF cache layout: owner and repo).
+    publisher: str = ""
+    repo: str = ""
+    #: All shard paths of a split set in order (shard 1 first); () for a single file.
+    shards: tuple[str, ...] = ()
+    #: Shards named by the set but absent on disk (a skip reason).
+    missing_shards: tuple[str, ...] = ()
+    #: Vision projector (GGUF with arch `clip`) found in the model's folder.
+    mmproj: str | None = None
+    #: Draft model for speculative decoding found in the model's folder.
+    draft: str | None = None
+    #: Every file whose bytes feed this model's fragment (doit `file_dep`): the gguf shards,
+    #: projector and draft, or the HF folder's config.json and *.safetensors.
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def is_split(self) -> bool:
+        return len(self.shards) > 1
+
+    @property
+    def size_gb(self) -> float:
+        return self.size_bytes / GIB
