@@ -1,0 +1,189 @@
+"""Settings: every key accepted, every mistake named by its exact place, paths resolved."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autogen.errors import SettingsError
+from autogen.settings import BackendRow, Settings, load_settings
+
+
+def write(tmp_path, text: str, name: str = "swapgen.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def problems(tmp_path, text: str) -> list[str]:
+    with pytest.raises(SettingsError) as info:
+        load_settings(write(tmp_path, text))
+    return info.value.problems
+
+
+FULL = """
+roots: [models, ~/more-models]
+output: out/config.yaml
+cache_dir: .cache
+vram_budget_gb: 22.5
+card_vram_gb: 24
+ttl: 900
+health_check_timeout: 120
+backends_file: backends.yaml
+server_exe: /opt/llama/llama-server
+sd_server_exe: /opt/sd/sd-server
+tts_server_exe: tts-server
+asr_server_exe: parakeet-server
+backends:
+  - {id: llama-cuda, kind: llama, path: /opt/llama/llama-server, name: CUDA build, default: true,
+     version: b11434, managed: true, component: llama.cpp, variant: cuda, build: false}
+  - {id: vllm, kind: vllm, path: vllm, version: "0.11.0"}
+overrides:
+  - match: "*Qwen3*"
+    quant: Q4_K_M
+    skip: false
+    unlisted: true
+    backend: vllm
+    ctx: 32768
+    vram_budget_gb: 20
+    vllm_gpu_util: 0.8
+    vllm_tensor_parallel: 2
+    vllm_tokenizer: Qwen/Qwen3-8B
+    vllm_tool_parser: none
+    extra_args: "--enforce-eager --seed 1"
+    devices: [0, 1]
+    ctx_variants: [65536, 131072]
+    variants: [{name: coding, ctx: 65536, kv_type: q8_0, extra_args: [--temp, "0.2"]}]
+    kv_type: q8_0
+    parallel: 2
+    flash_attn: "on"
+    threads: 8
+    ngl: 99
+    mmproj: cpu
+groups:
+  - {name: big, match: ["*70b*"], coexist: false}
+tool_parsers: {mymodel: hermes}
+gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}]
+devices: [0]
+default_variants: [{name: long, ctx: 131072}]
+kv_type: f16
+parallel: 1
+flash_attn: auto
+threads: 6
+"""
+
+
+class TestLoad:
+    def test_every_documented_key_is_accepted(self, tmp_path):
+        """A file using every key of PRODUCT §3.2 loads, values typed as written."""
+        s = load_settings(write(tmp_path, FULL))
+        assert s.vram_budget_gb == 22.5 and s.card_vram_gb == 24.0 and s.ttl == 900
+        assert s.backends[0] == BackendRow(id="llama-cuda", kind="llama", path="/opt/llama/llama-server",
+                                           name="CUDA build", default=True, version="b11434", managed=True,
+                                           component="llama.cpp", variant="cuda", build=False)
+        ov = s.overrides[0]
+        assert ov.extra_args == ("--enforce-eager", "--seed", "1")
+        assert ov.variants[0].extra_args == ("--temp", "0.2")
+        assert ov.devices == (0, 1) and ov.ctx_variants == (65536, 131072)
+        assert s.tool_parsers == {"mymodel": "hermes"}
+        assert s.gpus[0].vram_gb == 24.0
+
+    def test_relative_paths_resolve_against_the_settings_folder(self, tmp_path):
+        s = load_settings(write(tmp_path, FULL))
+        assert s.roots[0] == str(tmp_path / "models")
+        assert s.roots[1] == os.path.expanduser("~/more-models")
+        assert s.output == str(tmp_path / "out/config.yaml")
+        assert s.cache_dir == str(tmp_path / ".cache")
+        assert s.backends_file == str(tmp_path / "backends.yaml")
+        assert s.source == str(tmp_path / "swapgen.yaml")
+
+    def test_defaults(self, tmp_path):
+        s = load_settings(write(tmp_path, "roots: [m]\n"))
+        assert (s.ttl, s.health_check_timeout, s.vram_budget_gb, s.card_vram_gb) == (600, 300, None, None)
+        assert s.output == str(tmp_path / "config.yaml") and s.cache_dir == str(tmp_path / "cache")
+
+    def test_backends_file_replaces_backends_when_non_empty(self, tmp_path):
+        write(tmp_path, "- {id: detected, kind: llama, path: /usr/bin/llama-server, managed: true}\n", "b.yaml")
+        s = load_settings(write(tmp_path, "roots: [m]\nbackends_file: b.yaml\nbackends: [{id: manual, kind: vllm, path: vllm}]\n"))
+        assert [b.id for b in s.backends] == ["detected"]
+
+    def test_empty_or_missing_backends_file_keeps_backends(self, tmp_path):
+        write(tmp_path, "[]\n", "b.yaml")
+        s = load_settings(write(tmp_path, "roots: [m]\nbackends_file: b.yaml\nbackends: [{id: manual, kind: vllm, path: vllm}]\n"))
+        assert [b.id for b in s.backends] == ["manual"]
+        s = load_settings(write(tmp_path, "roots: [m]\nbackends_file: nope.yaml\nbackends: [{id: manual, kind: vllm, path: vllm}]\n"))
+        assert [b.id for b in s.backends] == ["manual"]
+
+    def test_environment_variable_finds_the_file(self, tmp_path, monkeypatch):
+        path = write(tmp_path, "roots: [m]\n", "elsewhere.yaml")
+        monkeypatch.setenv("SWAPGEN_SETTINGS", str(path))
+        assert load_settings().source == str(path)
+
+
+class TestErrors:
+    def test_wrong_type_names_the_exact_place(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\noverrides:\n  - {match: a}\n  - {match: b}\n  - {match: c, vllm_gpu_util: high}\n") == [
+            "overrides[2].vllm_gpu_util: expected a number, got 'high'"]
+
+    def test_unknown_key_suggests_the_right_one(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\noverrides: [{match: a, vllm_gpu_utl: 0.5}]\n") == [
+            "overrides[0]: unknown key 'vllm_gpu_utl' (did you mean 'vllm_gpu_util'?)"]
+
+    def test_unknown_top_level_key(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\ncolour: red\n") == ["(top level): unknown key 'colour'"]
+
+    def test_missing_roots(self, tmp_path):
+        assert problems(tmp_path, "ttl: 5\n") == ["roots: required key missing"]
+
+    def test_empty_roots(self, tmp_path):
+        assert problems(tmp_path, "roots: []\n") == ["roots: list at least one model folder"]
+
+    def test_strings_are_not_numbers_or_booleans(self, tmp_path):
+        """cattrs would coerce "600" to 600 and "false" to True; we refuse both."""
+        assert problems(tmp_path, 'roots: [m]\nttl: "600"\noverrides: [{match: a, skip: "false"}]\n') == [
+            "ttl: expected an integer, got '600'", "overrides[0].skip: expected true or false, got 'false'"]
+
+    def test_bad_values(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\nttl: -2\nhealth_check_timeout: 5\nvram_budget_gb: 0\n"
+                                  "overrides: [{match: a, vllm_gpu_util: 1.5, ctx: 0}]\n") == [
+            "vram_budget_gb: expected a number above 0, got 0",
+            "ttl: expected an integer of -1 or more, got -2",
+            "health_check_timeout: expected an integer of 15 or more (llama-swap's minimum), got 5",
+            "overrides[0].ctx: expected an integer above 0, got 0",
+            "overrides[0].vllm_gpu_util: expected a fraction in (0, 1], got 1.5",
+        ]
+
+    def test_duplicate_backend_ids_and_blank_paths(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\nbackends: [{id: a, kind: llama, path: x}, {id: a, kind: vllm, path: y}]\n") == [
+            "backends[1].id: duplicate id 'a' (also backends[0])"]
+        assert problems(tmp_path, "roots: [m]\nbackends: [{id: a, kind: llama, path: '  '}]\n") == [
+            "backends[0].path: expected a non-empty string, got '  '"]
+
+    def test_missing_override_match(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\noverrides: [{ctx: 4096}]\n") == ["overrides[0].match: required key missing"]
+
+    def test_not_yaml_names_the_line(self, tmp_path):
+        assert problems(tmp_path, "roots: [m\nttl: 5\n")[0].startswith("line ")
+
+    def test_not_a_mapping(self, tmp_path):
+        assert problems(tmp_path, "- a\n- b\n") == ["(top level): expected a mapping of settings, got a list"]
+
+    def test_missing_file(self, tmp_path):
+        with pytest.raises(SettingsError) as info:
+            load_settings(tmp_path / "nope.yaml")
+        assert "file not found" in str(info.value)
+
+    def test_message_names_the_file(self, tmp_path):
+        with pytest.raises(SettingsError) as info:
+            load_settings(write(tmp_path, "roots: [m]\nttl: x\n"))
+        assert str(info.value) == f"{tmp_path / 'swapgen.yaml'}: invalid settings\n  ttl: expected an integer, got 'x'"
+
+
+def test_settings_are_frozen(tmp_path):
+    import attrs
+
+    s = load_settings(write(tmp_path, "roots: [m]\n"))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        s.ttl = 5  # type: ignore[misc]
+    assert isinstance(s, Settings)
