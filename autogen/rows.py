@@ -40,9 +40,13 @@ class ModelRow:
     mmproj: str | None = None
     #: Draft model for speculative decoding found in the model's folder.
     draft: str | None = None
+    #: TTS audio codec found in the model's folder (Qwen3-TTS).
+    codec: str | None = None
     #: Every file whose bytes feed this model's fragment (doit `file_dep`): the gguf shards,
     #: projector and draft, or the HF folder's config.json and *.safetensors.
     inputs: tuple[str, ...] = ()
+    #: Bytes of the `mmproj` file (0 = unknown); llama-server sizing charges it when GPU-placed.
+    mmproj_bytes: int = 0
 
     @property
     def is_split(self) -> bool:

@@ -1,0 +1,321 @@
+"""Walk the model roots and turn files and folders into `ModelRow`s.
+
+Rules: reference `spec-discovery-generate.md` §2 and `spec-backends-vllm-hf.md` §5–6, with
+PRODUCT §4's decisions: symlinked roots and folders are followed (loops are detected and
+reported), hidden folders and the HF cache's `blobs/` are not walked, unreadable entries are
+reported and never fatal. Projectors (GGUF arch `clip`), drafts and codecs are paired with the
+models of their folder and never listed as models. Problems are collected, not raised.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat as statmod
+from typing import Callable
+
+from attrs import field, frozen
+
+from autogen.errors import ModelError
+from autogen.hf_config import hf_model_reason, hf_quant, read_config_json
+from autogen.rows import GIB, ModelRow
+
+# File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
+SAM_NAME = re.compile(r"(?i)(sam2|sam3|edgetam|hiera)")
+BIREFNET_NAME = re.compile(r"(?i)birefnet")
+FAST_MTP_NAME = re.compile(r"(?i)(^|[-_.])fast[-_.]?mtp([-_.]|\.gguf$)")
+MTP_DRAFT_NAME = re.compile(r"(?i)^mtp[-_.]")
+DFLASH_DRAFT_NAME = re.compile(r"(?i)dflash")
+CODEC_NAME = re.compile(r"(?i)tokenizer-?\d+hz|codec")
+DIFFUSION_COMPONENT_NAME = re.compile(
+    r"(?i)(^|[-_.])(t5xxl|t5[-_]?v1[-_.]?1|umt5|clip[-_]?[lg]|text[-_]?encoder|ae|vae|taesd[a-z0-9_]*)"
+    r"([-_.]|\.gguf$)|[-_.](encoder|with[-_]?proj)([-_.]|\.gguf$)"
+)
+SHARD_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+QUANT_TOKEN = re.compile(
+    r"(?i)[-_.](I?Q\d+(?:_[A-Z0-9]+)*|TQ\d+(?:_[A-Z0-9]+)*|(?:MX|NV)?FP\d+(?:_[A-Z0-9]+)*|BF\d+|F\d+)"
+    r"(?:[._-]|\.gguf$)"
+)
+#: GGUF architectures that are never served as models: projectors pair, encoders drop.
+PROJECTOR_ARCHS = frozenset({"clip"})
+ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
+#: Characters kept in ids; anything else becomes "-" (ids are router keys and URL parts).
+ID_UNSAFE = re.compile(r"[^\w.+-]+")
+
+
+@frozen
+class HeaderInfo:
+    """What discovery needs from a GGUF header (through the metadata cache)."""
+
+    arch: str = ""
+    #: Bytes the header says the file should have (0 = unknown).
+    expected_size: int = 0
+    #: The header could not be read: why.
+    error: str | None = None
+
+
+#: Reads a GGUF header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
+HeaderProbe = Callable[[str, int, int], HeaderInfo]
+
+
+@frozen
+class Ignored:
+    """A file or folder that looked like a model and is not one (shown by `swapgen list`)."""
+
+    path: str
+    reason: str
+
+
+@frozen
+class Discovery:
+    models: tuple[ModelRow, ...]
+    #: Folders rejected as models (BERT, T5, …), dropped encoders; informational.
+    ignored: tuple[Ignored, ...] = ()
+    #: Unreadable folders, symlink loops, missing roots: reported, never fatal.
+    problems: tuple[str, ...] = ()
+    #: Per-model reasons found while discovering (missing shard, bad config.json, incomplete
+    #: download, unreadable header); keyed by model id, becomes a SKIPPED line.
+    row_errors: dict[str, str] = field(factory=dict, hash=False)
+
+
+def quant_from_name(name: str) -> str:
+    m = QUANT_TOKEN.search(name)
+    return m.group(1).upper() if m else ""
+
+
+def _contains_part(text: str, part: str) -> bool:
+    return re.search(rf"(?i)(^|[-_.]){re.escape(part)}([-_.]|$)", text) is not None
+
+
+def clean_id(text: str) -> str:
+    cleaned = ID_UNSAFE.sub("-", text.lower()).strip("-.")
+    return cleaned or "model"
+
+
+def gguf_ids(name: str) -> tuple[str, str]:
+    """(id, quant) from a shard-stripped GGUF file name (reference §2.3)."""
+    quant = quant_from_name(name)
+    base = name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
+    if quant and base.lower().endswith(quant.lower()) and len(base) > len(quant) and base[-len(quant) - 1] in "-_.":
+        base = base[: -len(quant) - 1]
+    if base.lower().endswith("-gguf"):
+        base = base[: -len("-gguf")]
+    base_id = clean_id(base)
+    if quant and not _contains_part(base_id, quant.lower()):
+        return f"{base_id}-{quant.lower()}", quant
+    return base_id, quant
+
+
+def _hf_cache_repo(folder: str) -> tuple[str, str] | None:
+    """`models--owner--repo/snapshots/<rev>` → (owner, repo) (reference spec-backends §6.3)."""
+    parent = os.path.dirname(folder)
+    grand = os.path.basename(os.path.dirname(parent))
+    if os.path.basename(parent).lower() != "snapshots" or not grand.startswith("models--"):
+        return None
+    owner, sep, repo = grand[len("models--"):].partition("--")
+    return (owner, repo) if sep and owner and repo else None
+
+
+class _Walker:
+    def __init__(self, probe: HeaderProbe):
+        self.probe = probe
+        self.rows: list[ModelRow] = []
+        self.ignored: list[Ignored] = []
+        self.problems: list[str] = []
+        self.row_errors: list[tuple[ModelRow, str]] = []
+        self.visited: dict[tuple[int, int], str] = {}
+
+    # -- folders ------------------------------------------------------------------------------
+
+    def walk(self, folder: str) -> None:
+        try:
+            st = os.stat(folder)
+        except OSError as exc:
+            self.problems.append(f"{folder}: cannot read folder ({exc.strerror or exc})")
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in self.visited:
+            self.problems.append(f"{folder}: symlink loop (already walked as {self.visited[key]}); not walked again")
+            return
+        self.visited[key] = folder
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            self.problems.append(f"{folder}: cannot list folder ({exc.strerror or exc})")
+            return
+        files: list[tuple[os.DirEntry, os.stat_result]] = []
+        subdirs: list[str] = []
+        for entry in entries:
+            try:
+                est = entry.stat()  # follows symlinks: sizes come from the target
+            except OSError as exc:
+                if entry.is_symlink():
+                    self.problems.append(f"{entry.path}: broken symlink ({exc.strerror or exc})")
+                else:
+                    self.problems.append(f"{entry.path}: cannot stat ({exc.strerror or exc})")
+                continue
+            if statmod.S_ISDIR(est.st_mode):
+                if entry.name.startswith(".") or (entry.name == "blobs" and os.path.basename(folder).startswith("models--")):
+                    continue
+                subdirs.append(entry.path)
+            elif statmod.S_ISREG(est.st_mode):
+                files.append((entry, est))
+        self._hf_folder(folder, files)
+        self._gguf_files(folder, files)
+        for sub in subdirs:
+            self.walk(sub)
+
+    def _hf_folder(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+        names = {e.name.lower(): (e, st) for e, st in files}
+        weights = [(e, st) for e, st in files if e.name.lower().endswith(".safetensors")]
+        if "config.json" not in names or not weights:
+            return
+        if any(e.name.lower().endswith(".gguf") for e, _ in files):
+            return  # a conversion kept beside its source: the gguf is the model (seed rule 3)
+        weight_bytes = sum(st.st_size for _, st in weights)
+        if weight_bytes <= 0:
+            return
+        config_entry = names["config.json"][0]
+        cache = _hf_cache_repo(folder)
+        publisher, base = cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
+        inputs = tuple(sorted([config_entry.path] + [e.path for e, _ in weights]))
+        try:
+            config = read_config_json(config_entry.path)
+        except ModelError as exc:
+            row = ModelRow(id=clean_id(base), format="hf", path=folder, size_bytes=weight_bytes,
+                           publisher=publisher, repo=base, inputs=inputs)
+            self.rows.append(row)
+            self.row_errors.append((row, str(exc)))
+            return
+        reason = hf_model_reason(config)
+        if reason is not None:
+            self.ignored.append(Ignored(folder, reason))
+            return
+        quant = hf_quant(config)
+        model_id = clean_id(base)
+        if quant and not _contains_part(model_id, quant.lower()):
+            model_id = f"{model_id}-{quant.lower()}"
+        self.rows.append(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=weight_bytes,
+                                  publisher=publisher, repo=base, inputs=inputs))
+
+    # -- files --------------------------------------------------------------------------------
+
+    def _gguf_files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+        sizes = {e.name: st.st_size for e, st in files}
+        candidates: list[tuple[str, str, os.stat_result, HeaderInfo]] = []
+        draft = codec = mmproj = None
+        for entry, st in files:
+            name = entry.name
+            lower = name.lower()
+            if lower.endswith(".ggml") and SAM_NAME.search(name):
+                stem = clean_id(name[: -len(".ggml")].replace("_", "-"))
+                self.rows.append(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
+                                          publisher=os.path.basename(os.path.dirname(folder)),
+                                          repo=os.path.basename(folder), inputs=(entry.path,)))
+                continue
+            if not lower.endswith(".gguf") or BIREFNET_NAME.search(name) or FAST_MTP_NAME.search(name):
+                continue
+            if MTP_DRAFT_NAME.search(name) or DFLASH_DRAFT_NAME.search(name):
+                draft = entry.path
+                continue
+            if CODEC_NAME.search(name):
+                codec = entry.path
+                continue
+            if DIFFUSION_COMPONENT_NAME.search(name):
+                self.ignored.append(Ignored(entry.path, "diffusion component (encoder/VAE), not a model"))
+                continue
+            shard = SHARD_NAME.search(name)
+            if shard and int(shard.group(2)) > 1 and shard.group(1) != "00001":
+                continue  # shard 1 represents the set
+            info = self.probe(entry.path, st.st_size, st.st_mtime_ns)
+            arch = info.arch.lower()
+            if arch in PROJECTOR_ARCHS:
+                mmproj = entry.path
+                continue
+            if arch in ENCODER_ARCHS:
+                self.ignored.append(Ignored(entry.path, f"text encoder (arch {arch}), not a model"))
+                continue
+            candidates.append((entry.path, name, st, info))
+        for path, name, st, info in candidates:
+            shard = SHARD_NAME.search(name)
+            shards: tuple[str, ...] = ()
+            missing: tuple[str, ...] = ()
+            size = st.st_size
+            id_name = name
+            if shard and int(shard.group(2)) > 1:
+                total = int(shard.group(2))
+                prefix = name[: shard.start()]
+                id_name = prefix + ".gguf"
+                names = [f"{prefix}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
+                shards = tuple(os.path.join(folder, n) for n in names)
+                missing = tuple(os.path.join(folder, n) for n in names if n not in sizes)
+                size = sum(sizes.get(n, 0) for n in names)
+            elif shard:
+                id_name = name[: shard.start()] + ".gguf"
+            model_id, quant = gguf_ids(id_name)
+            present_shards = tuple(s for s in shards if s not in missing)
+            inputs = tuple(dict.fromkeys((present_shards or (path,)) + tuple(p for p in (mmproj, draft, codec) if p)))
+            row = ModelRow(id=model_id, format="gguf", path=path, quant=quant, size_bytes=size,
+                           publisher=os.path.basename(os.path.dirname(folder)), repo=os.path.basename(folder),
+                           shards=shards, missing_shards=missing, mmproj=mmproj, draft=draft, codec=codec,
+                           inputs=inputs)
+            self.rows.append(row)
+            if info.error is not None:
+                self.row_errors.append((row, info.error))
+            elif info.expected_size > st.st_size:
+                self.row_errors.append((row, f"incomplete download ({st.st_size / GIB:.2f} of "
+                                             f"{info.expected_size / GIB:.2f} GB)"))
+            elif missing:
+                shown = ", ".join(os.path.basename(m) for m in missing)
+                self.row_errors.append((row, f"split set is missing {len(missing)} of {len(shards)} shards ({shown})"))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
+    """Resolve id clashes deterministically (reference §5.3): sort by (id, publisher, path); a
+    taken id gets `-<publisher>`, then `-<publisher>-<repo>`, then `-2`, `-3`, …"""
+    import attrs
+
+    taken: set[str] = set()
+    out = []
+    for row in sorted(rows, key=lambda r: (r.id, r.publisher, r.path)):
+        candidates = [row.id]
+        if _slug(row.publisher):
+            candidates.append(f"{row.id}-{_slug(row.publisher)}")
+        if _slug(row.publisher + "-" + row.repo):
+            candidates.append(f"{row.id}-{_slug(row.publisher + '-' + row.repo)}")
+        chosen = next((c for c in candidates if c not in taken), None)
+        n = 2
+        while chosen is None:
+            if f"{candidates[-1]}-{n}" not in taken:
+                chosen = f"{candidates[-1]}-{n}"
+            n += 1
+        taken.add(chosen)
+        out.append(row if chosen == row.id else attrs.evolve(row, id=chosen))
+    return out
+
+
+def discover(roots: tuple[str, ...], probe: HeaderProbe) -> Discovery:
+    """Walk every root (in order; a path seen under an earlier root wins)."""
+    walker = _Walker(probe)
+    for root in roots:
+        if not os.path.exists(root):
+            walker.problems.append(f"{root}: model root does not exist")
+            continue
+        walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
+    unique: dict[str, ModelRow] = {}
+    for row in walker.rows:
+        unique.setdefault(os.path.realpath(row.path), row)
+    renamed = assign_unique_ids(list(unique.values()))
+    by_path = {r.path: r for r in renamed}
+    errors = {by_path[row.path].id: reason for row, reason in walker.row_errors if row.path in by_path}
+    return Discovery(
+        models=tuple(sorted(renamed, key=lambda r: r.id)),
+        ignored=tuple(walker.ignored),
+        problems=tuple(walker.problems),
+        row_errors=errors,
+    )

@@ -1,0 +1,96 @@
+"""Crash-safe file writes and the run lock.
+
+llama-swap polls its config every 2 s and restarts every model on a change, so the output is
+written only when its bytes differ, through a temp file in the same folder, fsync'd, then
+renamed over the old one: a reader sees the old file or the new one, never half of either.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from autogen.errors import SwapgenError
+
+
+def read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def write_if_changed(path: str, data: bytes, *, mode: int = 0o644) -> bool:
+    """Atomically replace `path` with `data` unless it already holds exactly that. True = written."""
+    if read_bytes(path) == data:
+        return False
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the rename is still atomic
+    return True
+
+
+LOCK_NAME = "swapgen.lock"
+
+
+@contextmanager
+def run_lock(cache_dir: str, *, timeout: float = 600.0, notify=None) -> Iterator[None]:
+    """Hold an exclusive lock in `cache_dir` so two runs never interleave.
+
+    The second run waits (saying so once through `notify`) and fails clearly after `timeout`
+    seconds. The lock is an `flock`, released by the kernel when a process dies (kill -9).
+    """
+    os.makedirs(cache_dir, exist_ok=True)
+    path = os.path.join(cache_dir, LOCK_NAME)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if not told and notify is not None:
+                    notify(f"swapgen: another run holds {path}; waiting (up to {timeout:.0f} s)")
+                    told = True
+                if time.monotonic() >= deadline:
+                    raise SwapgenError(
+                        f"{path}: another swapgen run still holds the lock after {timeout:.0f} s; "
+                        "wait for it to finish or stop it"
+                    ) from None
+                time.sleep(0.1)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,246 @@
+"""Discovery: ids and quants from names, split sets, sidecars, HF folders and the cache layout."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from autogen.discovery import discover, gguf_ids, quant_from_name
+from autogen.metacache import MetaCache
+from tests.gguf_fixtures import Q, write_gguf, write_split_set
+
+LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
+            "{arch}.attention.head_count": 4}
+TENSORS = [("token_embd.weight", (64, 256), Q.F16), ("blk.0.attn_q.weight", (64, 64), Q.F16)]
+
+
+def model(path, arch="llama", **kw):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return write_gguf(path, arch, kv=kw.pop("kv", LLAMA_KV), tensors=kw.pop("tensors", TENSORS), **kw)
+
+
+def hf_folder(path, config, weights=("model.safetensors",), size=4096):
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        f.write(config if isinstance(config, str) else json.dumps(config))
+    for name in weights:
+        with open(os.path.join(path, name), "wb") as f:
+            f.truncate(size)
+
+
+def run(tmp_path, *roots):
+    cache = MetaCache(str(tmp_path / "cache"))
+    return discover(tuple(str(r) for r in roots) or (str(tmp_path / "models"),), cache.gguf)
+
+
+def ids(found):
+    return [m.id for m in found.models]
+
+
+LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
+                "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "max_position_embeddings": 4096}
+
+
+class TestNames:
+    @pytest.mark.parametrize("name, quant", [
+        ("Qwen3.8-27B-Q4_K_M.gguf", "Q4_K_M"), ("Qwen3.8-27B-UD-Q4_K_XL.gguf", "Q4_K_XL"),
+        ("Qwen3.8-27B-NVFP4-MTP-MID-HIGH.gguf", "NVFP4"), ("gpt-oss-20b-MXFP4_MOE.gguf", "MXFP4_MOE"),
+        ("Bitnet-2B-TQ1_0.gguf", "TQ1_0"), ("Kokoro-v1_0-fp16.gguf", "FP16"),
+        ("Qwen3.6-27B-Q4_K_M-MTP-Preserved.gguf", "Q4_K_M"), ("Llama-3.1-8B-Instruct.gguf", ""),
+    ])
+    def test_quant_from_name(self, name, quant):
+        """The reference's upstream table (spec-discovery-generate §2.3)."""
+        assert quant_from_name(name) == quant
+
+    @pytest.mark.parametrize("name, expected", [
+        ("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "meta-llama-3.1-8b-instruct-q4_k_m"),
+        ("Qwen3.8-27B-NVFP4-MTP-MID-HIGH.gguf", "qwen3.8-27b-nvfp4-mtp-mid-high"),
+        ("Foo-GGUF.gguf", "foo"),
+        ("My Model (v2) Q4_K_M.gguf", "my-model-v2-q4_k_m"),
+        ("模型-Q8_0.gguf", "模型-q8_0"),
+        ("$weird'name\".gguf", "weird-name"),
+    ])
+    def test_ids(self, name, expected):
+        assert gguf_ids(name)[0] == expected
+
+
+class TestGguf:
+    def test_plain_model_row(self, tmp_path):
+        path = model(tmp_path / "models/bartowski/Llama-GGUF/Llama-3-8B-Q4_K_M.gguf")
+        found = run(tmp_path)
+        (row,) = found.models
+        assert (row.id, row.quant, row.publisher, row.repo) == ("llama-3-8b-q4_k_m", "Q4_K_M", "bartowski", "Llama-GGUF")
+        assert row.path == str(path) and row.size_bytes == os.path.getsize(path) and row.inputs == (str(path),)
+
+    def test_split_set_is_one_row_with_the_whole_size(self, tmp_path):
+        folder = tmp_path / "models/big"
+        folder.mkdir(parents=True)
+        tensors = [(f"blk.{i}.w", (64, 64), Q.F16) for i in range(6)]
+        shards = write_split_set(folder, "Big-Q8_0", "llama", shards=3, kv=LLAMA_KV, tensors=tensors)
+        found = run(tmp_path)
+        (row,) = found.models
+        assert row.id == "big-q8_0" and row.path == str(shards[0]) and row.is_split
+        assert row.size_bytes == sum(os.path.getsize(s) for s in shards)
+        assert row.inputs == tuple(str(s) for s in shards)
+        assert found.row_errors == {}
+
+    def test_missing_shard_is_a_skip_reason(self, tmp_path):
+        folder = tmp_path / "models/big"
+        folder.mkdir(parents=True)
+        tensors = [(f"blk.{i}.w", (64, 64), Q.F16) for i in range(6)]
+        shards = write_split_set(folder, "Big-Q8_0", "llama", shards=3, kv=LLAMA_KV, tensors=tensors)
+        os.unlink(shards[1])
+        found = run(tmp_path)
+        assert found.row_errors == {"big-q8_0": "split set is missing 1 of 3 shards (Big-Q8_0-00002-of-00003.gguf)"}
+
+    def test_projector_and_draft_pair_with_the_models_of_their_folder(self, tmp_path):
+        a = model(tmp_path / "models/g/gemma-3-12b-Q4_K_M.gguf", "gemma3")
+        b = model(tmp_path / "models/g/gemma-3-12b-Q8_0.gguf", "gemma3")
+        proj = model(tmp_path / "models/g/mmproj-F16.gguf", "clip", kv={"clip.has_vision_encoder": True})
+        draft = model(tmp_path / "models/g/mtp-gemma.gguf")
+        other = model(tmp_path / "models/h/other-Q4_0.gguf")
+        found = run(tmp_path)
+        rows = {r.id: r for r in found.models}
+        assert set(rows) == {"gemma-3-12b-q4_k_m", "gemma-3-12b-q8_0", "other-q4_0"}
+        for row, path in ((rows["gemma-3-12b-q4_k_m"], a), (rows["gemma-3-12b-q8_0"], b)):
+            assert (row.mmproj, row.draft) == (str(proj), str(draft))
+            assert row.inputs == (str(path), str(proj), str(draft))
+        assert rows["other-q4_0"].mmproj is None and rows["other-q4_0"].path == str(other)
+
+    def test_encoders_and_diffusion_components_are_not_models(self, tmp_path):
+        model(tmp_path / "models/flux/t5xxl-Q8_0.gguf", "t5encoder")
+        model(tmp_path / "models/flux/ae.gguf")
+        model(tmp_path / "models/x/umt5-encoder-thing.gguf", "umt5")
+        found = run(tmp_path)
+        assert ids(found) == []
+        assert len(found.ignored) == 3
+
+    def test_unreadable_header_is_a_row_with_its_reason(self, tmp_path):
+        bad = tmp_path / "models/bad/Broken-Q4_K_M.gguf"
+        bad.parent.mkdir(parents=True)
+        bad.write_bytes(b"NOPE" + b"\0" * 100)
+        found = run(tmp_path)
+        assert ids(found) == ["broken-q4_k_m"]
+        assert "magic" in found.row_errors["broken-q4_k_m"]
+
+    def test_interrupted_download_is_reported_with_sizes(self, tmp_path):
+        big = [("blk.0.w", (4096, 4096 * 64), Q.F16)]  # 2 GiB declared
+        model(tmp_path / "models/d/Half-F16.gguf", tensors=big, sparse_size=1 << 30)
+        found = run(tmp_path)
+        assert found.row_errors["half-f16"] == "incomplete download (1.00 of 2.00 GB)"
+
+    def test_hostile_names_keep_exact_paths(self, tmp_path):
+        names = ["a b'c\"d-Q4_0.gguf", "$HOME-${PORT}-Q4_0.gguf", "ünïcödé-Q4_0.gguf", "-dash-Q4_0.gguf"]
+        paths = [model(tmp_path / "models/x" / n) for n in names]
+        found = run(tmp_path)
+        assert sorted(r.path for r in found.models) == sorted(str(p) for p in paths)
+        assert len(set(ids(found))) == 4
+
+    def test_id_clashes_resolve_deterministically(self, tmp_path):
+        for pub in ("alice", "bob"):
+            model(tmp_path / f"models/{pub}/repo/Same-Q4_0.gguf")
+        model(tmp_path / "models/bob/repo2/Same-Q4_0.gguf")
+        first = ids(run(tmp_path))
+        assert first == ["same-q4_0", "same-q4_0-bob", "same-q4_0-bob-repo2"]
+        assert ids(run(tmp_path)) == first
+
+
+class TestWalk:
+    def test_hidden_folders_and_hf_blobs_are_not_walked(self, tmp_path):
+        model(tmp_path / "models/.trash/Old-Q4_0.gguf")
+        model(tmp_path / "models/models--a--b/blobs/Blob-Q4_0.gguf")
+        assert ids(run(tmp_path)) == []
+
+    def test_symlinked_root_is_followed(self, tmp_path):
+        model(tmp_path / "real/m/A-Q4_0.gguf")
+        (tmp_path / "link").symlink_to(tmp_path / "real")
+        assert ids(run(tmp_path, tmp_path / "link")) == ["a-q4_0"]
+
+    def test_symlink_loop_is_reported_not_followed_forever(self, tmp_path):
+        model(tmp_path / "models/m/A-Q4_0.gguf")
+        (tmp_path / "models/m/loop").symlink_to(tmp_path / "models")
+        found = run(tmp_path)
+        assert ids(found) == ["a-q4_0"]
+        assert any("symlink loop" in p for p in found.problems)
+
+    def test_unlistable_folder_is_reported(self, tmp_path):
+        if os.geteuid() == 0:
+            pytest.skip("root can list any folder")
+        model(tmp_path / "models/ok/A-Q4_0.gguf")
+        locked = tmp_path / "models/locked"
+        locked.mkdir()
+        locked.chmod(0)
+        try:
+            found = run(tmp_path)
+        finally:
+            locked.chmod(0o755)
+        assert ids(found) == ["a-q4_0"] and any("cannot list" in p for p in found.problems)
+
+    def test_missing_root_is_a_problem(self, tmp_path):
+        found = run(tmp_path, tmp_path / "nope")
+        assert found.models == () and found.problems == (f"{tmp_path / 'nope'}: model root does not exist",)
+
+    def test_same_file_under_two_roots_is_one_row(self, tmp_path):
+        model(tmp_path / "models/m/A-Q4_0.gguf")
+        assert ids(run(tmp_path, tmp_path / "models", tmp_path / "models/m")) == ["a-q4_0"]
+
+
+class TestHuggingFace:
+    def test_folder_row(self, tmp_path):
+        hf_folder(tmp_path / "models/meta/Llama-3-8B-Instruct", LLAMA_CONFIG,
+                  weights=("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"), size=2048)
+        (row,) = run(tmp_path).models
+        assert (row.id, row.quant, row.publisher, row.format, row.size_bytes) == (
+            "llama-3-8b-instruct-bf16", "BF16", "meta", "hf", 4096)
+        assert [os.path.basename(p) for p in row.inputs] == [
+            "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+
+    def test_quant_method_wins_over_dtype(self, tmp_path):
+        hf_folder(tmp_path / "models/q/Qwen2.5-7B-Instruct", {**LLAMA_CONFIG, "quantization_config": {"quant_method": "awq"}})
+        assert ids(run(tmp_path)) == ["qwen2.5-7b-instruct-awq"]
+
+    def test_cache_layout_gives_the_repo_name(self, tmp_path):
+        repo = tmp_path / "models/models--Qwen--Qwen3-4B--Instruct"
+        snap = repo / "snapshots/0123abcd"
+        snap.mkdir(parents=True)
+        (snap / "config.json").write_text(json.dumps(LLAMA_CONFIG))
+        blob = repo / "blobs/abc"
+        blob.parent.mkdir()
+        blob.write_bytes(b"\0" * 1000)
+        (snap / "model.safetensors").symlink_to(blob)
+        (row,) = run(tmp_path).models
+        assert (row.id, row.publisher, row.repo, row.size_bytes) == ("qwen3-4b--instruct-bf16", "Qwen", "Qwen3-4B--Instruct", 1000)
+
+    @pytest.mark.parametrize("config", [
+        {"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"},
+        {"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"},
+        {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper"},
+        {"architectures": ["DINOv3ViTModel"]},
+    ])
+    def test_non_causal_folders_are_ignored_with_a_reason(self, tmp_path, config):
+        hf_folder(tmp_path / "models/x/thing", config)
+        found = run(tmp_path)
+        assert ids(found) == [] and len(found.ignored) == 1 and found.ignored[0].reason
+
+    def test_gguf_beside_safetensors_wins(self, tmp_path):
+        hf_folder(tmp_path / "models/x/M", LLAMA_CONFIG)
+        model(tmp_path / "models/x/M/M-Q4_0.gguf")
+        assert ids(run(tmp_path)) == ["m-q4_0"]
+
+    def test_walk_continues_below_an_hf_folder(self, tmp_path):
+        hf_folder(tmp_path / "models/x/M", LLAMA_CONFIG)
+        model(tmp_path / "models/x/M/gguf/M-Q4_0.gguf")
+        assert ids(run(tmp_path)) == ["m-bf16", "m-q4_0"]
+
+    def test_zero_byte_weights_or_no_weights_are_not_a_model(self, tmp_path):
+        hf_folder(tmp_path / "models/x/Empty", LLAMA_CONFIG, size=0)
+        hf_folder(tmp_path / "models/x/NoWeights", LLAMA_CONFIG, weights=())
+        assert ids(run(tmp_path)) == []
+
+    @pytest.mark.parametrize("text", ["{not json", "[1, 2]", ""])
+    def test_broken_config_is_a_row_with_its_reason(self, tmp_path, text):
+        hf_folder(tmp_path / "models/x/Broken", text)
+        found = run(tmp_path)
+        assert ids(found) == ["broken"] and "config.json" in found.row_errors["broken"]
