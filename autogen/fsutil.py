@@ -81,11 +81,11 @@ def run_lock(cache_dir: str, *, timeout: float = 600.0, notify=None) -> Iterator
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
                     raise
                 if not told and notify is not None:
-                    notify(f"swapgen: another run holds {path}; waiting (up to {timeout:.0f} s)")
+                    notify(f"swapgen: another run holds {path}; waiting (up to {timeout:g} s)")
                     told = True
                 if time.monotonic() >= deadline:
                     raise SwapgenError(
-                        f"{path}: another swapgen run still holds the lock after {timeout:.0f} s; "
+                        f"{path}: another swapgen run still holds the lock after {timeout:g} s; "
                         "wait for it to finish or stop it"
                     ) from None
                 time.sleep(0.1)

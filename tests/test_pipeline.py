@@ -1,0 +1,153 @@
+"""The task graph end to end: first run, no-op runs, and exactly the re-emits a change calls for."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from ruamel.yaml import YAML
+
+from autogen import cli, tasks
+from autogen.validate import validate_text
+from tests.gguf_fixtures import Q, write_gguf
+
+GIB = 1 << 30
+
+
+def llama_kv(blocks=4, ctx=8192):
+    return {"{arch}.block_count": blocks, "{arch}.context_length": ctx, "{arch}.embedding_length": 256,
+            "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": 2,
+            "{arch}.feed_forward_length": 1024}
+
+
+def add_model(root, rel, *, size=None, blocks=4):
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tensors = [("token_embd.weight", (256, 1024), Q.F16)]
+    tensors += [(f"blk.{i}.attn_q.weight", (256, 256), Q.F16) for i in range(blocks)]
+    return write_gguf(path, "llama", kv=llama_kv(blocks), tensors=tensors, sparse_size=size)
+
+
+SETTINGS = """roots: [models]
+vram_budget_gb: 8
+card_vram_gb: 0
+backends:
+  - {id: llama, kind: llama, path: /opt/llama/llama-server, default: true}
+"""
+
+
+@pytest.fixture
+def library(tmp_path):
+    root = tmp_path / "models"
+    add_model(root, "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(root, "pub/B-GGUF/Beta-Q8_0.gguf", size=GIB)
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(SETTINGS)
+    return tmp_path
+
+
+def run(settings, *args):
+    rc = cli.main(["--settings", str(settings), *args])
+    return rc, tasks._ACTIVE.stats
+
+
+def config(tmp_path):
+    return (tmp_path / "config.yaml").read_text()
+
+
+def read_io() -> int:
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar")).split()[1])
+
+
+class TestIncremental:
+    def test_first_run_writes_a_valid_sorted_config(self, library):
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 2 and stats["config"] == "written"
+        text = config(library)
+        assert validate_text(text, "config.yaml") == []
+        models = YAML(typ="safe").load(text)["models"]
+        assert list(models) == ["alpha-q4_k_m", "beta-q8_0"]
+        assert models["alpha-q4_k_m"]["cmd"].startswith("/opt/llama/llama-server")
+
+    def test_second_run_executes_no_model_task_and_keeps_the_file(self, library):
+        run(library / "swapgen.yaml")
+        before = os.stat(library / "config.yaml").st_mtime_ns
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 0 and "config" not in stats
+        assert os.stat(library / "config.yaml").st_mtime_ns == before
+
+    def test_editing_one_override_re_emits_only_that_model(self, library):
+        run(library / "swapgen.yaml")
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("overrides:\n  - {match: '*Alpha*', ctx: 4096}\n")
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 1 and stats["config"] == "written"
+
+    def test_adding_a_model_runs_only_its_task_and_config(self, library):
+        run(library / "swapgen.yaml")
+        add_model(library / "models", "pub/C-GGUF/Gamma-Q4_0.gguf")
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 1 and stats["config"] == "written"
+        assert "gamma-q4_0" in config(library)
+
+    def test_removing_a_model_drops_it(self, library):
+        run(library / "swapgen.yaml")
+        os.unlink(library / "models/pub/A-GGUF/Alpha-Q4_K_M.gguf")
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 0 and "alpha" not in config(library)
+        assert len(os.listdir(library / "cache/fragments")) == 1
+
+    def test_touch_on_a_sparse_gigabyte_model_reads_only_its_head(self, library):
+        run(library / "swapgen.yaml")
+        big = library / "models/pub/B-GGUF/Beta-Q8_0.gguf"
+        later = time.time() + 5
+        os.utime(big, (later, later))
+        before = read_io()
+        rc, stats = run(library / "swapgen.yaml")
+        read = read_io() - before
+        assert rc == 0 and stats["emitted"] == 0
+        assert read < 8 << 20, f"read {read} bytes for a no-op after a touch"
+
+    def test_deleted_or_hand_edited_output_is_restored(self, library):
+        run(library / "swapgen.yaml")
+        original = config(library)
+        (library / "config.yaml").write_text(original.replace("ttl: 600", "ttl: 5"))
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 0 and config(library) == original
+        os.unlink(library / "config.yaml")
+        run(library / "swapgen.yaml")
+        assert config(library) == original
+
+    def test_same_inputs_give_the_same_bytes(self, library, tmp_path_factory):
+        run(library / "swapgen.yaml")
+        first = config(library)
+        os.rename(library / "cache", library / "old-cache")
+        run(library / "swapgen.yaml")
+        assert config(library) == first
+
+    def test_star_switch_re_emits_only_unpinned_models(self, library):
+        text = SETTINGS + "  - {id: llama2, kind: llama, path: /opt/b/llama-server}\n" \
+                          "overrides:\n  - {match: '*Alpha*', backend: llama}\n"
+        (library / "swapgen.yaml").write_text(text)
+        run(library / "swapgen.yaml")
+        (library / "swapgen.yaml").write_text(text.replace("default: true", "default: false")
+                                              .replace("path: /opt/b/llama-server}", "path: /opt/b/llama-server, default: true}"))
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 1
+        assert "/opt/b/llama-server" in config(library)
+
+
+class TestCommands:
+    def test_list_shows_every_model(self, library, capsys):
+        assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
+        out = capsys.readouterr().out
+        assert "alpha-q4_k_m" in out and "beta-q8_0" in out and "2 served" in out
+
+    def test_bad_settings_exit_1_without_traceback(self, library, capsys):
+        (library / "swapgen.yaml").write_text("roots: [models]\nttl: soon\n")
+        assert cli.main(["--settings", str(library / "swapgen.yaml")]) == 1
+        err = capsys.readouterr().err
+        assert "ttl: expected an integer, got 'soon'" in err and "Traceback" not in err
+        assert not (library / "config.yaml").exists()
