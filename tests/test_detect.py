@@ -1,0 +1,267 @@
+"""`swapgen backends detect` against fake engine executables on a temporary PATH and HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autogen import cli, detect
+from autogen.errors import SettingsError
+from autogen.settings import BackendRow, load_backends_file, load_settings
+
+SLEEP = shutil.which("sleep") or "/bin/sleep"
+FAST = 0.5  # probe timeout in tests: the hanging engine is stopped after this many seconds
+
+LLAMA_CUDA = """\
+case "$1" in
+  --version) echo "version: 11434 (abc1234)" >&2; echo "built with cc for x86_64-linux-gnu" >&2 ;;
+  --list-devices) echo "Available devices:"; echo "  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, 23500 MiB free)" ;;
+esac
+"""
+VLLM = 'echo "INFO 01-01 some startup log"\necho "0.11.0"\n'
+SD = 'echo "stable-diffusion.cpp version 1.2.3, commit deadbeef"\n'
+HANGS = f'{SLEEP} 30\n'
+FAILS = 'echo "error: unknown argument: $1" >&2\nexit 1\n'
+
+
+def engine(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """An empty HOME and a PATH with only `tmp/bin`; system places limited to HOME's."""
+    home = tmp_path / "home"
+    (tmp_path / "bin").mkdir()
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr(detect, "SYSTEM_PLACES", ("~/.local/bin", "~/*/build/bin"))
+    return home
+
+
+def settings_file(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "swapgen.yaml"
+    path.write_text("roots: [models]\nbackends_file: backends.yaml\n" + extra)
+    return path
+
+
+def run(settings: Path, **kw) -> dict:
+    return detect.detect(load_settings(settings), timeout=FAST, **kw)
+
+
+def rows(tmp_path: Path) -> dict[str, BackendRow]:
+    return {r.id: r for r in load_backends_file(tmp_path / "backends.yaml")}
+
+
+class TestFinding:
+    def test_engines_on_path_become_managed_rows_with_version_and_variant(self, tmp_path, home):
+        bin_ = tmp_path / "bin"
+        engine(bin_, "llama-server", LLAMA_CUDA)
+        engine(bin_, "vllm", VLLM)
+        engine(bin_, "sd-server", SD)
+        report = run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert sorted(got) == ["llama-cuda", "sd", "vllm"]
+        llama = got["llama-cuda"]
+        assert (llama.kind, llama.version, llama.variant, llama.component) == ("llama", "b11434", "cuda", "llama.cpp")
+        assert llama.managed and llama.path == str(bin_ / "llama-server")
+        assert (got["vllm"].version, got["vllm"].variant) == ("0.11.0", "cuda")
+        assert got["sd"].version == "1.2.3"
+        assert report["written"] and sorted(report["added"]) == ["llama-cuda", "sd", "vllm"]
+
+    def test_first_row_of_each_class_takes_the_star_gpu_build_first(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        engine(tmp_path / "bin", "vllm", VLLM)
+        engine(tmp_path / "bin", "sd-server", SD)
+        run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert got["llama-cuda"].default and got["sd"].default
+        assert not got["vllm"].default  # llm already has its ★ (llama sorts first)
+
+    def test_a_symlinked_binary_is_one_row(self, tmp_path, home):
+        real = engine(home / "llama.cpp" / "build" / "bin", "llama-server", LLAMA_CUDA)
+        (home / ".local" / "bin").mkdir(parents=True)
+        (home / ".local" / "bin" / "llama-server").symlink_to(real)
+        os.symlink(real, tmp_path / "bin" / "llama-server")
+        run(settings_file(tmp_path))
+        assert list(rows(tmp_path)) == ["llama-cuda"]
+        assert rows(tmp_path)["llama-cuda"].path == str(tmp_path / "bin" / "llama-server")  # $PATH first
+
+    def test_libraries_beside_the_binary_name_the_variant(self, tmp_path, home):
+        folder = home / "llama.cpp" / "build" / "bin"
+        engine(folder, "llama-server", LLAMA_CUDA)  # its --list-devices says CUDA; the libraries win
+        (folder / "libggml-vulkan.so").write_bytes(b"")
+        (folder / "libggml-base.so").write_bytes(b"")
+        engine(tmp_path / "bin", "parakeet-server", 'echo "parakeet-server v0.3.1"\n')
+        (tmp_path / "lib").mkdir()
+        (tmp_path / "lib" / "libggml-cpu-haswell.so").write_bytes(b"")
+        run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert got["llama-vulkan"].variant == "vulkan"
+        assert (got["asr-cpu"].variant, got["asr-cpu"].version) == ("cpu", "0.3.1")
+
+    def test_vllm_in_a_listed_venv_reads_version_and_torch_build_from_disk(self, tmp_path, home):
+        for name, lib in (("venv-cuda", "libtorch_cuda.so"), ("venv-rocm", "libtorch_hip.so"),
+                          ("venv-cpu", "libtorch_cpu.so")):
+            site = tmp_path / name / "lib" / "python3.11" / "site-packages"
+            (site / "vllm-0.10.2.dist-info").mkdir(parents=True)
+            (site / "torch" / "lib").mkdir(parents=True)
+            (site / "torch" / "lib" / lib).write_bytes(b"")
+            engine(tmp_path / name / "bin", "vllm", FAILS)  # never asked: the dist-info answers
+        report = run(settings_file(tmp_path, "backend_venvs: [venv-cuda, venv-rocm, venv-cpu]\n"))
+        got = rows(tmp_path)
+        assert sorted(got) == ["vllm", "vllm-2", "vllm-3"]
+        assert {(r.version, r.variant) for r in got.values()} == {
+            ("0.10.2", "cuda"), ("0.10.2", "rocm"), ("0.10.2", "cpu")}
+        assert report["notes"] == []
+
+    def test_tts_server_of_tts_cpp_is_kind_ttscpp(self, tmp_path, home):
+        engine(home / "TTS.cpp" / "build" / "bin", "tts-server", FAILS)
+        engine(tmp_path / "bin", "tts-server", 'echo "qwentts version 0.2.0"\n')
+        run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert got["ttscpp"].component == "tts.cpp" and got["tts"].component == "qwentts.cpp"
+        assert got["tts"].default and not got["ttscpp"].default  # one tts class, one ★
+
+
+class TestProbes:
+    def test_a_hanging_engine_is_stopped_and_recorded_without_a_version(self, tmp_path, home):
+        engine(tmp_path / "bin", "sam3_server", HANGS)
+        report = run(settings_file(tmp_path))
+        assert rows(tmp_path)["sam"].version == ""
+        assert report["notes"] == [f"{tmp_path / 'bin' / 'sam3_server'}: `--version` gave no answer within 0.5 s (stopped it)"]
+
+    def test_a_failing_version_probe_leaves_an_empty_version_and_a_note(self, tmp_path, home):
+        engine(tmp_path / "bin", "audiocpp-server", FAILS)
+        report = run(settings_file(tmp_path))
+        assert rows(tmp_path)["audiocpp"].version == ""
+        assert report["notes"] == [
+            f"{tmp_path / 'bin' / 'audiocpp-server'}: `--version` failed (exit 1): error: unknown argument: --version"]
+
+    @pytest.mark.parametrize(("engine_name", "text", "version"), [
+        ("llama", "version: 11434 (abc1234)\nbuilt with MSVC 19.40 for x64\n", "b11434"),
+        ("llama", "garbage\n", ""),
+        ("vllm", "WARNING something 1.2\n0.11.0\n", "0.11.0"),
+        ("sd", "sd-server version: v2.0.1\n", "2.0.1"),
+        ("sd", "usage: sd-server [options]\n", ""),
+    ])
+    def test_version_parsing(self, engine_name, text, version):
+        assert detect.parse_version(engine_name, text) == version
+
+    @pytest.mark.parametrize(("text", "variant"), [
+        ("Available devices:\n  ROCm0: AMD Radeon RX 7900 XTX (24560 MiB, 24000 MiB free)\n", "rocm"),
+        ("Available devices:\n  Vulkan0: Intel(R) Arc(tm) (16000 MiB, 15000 MiB free)\n", "vulkan"),
+        ("Available devices:\n  MTL0: Apple M1 Pro (12124 MiB, 12123 MiB free)\n", "metal"),
+        ("Available devices:\n", "cpu"),
+        ("error: unknown argument\n", ""),
+    ])
+    def test_list_devices_parsing(self, text, variant):
+        assert detect.parse_devices(text) == variant
+
+
+class TestRewrite:
+    def test_second_run_leaves_the_file_byte_identical_and_untouched(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        engine(tmp_path / "bin", "vllm", VLLM)
+        settings = settings_file(tmp_path)
+        run(settings)
+        target = tmp_path / "backends.yaml"
+        before, stat = target.read_bytes(), target.stat()
+        report = run(settings)
+        assert target.read_bytes() == before and target.stat().st_mtime_ns == stat.st_mtime_ns
+        assert (report["written"], report["changed"], report["added"]) == (False, False, [])
+
+    def test_manual_rows_are_untouched_and_keep_the_star(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        engine(tmp_path / "bin", "sd-server", SD)
+        settings = settings_file(tmp_path, "backends:\n  - {id: mine, kind: llama, path: /x/llama-server, default: true}\n")
+        text = settings.read_bytes()
+        report = run(settings)
+        got = rows(tmp_path)
+        assert settings.read_bytes() == text and "mine" not in got
+        assert not got["llama-cuda"].default  # the class already has a manual ★
+        assert got["sd"].default  # a new class gets its ★
+        assert any("replace the 1 row(s) under `backends:`" in n for n in report["notes"])
+
+    def test_an_existing_managed_star_is_never_stolen(self, tmp_path, home):
+        old = engine(tmp_path / "old", "llama-server", LLAMA_CUDA)
+        (tmp_path / "backends.yaml").write_text(
+            f"- {{id: llama-old, kind: llama, path: {old}, default: true, managed: true, version: b1}}\n")
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        report = run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert got["llama-old"].default and got["llama-old"].version == "b11434"  # id and ★ kept, version read
+        assert not got["llama-cuda"].default
+        assert report["updated"] == ["llama-old: version b1 → b11434", "llama-old: variant - → cuda"]
+
+    def test_a_removed_binary_drops_its_row_and_says_so(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        sd = engine(tmp_path / "bin", "sd-server", SD)
+        settings = settings_file(tmp_path)
+        run(settings)
+        sd.unlink()
+        report = run(settings)
+        assert list(rows(tmp_path)) == ["llama-cuda"]
+        assert report["dropped"] == [{"id": "sd", "path": str(sd)}]
+        assert f"dropped: sd ({sd} is gone)" in detect.format_report(report)
+
+    def test_unmanaged_rows_of_the_file_are_kept(self, tmp_path, home):
+        (tmp_path / "backends.yaml").write_text("- {id: by-hand, kind: custom, path: /opt/x/serve}\n")
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        run(settings_file(tmp_path))
+        assert list(rows(tmp_path)) == ["by-hand", "llama-cuda"]
+
+    def test_two_builds_of_one_variant_get_distinct_stable_ids(self, tmp_path, home):
+        engine(home / "a" / "build" / "bin", "llama-server", LLAMA_CUDA)
+        engine(home / "b" / "build" / "bin", "llama-server", LLAMA_CUDA)
+        settings = settings_file(tmp_path)
+        run(settings)
+        first = rows(tmp_path)
+        assert sorted(first) == ["llama-cuda", "llama-cuda-2"]
+        assert first["llama-cuda"].path.startswith(str(home / "a")) and first["llama-cuda"].default
+        run(settings)
+        assert rows(tmp_path) == first
+
+    def test_dry_run_writes_nothing(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        report = run(settings_file(tmp_path), dry_run=True)
+        assert not (tmp_path / "backends.yaml").exists()
+        assert report["changed"] and not report["written"]
+        assert "dry run: " in detect.format_report(report)
+
+    def test_nothing_found_writes_an_empty_list(self, tmp_path, home):
+        run(settings_file(tmp_path))
+        assert load_backends_file(tmp_path / "backends.yaml") == ()
+
+
+class TestCommand:
+    def test_settings_without_backends_file_is_an_error_with_the_hint(self, tmp_path, home, capsys):
+        (tmp_path / "swapgen.yaml").write_text("roots: [models]\n")
+        with pytest.raises(SettingsError, match="add `backends_file: backends.yaml`"):
+            detect.detect(load_settings(tmp_path / "swapgen.yaml"))
+        assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "backends", "detect"]) == 1
+        assert "backends_file: required by `swapgen backends detect`" in capsys.readouterr().err
+        assert not (tmp_path / "backends.yaml").exists()
+
+    def test_cli_prints_one_line_per_row_and_what_changed(self, tmp_path, home, capsys):
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        settings = settings_file(tmp_path)
+        assert cli.main(["--settings", str(settings), "backends", "detect"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].split() == ["★", "llama-cuda", "llama", "b11434", "cuda", str(tmp_path / "bin" / "llama-server")]
+        assert out[1:] == ["added: llama-cuda", f"wrote {tmp_path / 'backends.yaml'}"]
+
+    def test_json_output_parses(self, tmp_path, home, capsys):
+        engine(tmp_path / "bin", "vllm", VLLM)
+        assert cli.main(["--settings", str(settings_file(tmp_path)), "backends", "detect", "--json", "--dry-run"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert [r["id"] for r in report["rows"]] == ["vllm"] and report["dry_run"]
