@@ -98,6 +98,57 @@ class Override:
     ngl: int | None = None
     #: "auto" | "none" | "cpu" | "gpu" | a projector path.
     mmproj: str | None = None
+    # sd-server (image) knobs; component paths win over `encoders`, "none" drops the component
+    #: VAE, e.g. "/models/flux/ae.safetensors".
+    vae: str | None = None
+    #: CLIP-L / CLIP-G text encoders (Flux.1 needs CLIP-L), e.g. "/models/clip_l.safetensors".
+    clip_l: str | None = None
+    clip_g: str | None = None
+    #: T5-XXL text encoder (Flux.1, Chroma), e.g. "/models/t5xxl_fp16.safetensors".
+    t5xxl: str | None = None
+    #: LLM text encoder (`--llm`: Z-Image, Qwen-Image, Flux.2), e.g. "/models/Qwen3-4B-Q8_0.gguf".
+    llm_text_encoder: str | None = None
+    #: LoRA folder for sd-server (default: the model's own folder).
+    lora_dir: str | None = None
+    #: true/false pins sd-server's `--offload-to-cpu` (default: from the budget).
+    offload_to_cpu: bool | None = None
+    #: Keep the VAE / text encoders on the CPU (defaults: false / true).
+    vae_on_cpu: bool | None = None
+    te_on_cpu: bool | None = None
+    #: sd-server savers `--diffusion-fa` / `--vae-tiling` (default: on).
+    diffusion_fa: bool | None = None
+    vae_tiling: bool | None = None
+    #: sd-server generation defaults (`--steps`, `--cfg-scale`, `--sampling-method`, size).
+    steps: int | None = None
+    cfg_scale: float | None = None
+    sampling_method: str | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+@frozen
+class Encoders:
+    """Diffusion components shared by every image model that needs them (reference
+    `spec-classes.md` §4.3 "declared fields"); a per-model override path wins.
+
+    Example: Encoders(flux_vae="/models/flux/ae.safetensors", clip_l="/models/clip_l.safetensors",
+    t5xxl="/models/t5xxl_fp16.safetensors").
+    """
+
+    #: Flux.1 AE (16-channel latents): Flux.1, Chroma, LongCat.
+    flux_vae: str | None = None
+    #: Flux.2 VAE (32-channel latents): Flux.2 / Klein, ERNIE-Image.
+    flux2_vae: str | None = None
+    #: Z-Image / Lumina VAE; default: `flux_vae` (Z-Image's AE is Flux.1's).
+    zimage_vae: str | None = None
+    #: Qwen-Image VAE (a Wan-2.1-style 3-D VAE).
+    qwen_image_vae: str | None = None
+    clip_l: str | None = None
+    clip_g: str | None = None
+    t5xxl: str | None = None
+    #: LLM text encoder for `--llm` (Z-Image: Qwen3-4B, Qwen-Image: Qwen2.5-VL-7B, …); pin per
+    #: model with the override's `llm_text_encoder` when several families need different ones.
+    llm_text_encoder: str | None = None
 
 
 @frozen
@@ -149,6 +200,10 @@ class Settings:
     parallel: int | None = None
     flash_attn: str | None = None
     threads: int | None = None
+    #: Virtualenvs whose `bin/vllm` `swapgen backends detect` also checks (relative to this file).
+    backend_venvs: tuple[str, ...] = ()
+    #: Declared diffusion components for image models (see `Encoders`).
+    encoders: Encoders = Encoders()
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -232,6 +287,25 @@ _ttl = _checked(_strict_int, lambda v: v >= -1, "expected an integer of -1 or mo
 _health = _checked(_strict_int, lambda v: v >= 15, "expected an integer of 15 or more (llama-swap's minimum)")
 _nonblank = _checked(_strict_str, lambda v: v.strip() != "", "expected a non-empty string")
 
+#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`).
+LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FLASH_ATTN_MODES = ("on", "off", "auto")
+#: `mmproj:` keywords; any other non-empty string is a projector path.
+MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
+_kv_type = _checked(_strict_str, lambda v: v in LLAMA_KV_TYPES, f"expected one of {', '.join(LLAMA_KV_TYPES)}")
+_flash_attn = _checked(_strict_str, lambda v: v in FLASH_ATTN_MODES, "expected on, off or auto")
+_mmproj = _checked(_strict_str, lambda v: v.strip() != "",
+                   "expected auto, none, cpu, gpu or a projector path")
+_non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
+_LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
+
+_SD_HOOKS = {
+    **dict.fromkeys(("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder", "lora_dir", "sampling_method"),
+                    _nonblank),
+    **dict.fromkeys(("steps", "width", "height"), _positive_int),
+    "cfg_scale": _positive_float,
+}
+
 _FIELD_HOOKS: dict[type, dict[str, Any]] = {
     BackendRow: {"id": _nonblank, "kind": _nonblank, "path": _nonblank},
     Variant: {
@@ -241,6 +315,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "parallel": _positive_int,
         "threads": _positive_int,
         "extra_args": _args,
+        **_LLAMA_HOOKS,
     },
     Override: {
         "match": _nonblank,
@@ -251,7 +326,11 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "parallel": _positive_int,
         "threads": _positive_int,
         "extra_args": _args,
+        **_LLAMA_HOOKS,
+        **_SD_HOOKS,
     },
+    Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
+                             "t5xxl", "llm_text_encoder"), _nonblank),
     Gpu: {"vram_gb": _non_negative_float},
     Settings: {
         "vram_budget_gb": _positive_float,
@@ -261,6 +340,8 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "tool_parsers": _str_map,
         "parallel": _positive_int,
         "threads": _positive_int,
+        "kv_type": _kv_type,
+        "flash_attn": _flash_attn,
     },
 }
 
@@ -363,6 +444,12 @@ def _resolve(base: Path, value: str) -> str:
     return str((base / Path(value).expanduser()).absolute())
 
 
+def _resolve_paths(base: Path, encoders: Encoders) -> Encoders:
+    """Declared component paths, relative to the settings file's folder like `roots`."""
+    changes = {a.name: _resolve(base, v) for a in attrs.fields(Encoders) if (v := getattr(encoders, a.name))}
+    return attrs.evolve(encoders, **changes)
+
+
 def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
     """Rows of the machine-owned backends file (a YAML list, or `{backends: [...]}`)."""
     data = read_yaml(path)
@@ -412,6 +499,8 @@ def load_settings(path: str | Path | None = None) -> Settings:
         cache_dir=_resolve(base, settings.cache_dir),
         backends_file=backends_file,
         backends=backends,
+        backend_venvs=tuple(_resolve(base, v) for v in settings.backend_venvs),
+        encoders=_resolve_paths(base, settings.encoders),
         source=str(path),
     )
 
