@@ -51,7 +51,7 @@ def table(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no models found\n"
     cols = [("id", lambda r: r["id"] or "-"), ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
-            ("backend", lambda r: r["backend"]),
+            ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
             ("status", lambda r: "SKIPPED" if r["skipped"] and r["class"] != "ignored" else
              ("ignored" if r["class"] == "ignored" else "ok"))]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
