@@ -68,3 +68,6 @@ class Plan:
     skips: tuple[Skip, ...] = ()
     #: Human notes on the derivation, for `swapgen show` (one line each).
     notes: tuple[str, ...] = ()
+    #: Side files the model task writes with the fragment: (absolute path, text). Example:
+    #: audio.cpp's server JSON, which its `cmd` names with `--config` (no `--model` flag).
+    files: tuple[tuple[str, str], ...] = ()

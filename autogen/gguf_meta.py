@@ -17,6 +17,9 @@ __all__ = ["meta_from_gguf"]
 #: (llama.cpp `llm_arch_is_recurrent`).
 RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
 
+#: audio.cpp's family key (its converter writes it beside the embedded model spec).
+AUDIOCPP_FAMILY = "audiocpp.model_spec.family"
+
 #: More layers than any model has: a hostile block_count must not size a per-layer tuple.
 MAX_BLOCKS = 1 << 16
 
@@ -103,6 +106,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         diffusion_kind=_diffusion_kind(header),
         quant_label=_quant_label(header),
         layout_note="; ".join(n for n in (layout_note, mla_note) if n),
+        audio_family=_text(kv.get(AUDIOCPP_FAMILY)).strip().lower(),
     )
 
 
@@ -160,6 +164,10 @@ def _quant_label(header: GGUFHeader) -> str:
     if not header.bytes_by_type:
         return ""
     return GGMLType(header.bytes_by_type[0][0]).name
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _is_int(value: object) -> bool:

@@ -75,3 +75,5 @@ class ModelMeta:
     #: How the attention layout was read, for `swapgen show` (e.g.
     #: "layer_types: 16 of 64 layers full_attention").
     layout_note: str = ""
+    #: audio.cpp conversions: GGUF `audiocpp.model_spec.family` (e.g. "moss_tts_nano"), else "".
+    audio_family: str = ""

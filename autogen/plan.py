@@ -8,6 +8,7 @@ files) changes, that model alone is re-emitted.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from functools import lru_cache
 from typing import Any
@@ -16,7 +17,8 @@ import attrs
 from attrs import frozen
 
 from autogen import GENERATOR_VERSION
-from autogen.backends import Resolved, resolution_key, resolve_backend, resolve_backend_preferring, resolve_embedder
+from autogen.backends import (Resolved, only_audiocpp, resolution_key, resolve_backend, resolve_backend_preferring,
+                              resolve_embedder, without_audiocpp)
 from autogen.cmdline import unsafe_arg_reason
 from autogen.emitcontext import EmitContext
 from autogen.entry import Plan, Skip
@@ -28,8 +30,10 @@ from autogen.settings import Override, Settings, unstructure
 
 DEFAULT_BUDGET_GB = 8.0
 
-#: Model roles, each served by its own emitter. Embedding is class llm served differently.
+#: Model roles, each served by its own emitter. Embedding is class llm served differently;
+#: audio.cpp serves class tts or asr by its family; "diffusion" = a DiT with no image arm (skipped).
 LLM, EMBEDDING, IMAGE, TTS, ASR, SEGMENT = "llm", "embedding", "image", "tts", "asr", "segment"
+AUDIOCPP, DIFFUSION = "audiocpp", "diffusion"
 
 #: GGUF architectures of encoder-only embedding models (pooling may be absent in old files).
 EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "t5encoder"})
@@ -52,20 +56,35 @@ def match_override(settings: Settings, row: ModelRow) -> Override | None:
 
 
 def model_role(row: ModelRow, meta: ModelMeta | None) -> str:
+    """First match wins (reference `spec-classes.md` §1.1): SAM before any header read, image
+    before embedding, embedding before every audio class, audio.cpp (its header names the
+    family) before the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
+    from autogen.emit_audio import is_asr_model, is_audiocpp_model, is_tts_model
+    from autogen.emit_sd import UNSERVED_DIFFUSION_ARCHS, is_image_model
+
     if row.format == "hf":
         return LLM
     if row.format == "sam":
         return SEGMENT
     if meta is None:
         return LLM
+    if meta.arch in UNSERVED_DIFFUSION_ARCHS:
+        return DIFFUSION
+    if is_image_model(meta):
+        return IMAGE
     if meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS:
         return EMBEDDING
-    if meta.diffusion_kind or meta.general_type == "diffusion":
-        return IMAGE
+    if is_audiocpp_model(meta):
+        return AUDIOCPP
+    if is_tts_model(row, meta):
+        return TTS
+    if is_asr_model(row, meta):
+        return ASR
     return LLM
 
 
-def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: str) -> Resolved:
+def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: str,
+                meta: ModelMeta | None = None) -> Resolved:
     """Which backend serves this model (raises ModelError for a pin to another class)."""
     if row.format == "hf":
         return resolve_backend_preferring(settings, override, "llm", "vllm")
@@ -73,8 +92,20 @@ def resolve_for(settings: Settings, override: Override | None, row: ModelRow, ro
         return resolve_embedder(settings, override)
     if role == SEGMENT:
         return resolve_backend(settings, override, "segment")
-    if role == IMAGE:
+    if role in (IMAGE, DIFFUSION):
         return resolve_backend(settings, override, "image")
+    if role == TTS:
+        from autogen.emit_audio import is_ttscpp_model
+
+        prefer = "ttscpp" if is_ttscpp_model(row, meta) else "tts"
+        return resolve_backend_preferring(without_audiocpp(settings), override, "tts", prefer)
+    if role == ASR:
+        return resolve_backend(without_audiocpp(settings), override, "asr")
+    if role == AUDIOCPP:
+        from autogen.emit_audio import audiocpp_task
+
+        cls = "asr" if audiocpp_task(meta) == "asr" else "tts"
+        return resolve_backend_preferring(only_audiocpp(settings), override, cls, "audiocpp")
     return resolve_backend(settings, override, "llm")
 
 
@@ -116,7 +147,7 @@ def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: s
     backend = None
     if error is None:
         try:
-            backend = resolve_for(settings, override, row, role)
+            backend = resolve_for(settings, override, row, role, meta)
         except ModelError as exc:
             error = str(exc)
     return Job(row=row, override=override, role=role, backend=backend, error=error,
@@ -133,9 +164,29 @@ def global_inputs(settings: Settings) -> dict[str, Any]:
     return data
 
 
-def model_inputs(job: Job, settings_key: str) -> dict[str, Any]:
+#: Override fields naming image components (sd-server); their presence and size feed the plan.
+COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")
+
+
+def component_state(settings: Settings, override: Override | None) -> dict[str, int | None]:
+    """Size (None = absent) of every declared image component: downloading a missing T5 later
+    re-emits the image models that warned about it."""
+    paths = [v for v in attrs.astuple(settings.encoders) if v]
+    if override is not None:
+        paths += [getattr(override, name) for name in COMPONENT_FIELDS if getattr(override, name)]
+    state = {}
+    for path in paths:
+        try:
+            state[path] = os.stat(path).st_size
+        except OSError:
+            state[path] = None
+    return state
+
+
+def model_inputs(job: Job, settings: Settings, settings_key: str) -> dict[str, Any]:
     """The doit up-to-date key of one model (its files are `file_dep`s, not part of this)."""
     return {
+        "components": component_state(settings, job.override) if job.role == IMAGE else None,
         "settings": settings_key,
         "row": unstructure(job.row),
         "override": unstructure(job.override) if job.override else None,
@@ -186,6 +237,24 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
         from autogen.emit_llama import emit_llama
 
         return emit_llama(ctx)
+    if job.role == IMAGE:
+        from autogen.emit_sd import emit_sd, file_size
+
+        return emit_sd(ctx, file_size)
+    if job.role == DIFFUSION:
+        raise ModelError(f"diffusion model of arch {ctx.meta.arch if ctx.meta else '?'}: video and other DiTs "
+                         f"have no sd-server arm here yet")
+    if job.role == SEGMENT:
+        from autogen.emit_sam import emit_sam
+
+        return emit_sam(ctx)
+    if job.role in (TTS, ASR, AUDIOCPP):
+        from autogen import emit_audio
+        from autogen.emit_sd import file_size
+
+        if job.role == TTS:
+            return emit_audio.emit_tts(ctx, file_size)
+        return emit_audio.emit_asr(ctx) if job.role == ASR else emit_audio.emit_audiocpp(ctx)
     raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
 
 

@@ -4,7 +4,7 @@ Weights are sparse files of realistic size (GBs on paper, kilobytes on disk); he
 real GGUF written with `gguf.GGUFWriter`, and HF folders carry real-shaped `config.json`
 files. It shows each kind of entry: a plain llama GGUF, a split set, a GGUF with a projector,
 an embedding model, an HF folder, an HF cache snapshot, a model pinned to vLLM, an image
-model, a folder that must be rejected (T5) and a broken file.
+model, a speech (ASR) model, a folder that must be rejected (T5) and a broken file.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 SAMPLE_DIR = "sample-library"
 MARKER = ".swapgen-sample"
 #: Bump when a recipe changes so existing sample libraries are rebuilt.
-SAMPLE_VERSION = "1"
+SAMPLE_VERSION = "2"
 
 Q4_K, Q8_0, F16 = 12, 8, 1  # ggml type ids (gguf.GGMLQuantizationType)
 _TYPE_SIZE = {Q4_K: (256, 144), Q8_0: (32, 34), F16: (1, 2)}
@@ -155,6 +155,9 @@ def build(root: Path) -> None:
     sdxl = [("model.diffusion_model.input_blocks.0.0.weight", int(1.5 * gb), Q8_0),
             ("model.diffusion_model.label_emb.0.0.weight", int(1.2 * gb), Q8_0)]
     _gguf(root / "stabilityai/sdxl/sd_xl_base_1.0-Q8_0.gguf", "sdxl", {"general.type": "diffusion"}, sdxl)
+    # speech: a Parakeet ASR model (parakeet-server, CPU, coexistence group "asr")
+    _gguf(root / "nvidia/parakeet-tdt-0.6b-v3-GGUF/parakeet-tdt-0.6b-v3-Q8_0.gguf", "parakeet", {},
+          [("encoder.blk.0.weight", int(0.67 * gb), Q8_0)])
     # HF folder, a cache snapshot (weights are symlinks into blobs/), a rejected T5 folder
     _config(root / "Qwen/Qwen3-8B/config.json", QWEN3_8B_CONFIG)
     for i in (1, 2):

@@ -28,7 +28,7 @@ from autogen.fsutil import read_bytes, run_lock, write_if_changed
 from autogen.gpus import card_vram_gb
 from autogen.metacache import MetaCache, head_hash
 from autogen.metadata import ModelMeta
-from autogen.plan import Job, build_plan, global_inputs, make_job, model_inputs
+from autogen.plan import AUDIOCPP, Job, build_plan, global_inputs, make_job, model_inputs
 from autogen.router import Fragment, assemble, write_config
 from autogen.settings import Settings, load_settings
 
@@ -63,6 +63,15 @@ def _digest(data: Any) -> str:
 
 def fragment_path(cache_dir: str, model_id: str) -> str:
     return os.path.join(cache_dir, FRAGMENTS, xxhash.xxh3_64_hexdigest(model_id.encode()) + ".json")
+
+
+def side_files(settings: Settings, job: Job) -> list[str]:
+    """Files a model task writes beside its fragment (a missing one re-runs the task)."""
+    if job.role == AUDIOCPP and job.error is None:
+        from autogen.emit_audio import audiocpp_config_path
+
+        return [audiocpp_config_path(settings.cache_dir, job.row.id)]
+    return []
 
 
 class Pipeline:
@@ -109,6 +118,8 @@ class Pipeline:
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
                    "entries": [e.id for e in plan.entries],
                    "skips": [[s.id, s.reason] for s in plan.skips]}
+        for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
+            write_if_changed(path, text.encode("utf-8"))
         fragment = Fragment.from_plan(plan, summary)
         self.stats["emitted"] += 1
         if write_if_changed(fragment_path(self.settings.cache_dir, job.row.id), fragment.to_json()):
@@ -160,17 +171,17 @@ class Pipeline:
         where = job.row.path
         if job.error:
             return f"SKIPPED  {job.error}  ({where})"
-        return f"{job.role:<9} {job.engine:<6} {job.backend_id:<16} {where}"
+        return f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
 
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.jobs:
-            key = model_inputs(job, self.settings_key)
+            key = model_inputs(job, self.settings, self.settings_key)
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),
                 "file_dep": list(job.row.inputs),
-                "targets": [fragment_path(self.settings.cache_dir, job.row.id)],
+                "targets": [fragment_path(self.settings.cache_dir, job.row.id), *side_files(self.settings, job)],
                 "actions": [(self.emit_model, [job])],
                 "uptodate": [config_changed(_digest(key))],
                 "clean": True,

@@ -1,0 +1,61 @@
+"""The SAM emitter: discovery of `.ggml` rows (worked example N), argv, CPU-only YAML."""
+
+from __future__ import annotations
+
+from autogen.backends import resolve_backend
+from autogen.discovery import HeaderInfo, discover
+from autogen.emit_sam import emit_sam, sam_arch
+from autogen.emitcontext import EmitContext
+from autogen.plan import SEGMENT, model_role
+from autogen.settings import BackendRow, Override, Settings
+
+
+def sam_library(tmp_path):
+    folder = tmp_path / "sam"
+    folder.mkdir()
+    model = folder / "sam2.1_hiera_tiny_f16.ggml"
+    with open(model, "wb") as f:
+        f.truncate(22 * 1024 * 1024)
+    (folder / "not-a-model.ggml").write_bytes(b"ggml")
+    return discover((str(tmp_path),), lambda *a: HeaderInfo())
+
+
+def context(row, settings, override=None) -> EmitContext:
+    backend = resolve_backend(settings, override, "segment")
+    return EmitContext(row=row, meta=None, kv=None, override=override, settings=settings, backend=backend,
+                       budget_gb=8.0, card_vram_gb=None, ttl=600)
+
+
+def test_example_n_one_sam_row_and_the_other_ggml_ignored(tmp_path):
+    found = sam_library(tmp_path)
+    (row,) = found.models
+    assert row.id == "sam2.1-hiera-tiny-f16" and row.format == "sam"
+    assert model_role(row, None) == SEGMENT
+
+
+def test_argv_yaml_and_coexistence_group(tmp_path):
+    (row,) = sam_library(tmp_path).models
+    s = Settings(roots=(str(tmp_path),), server_exe="/opt/llama/llama-server", threads=6)
+    (entry,) = emit_sam(context(row, s)).entries
+    assert entry.argv == ("/opt/llama/sam3_server", "--model", row.path, "--host", "127.0.0.1", "--port", "${PORT}",
+                          "--threads", "6", "--no-gpu")
+    assert entry.check_endpoint == "/health" and entry.coexist_group == "sam"
+    assert entry.capabilities.inputs == ("image",) and entry.capabilities.outputs == ("image",)
+    meta = dict(entry.metadata)
+    assert meta["segmentation"] is True and meta["arch"] == "sam2.1" and "est_vram_gb" not in meta
+    assert entry.comment[0].startswith("sam3_server · sam2.1 · 0.021 GB · ")
+
+
+def test_registry_row_and_extra_args(tmp_path):
+    (row,) = sam_library(tmp_path).models
+    s = Settings(roots=(str(tmp_path),), backends=(BackendRow(id="sam", kind="sam3", path="/b/sam3_server"),))
+    ov = Override(match="*", extra_args=("--no-gpu", "--verbose"), unlisted=True)
+    (entry,) = emit_sam(context(row, s, ov)).entries
+    assert entry.argv[0] == "/b/sam3_server" and entry.argv.count("--no-gpu") == 1
+    assert entry.argv[-2:] == ("--no-gpu", "--verbose") and entry.unlisted
+
+
+def test_arch_label_from_the_name():
+    assert sam_arch("/m/sam3_f16.ggml") == "sam3"
+    assert sam_arch("/m/EdgeTAM-f16.ggml") == "edgetam"
+    assert sam_arch("/m/hiera_base.ggml") == "sam"
