@@ -1,0 +1,333 @@
+"""README.md stays true: its tables cover every settings key with the code's defaults, its
+settings examples load, its llama-swap configs validate, and its sample-library tour matches a
+real run.
+
+README conventions these tests read:
+- a settings table has the columns key | type | default | meaning, the key and the default in
+  backticks, under a heading that names its class in backticks ("### Override rows (`Override`)");
+- the first line of a ```yaml block says what it is: `# swapgen.yaml`, `# backends.yaml`,
+  `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, or
+  `# .pre-commit-config.yaml`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+from pathlib import Path
+
+import attrs
+import pytest
+from ruamel.yaml import YAML
+
+from autogen import cli, sample
+from autogen.settings import (BackendRow, Encoders, Gpu, Group, Override, Settings, Variant, load_backends_file,
+                              load_settings)
+from autogen.validate import validate_text
+
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+TEXT = README.read_text(encoding="utf-8")
+
+SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders)
+#: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
+NOT_KEYS = {(Settings, "source")}
+MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)",
+           "# .pre-commit-config.yaml")
+#: The path the README's tour writes in place of the clone's absolute path.
+TOUR_ROOT = "/home/me/swapgen"
+
+_FENCE = re.compile(r"^```([\w.+-]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+_HEADING = re.compile(r"^(#{1,6}) (.*)$")
+_NAME = re.compile(r"`([a-z_][a-z0-9_]*)`")
+
+
+def code_blocks() -> list[tuple[str, str, int]]:
+    """(language, body, line number) of every fenced block, in order."""
+    return [(m.group(1), m.group(2), TEXT.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(TEXT)]
+
+
+def yaml_blocks(marker: str) -> list[tuple[str, int]]:
+    """Bodies of ```yaml blocks whose first line is exactly `marker`."""
+    return [(body, line) for lang, body, line in code_blocks()
+            if lang == "yaml" and body.splitlines()[0].strip() == marker]
+
+
+def examples(marker: str) -> list:
+    """`yaml_blocks` as pytest params named by their README line."""
+    return [pytest.param(body, line, id=f"README.md:{line}") for body, line in yaml_blocks(marker)]
+
+
+def _separator(line: str) -> bool:
+    return line.startswith("|") and set(line) <= set("|-: ")
+
+
+def table_rows_under(wanted) -> list[list[str]]:
+    """Cells of the body rows of the tables in sections whose heading `wanted` accepts (a
+    callable on the heading line, or that exact heading line)."""
+    accept = (lambda h: h == wanted) if isinstance(wanted, str) else wanted
+    lines = TEXT.splitlines()
+    rows, inside, in_fence = [], False, False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            in_fence = not in_fence
+        elif in_fence:
+            continue
+        elif _HEADING.match(line):
+            inside = accept(line)
+        elif inside and line.startswith("|") and not _separator(line):
+            is_header = i + 1 < len(lines) and _separator(lines[i + 1])
+            if not is_header:
+                rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def table_rows(cls: type) -> list[list[str]]:
+    """Cells of the table rows under every heading that names `cls` in backticks."""
+    return table_rows_under(lambda heading: f"`{cls.__name__}`" in heading)
+
+
+def documented(cls: type) -> dict[str, list[str]]:
+    """Key → its row's cells, for every backticked name in a row's first cell."""
+    return {name: cells for cells in table_rows(cls) for name in _NAME.findall(cells[0])}
+
+
+def keys(cls: type) -> list[str]:
+    return [a.name for a in attrs.fields(cls) if (cls, a.name) not in NOT_KEYS]
+
+
+def render_default(field: attrs.Attribute) -> str:
+    """A field's default as the README's default column writes it."""
+    default = field.default
+    if default is attrs.NOTHING:
+        return "required"
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        default = default.factory()
+    if attrs.has(type(default)):
+        default = {}
+    if default is None:
+        return "`null`"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, tuple):
+        default = list(default)
+    if isinstance(default, str):
+        return f'`"{default}"`'
+    return f"`{default!r}`".replace("'", '"')
+
+
+# ---------------------------------------------------------------------------------------------
+# opening
+
+
+def test_readme_opens_with_the_two_setup_commands():
+    """The first thing a reader sees is exactly the two commands a fresh clone needs."""
+    lang, body, line = code_blocks()[0]
+    assert not re.search(r"^## ", TEXT[: TEXT.index("```")], re.MULTILINE), "commands must come first"
+    commands = [ln.split("#", 1)[0].strip() for ln in body.splitlines() if ln.split("#", 1)[0].strip()]
+    assert lang == "sh"
+    assert commands == ["pip install -e . && doit", "pip install -e '.[test]' && pytest"]
+
+
+# ---------------------------------------------------------------------------------------------
+# settings tables
+
+
+@pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
+def test_every_settings_key_has_a_table_row(cls):
+    """A key added to settings.py fails here until README's table for its class describes it."""
+    missing = [name for name in keys(cls) if name not in documented(cls)]
+    assert not missing, f"README.md: no row in the `{cls.__name__}` table for {missing}"
+
+
+@pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
+def test_tables_document_no_key_the_code_lacks(cls):
+    """A renamed or removed key fails here instead of lingering in the README."""
+    stale = sorted(set(documented(cls)) - set(keys(cls)))
+    assert not stale, f"README.md: `{cls.__name__}` table names keys the code does not have: {stale}"
+
+
+@pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
+def test_table_defaults_are_the_code_defaults(cls):
+    rows = documented(cls)
+    wrong = {}
+    for field in attrs.fields(cls):
+        if field.name in rows:
+            cells = rows[field.name]
+            assert len(cells) == 4, f"row of {field.name!r} needs key | type | default | meaning"
+            if cells[2] != render_default(field):
+                wrong[field.name] = (cells[2], render_default(field))
+    assert not wrong, f"README.md `{cls.__name__}` defaults (README, code): {wrong}"
+
+
+def test_table_helpers_read_a_known_row():
+    """The parser itself works: a row the README certainly has is found with its cells."""
+    row = documented(Override)["vllm_tool_parser"]
+    assert row[2] == "`null`" and "none" in row[3]
+    assert render_default(attrs.fields_dict(Settings)["ttl"]) == "`600`"
+    assert render_default(attrs.fields_dict(Settings)["roots"]) == "required"
+    assert render_default(attrs.fields_dict(Settings)["tool_parsers"]) == "`{}`"
+    assert render_default(attrs.fields_dict(Settings)["output"]) == '`"config.yaml"`'
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML examples
+
+
+def test_every_yaml_block_says_what_it_is():
+    """Unmarked YAML would escape the checks below."""
+    unmarked = [line for lang, body, line in code_blocks()
+                if lang == "yaml" and body.splitlines()[0].strip() not in MARKERS]
+    assert not unmarked, f"README.md: ```yaml blocks at lines {unmarked} need a marker line, one of {MARKERS}"
+
+
+def test_readme_has_settings_examples_to_check():
+    assert len(yaml_blocks("# swapgen.yaml")) >= 4
+    assert yaml_blocks("# config.yaml")
+
+
+@pytest.mark.parametrize("body,line", examples("# swapgen.yaml"))
+def test_settings_example_loads(body, line, tmp_path):
+    data = YAML(typ="safe", pure=True).load(body)
+    for root in data.get("roots", []):
+        if not Path(root).expanduser().is_absolute():
+            (tmp_path / root).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "swapgen.yaml").write_text(body, encoding="utf-8")
+    settings = load_settings(tmp_path / "swapgen.yaml")
+    assert settings.roots, f"README.md line {line}"
+
+
+@pytest.mark.parametrize("body,line", examples("# backends.yaml"))
+def test_backends_file_example_loads(body, line, tmp_path):
+    (tmp_path / "backends.yaml").write_text(body, encoding="utf-8")
+    assert load_backends_file(tmp_path / "backends.yaml"), f"README.md line {line}"
+
+
+@pytest.mark.parametrize("body,line", examples("# config.yaml"))
+def test_whole_config_example_is_valid_for_llama_swap(body, line):
+    errors = [str(p) for p in validate_text(body, f"README.md:{line}") if p.fatal]
+    assert not errors
+
+
+def test_precommit_example_uses_the_hooks_this_repo_defines():
+    (body, line), = yaml_blocks("# .pre-commit-config.yaml")
+    hooks = {h["id"] for h in YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())}
+    used = [h["id"] for repo in YAML(typ="safe", pure=True).load(body)["repos"] for h in repo["hooks"]]
+    assert set(used) == hooks == {"swapgen", "swapgen-validate"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the tour matches a real run
+
+
+def _captured(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) == 0
+    return out.getvalue()
+
+
+def run_tour(root: Path) -> dict[str, str]:
+    """The repo's swapgen.yaml over a fresh sample library in `root`: the generated config, the
+    `swapgen list` output and the first run's summary line, with paths as the tour shows them."""
+    shutil.copy2(REPO / "swapgen.yaml", root / "swapgen.yaml")
+    sample.ensure(root / sample.SAMPLE_DIR)
+    settings = ["--settings", str(root / "swapgen.yaml")]
+    summary = _captured(settings).splitlines()[-1]
+    listing = _captured([*settings, "list"]).replace(f"{root}/{sample.SAMPLE_DIR}/", "…/")
+    config = (root / "config.yaml").read_text(encoding="utf-8").replace(str(root), TOUR_ROOT)
+    return {"config": config, "list": listing, "summary": summary}
+
+
+@pytest.fixture(scope="module")
+def tour(tmp_path_factory) -> dict[str, str]:
+    return run_tour(tmp_path_factory.mktemp("tour"))
+
+
+def excerpt_units(models: str) -> list[str]:
+    """Split the excerpt's `models:` text into entries (comment lines + block) and SKIPPED lines."""
+    units: list[list[str]] = []
+    previous = ""
+    for line in models.splitlines():
+        comment = line.startswith("  # ")
+        starts = line.startswith("  # SKIPPED") or (comment and (not previous.startswith("  # ")
+                                                                 or previous.startswith("  # SKIPPED")))
+        if starts or not units:
+            units.append([])
+        units[-1].append(line)
+        previous = line
+    return ["\n".join(u) + "\n" for u in units]
+
+
+def list_block() -> tuple[str, int]:
+    (body, line), = [(b, n) for lang, b, n in code_blocks() if lang == "text" and b.startswith("$ swapgen list\n")]
+    return body.split("\n", 1)[1], line
+
+
+def test_tour_uses_the_repo_settings_file():
+    (body, _), *_ = yaml_blocks("# swapgen.yaml")
+    ours = YAML(typ="safe", pure=True).load((REPO / "swapgen.yaml").read_text())
+    assert YAML(typ="safe", pure=True).load(body) == ours
+
+
+def test_tour_config_excerpt_is_what_doit_writes(tour):
+    """Each entry and SKIPPED line of the excerpt appears verbatim in a real run."""
+    (excerpt, line), = yaml_blocks("# config.yaml (excerpt)")
+    head, models = excerpt.split("\n", 1)[1].split("models:\n", 1)
+    assert tour["config"].startswith(head + "models:\n"), REFRESH
+    units = excerpt_units(models)
+    assert sum(u.startswith("  # SKIPPED") for u in units) >= 1 and len(units) >= 3
+    for unit in units:
+        assert unit in tour["config"], f"README.md line {line}: excerpt differs from a real run:\n{unit}{REFRESH}"
+
+
+def test_tour_list_output_is_what_swapgen_prints(tour):
+    """`swapgen list` in the tour is a real run's output, paths under the library shown as `…/`."""
+    shown, line = list_block()
+    assert shown == tour["list"], f"README.md line {line}: `swapgen list` output differs{REFRESH}"
+
+
+def test_tour_summary_line_is_what_doit_prints(tour):
+    assert tour["summary"].startswith("swapgen: ")
+    assert f"\n{tour['summary']}\n" in TEXT, f"README.md: first `doit` summary differs{REFRESH}"
+
+
+def test_sample_library_table_covers_every_model(tour):
+    """Each folder the tour's table names exists, and every listed model lives in one of them."""
+    folders = [cells[0].strip("`") for cells in table_rows_under("## A tour of the sample library")]
+    assert folders
+    paths = [line.split("…/", 1)[1].split("  (")[0] for line in tour["list"].splitlines() if "…/" in line]
+    for path in paths:
+        assert any(path == f or path.startswith(f + "/") for f in folders), f"no sample-library row for {path}"
+    for folder in folders:
+        assert any(p == folder or p.startswith(folder + "/") for p in paths), f"{folder} is not in the library"
+
+
+# ---------------------------------------------------------------------------------------------
+# refreshing the tour after a sizing or sample-library change
+
+REFRESH = "\n(refresh the tour: python tests/test_readme.py, then read the diff)"
+#: Entries the excerpt shows, besides every SKIPPED line.
+EXCERPT_IDS = ('"gemma-3-12b-it-q4_k_m":', '"llama-3.1-8b-instruct-bf16":')
+
+
+def refreshed(text: str, tour: dict[str, str]) -> str:
+    """README text with the excerpt, the list output and the summary line taken from `tour`."""
+    head, models = tour["config"].split("models:\n", 1)
+    units = excerpt_units(models.split("\ngroups:\n")[0])
+    keep = [u for u in units if u.startswith("  # SKIPPED") or any(i in u for i in EXCERPT_IDS)]
+    (excerpt, _), = yaml_blocks("# config.yaml (excerpt)")
+    text = text.replace(excerpt, "# config.yaml (excerpt)\n" + head + "models:\n" + "".join(keep))
+    shown, _ = list_block()
+    text = text.replace("$ swapgen list\n" + shown, "$ swapgen list\n" + tour["list"])
+    return re.sub(r"^swapgen: \d+ models .*$", lambda _: tour["summary"], text, count=1, flags=re.MULTILINE)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        README.write_text(refreshed(TEXT, run_tour(Path(tmp))), encoding="utf-8")
+    print(f"rewrote the tour in {README}")
