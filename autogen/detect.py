@@ -88,7 +88,8 @@ DEVICE_PREFIXES: dict[str, str] = {
 
 FILE_HEADER = (
     "# Written by `swapgen backends detect`: rows with `managed: true` are rewritten on every detect.\n"
-    "# Add your own rows under `backends:` in the settings file instead.\n")
+    "# Rows without `managed: true` are kept as they are: add your own here. While this file has\n"
+    "# rows, the settings file's `backends:` list is not read.\n")
 
 
 @frozen

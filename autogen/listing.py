@@ -29,6 +29,8 @@ def rows(pipeline) -> list[dict[str, Any]]:
                 entries = summary.get("entries") or []
                 if summary.get("skips") and not entries:
                     skip = summary["skips"][0][1]
+        if job.override is not None and job.override.skip:
+            skip, entries = "skip: true in the matching override", []
         out.append({
             "id": job.row.id,
             "task": f"model:{job.row.id}",

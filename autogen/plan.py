@@ -210,6 +210,8 @@ def _path_problem(row: ModelRow) -> str | None:
 def build_plan(job: Job, meta: ModelMeta | None, settings: Settings) -> Plan:
     """Run the emitter for one job. Per-model problems become a Skip, never an exception."""
     row = job.row
+    if job.override is not None and job.override.skip:
+        return Plan(model_id=row.id, notes=("skip: true in the matching override; not written",))
     if job.error is not None:
         return Plan(model_id=row.id, skips=(Skip(row.id, job.error),))
     problem = _path_problem(row)

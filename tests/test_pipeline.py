@@ -151,3 +151,13 @@ class TestCommands:
         err = capsys.readouterr().err
         assert "ttl: expected an integer, got 'soon'" in err and "Traceback" not in err
         assert not (library / "config.yaml").exists()
+
+
+def test_skip_override_leaves_the_model_out_silently(library, capsys):
+    with open(library / "swapgen.yaml", "a") as f:
+        f.write("overrides:\n  - {match: '*Alpha*', skip: true}\n")
+    rc, _ = run(library / "swapgen.yaml")
+    text = config(library)
+    assert rc == 0 and "alpha" not in text and list(YAML(typ="safe").load(text)["models"]) == ["beta-q8_0"]
+    cli.main(["--settings", str(library / "swapgen.yaml"), "list"])
+    assert "skip: true in the matching override" in capsys.readouterr().out
