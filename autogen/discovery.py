@@ -193,6 +193,9 @@ class _Walker:
             self.ignored.append(Ignored(folder, reason))
             return
         quant = hf_quant(config)
+        if "hf_quant_config.json" in names:  # ModelOpt declares its quantisation beside config.json
+            quant = _modelopt_quant(names["hf_quant_config.json"][0].path) or quant
+            inputs = tuple(sorted(inputs + (names["hf_quant_config.json"][0].path,)))
         model_id = clean_id(base)
         if quant and not _contains_part(model_id, quant.lower()):
             model_id = f"{model_id}-{quant.lower()}"
@@ -269,6 +272,15 @@ class _Walker:
             elif missing:
                 shown = ", ".join(os.path.basename(m) for m in missing)
                 self.row_errors.append((row, f"split set is missing {len(missing)} of {len(shards)} shards ({shown})"))
+
+
+def _modelopt_quant(path: str) -> str:
+    """`hf_quant_config.json` → `quantization.quant_algo` ("FP8", "NVFP4"), "" when unreadable."""
+    try:
+        algo = read_config_json(path).get("quantization", {}).get("quant_algo")
+    except (ModelError, AttributeError):
+        return ""
+    return algo.strip().upper() if isinstance(algo, str) else ""
 
 
 def _slug(text: str) -> str:

@@ -244,3 +244,12 @@ class TestHuggingFace:
         hf_folder(tmp_path / "models/x/Broken", text)
         found = run(tmp_path)
         assert ids(found) == ["broken"] and "config.json" in found.row_errors["broken"]
+
+
+def test_modelopt_quant_config_beside_config_json_names_the_quant(tmp_path):
+    folder = tmp_path / "models/nvidia/Llama-3.1-70B-Instruct-FP8"
+    hf_folder(folder, LLAMA_CONFIG)
+    (folder / "hf_quant_config.json").write_text('{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}')
+    (row,) = run(tmp_path).models
+    assert row.quant == "FP8" and row.id == "llama-3.1-70b-instruct-fp8"
+    assert str(folder / "hf_quant_config.json") in row.inputs
