@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import sys
+import time
+from typing import Any, TextIO
 
 import attrs
 import xxhash
@@ -56,16 +58,52 @@ def _read_hf(config_path: str) -> tuple[ModelMeta, int]:
     return meta_from_hf_config(read_config_json(config_path)), 0
 
 
+class Progress:
+    """`read N model headers (M files checked, R/s)` on one rewritten stderr line, shown only
+    on a terminal and only once a scan has taken `delay` seconds (a warm run stays silent)."""
+
+    def __init__(self, stream: TextIO, *, delay: float = 1.0, interval: float = 0.25):
+        self.stream = stream
+        try:
+            self.enabled = stream.isatty()
+        except (AttributeError, ValueError):
+            self.enabled = False
+        self.delay, self.interval = delay, interval
+        self.start = self.last = time.monotonic()
+        self.shown = False
+
+    def _line(self, reads: int, seen: int, now: float) -> str:
+        rate = reads / max(now - self.start, 1e-9)
+        return f"\rswapgen: read {reads} model headers ({seen} files checked, {rate:.0f}/s)"
+
+    def update(self, reads: int, seen: int) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.start < self.delay or (self.shown and now - self.last < self.interval):
+            return
+        self.stream.write(self._line(reads, seen, now))
+        self.stream.flush()
+        self.shown, self.last = True, now
+
+    def done(self, reads: int, seen: int) -> None:
+        if self.shown:
+            self.stream.write(self._line(reads, seen, time.monotonic()) + "\n")
+            self.stream.flush()
+            self.shown = False
+
+
 class MetaCache:
     """Load once per run, look up per file, save once (atomically, only when changed)."""
 
-    def __init__(self, cache_dir: str):
+    def __init__(self, cache_dir: str, *, progress: Progress | None = None):
         self.path = os.path.join(cache_dir, CACHE_FILE)
         self.entries: dict[str, dict[str, Any]] = {}
         self.used: set[str] = set()
         self.dirty = False
         #: Files actually opened this run (benchmarks and tests read this).
         self.reads = 0
+        self.progress = progress if progress is not None else Progress(sys.stderr)
         try:
             with open(self.path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -88,6 +126,7 @@ class MetaCache:
             except OSError:
                 pass
         self.reads += 1
+        self.progress.update(self.reads, len(self.used))
         entry = {"size": size, "mtime_ns": mtime_ns, "head": "", "meta": None, "error": None, "expected": 0}
         try:
             entry["head"] = head_hash(path)
@@ -122,6 +161,7 @@ class MetaCache:
 
     def save(self, *, prune: bool = True) -> None:
         """Write the cache if anything changed; entries not used this run are dropped."""
+        self.progress.done(self.reads, len(self.used))
         if prune:
             stale = set(self.entries) - self.used
             for path in stale:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import struct
 
+import attrs
 import gguf
 import pytest
 
-from autogen import gguf_keys
+from autogen import gguf_header, gguf_keys
 from autogen.gguf_header import MAX_KEPT_STRING, GGUFError, GGUFHeader, read_gguf_header
 from gguf_fixtures import (
     Q,
@@ -198,6 +199,59 @@ class TestReadsWriterFiles:
         data[4:8] = struct.pack("<I", 2)
         (tmp_path / "v2.gguf").write_bytes(bytes(data))
         assert read_gguf_header(tmp_path / "v2.gguf").version == 2
+
+
+def _vocab_file(path, tokens, *, block_count=2):
+    return write_gguf(path, "qwen3", kv={"{arch}.block_count": block_count, "tokenizer.ggml.tokens": tokens,
+                                         "tokenizer.ggml.merges": [t[:2] + " " + t[2:] for t in tokens]},
+                      tensors=[("token_embd.weight", (64, len(tokens)), Q.Q8_0)])
+
+
+def _exact(path) -> GGUFHeader:
+    """The same read with an empty vocabulary memo (a fresh process)."""
+    gguf_header._WALKED.clear()
+    return read_gguf_header(path)
+
+
+class TestSameVocabularyIsWalkedOnce:
+    TOKENS = [f"Ġtok{i:05d}" for i in range(3000)]
+
+    def test_files_sharing_a_vocabulary_read_exactly_like_a_fresh_read(self, tmp_path):
+        paths = [_vocab_file(tmp_path / f"m{i}.gguf", self.TOKENS, block_count=i + 1) for i in range(4)]
+        gguf_header._WALKED.clear()
+        memo = [read_gguf_header(p) for p in paths]
+        assert len(gguf_header._WALKED) == 2  # tokens and merges, once each
+        for p, h in zip(paths, memo):
+            fresh = _exact(p)
+            assert attrs.evolve(h, bytes_read=0) == attrs.evolve(fresh, bytes_read=0)
+        assert [h.kv["qwen3.block_count"] for h in memo] == [1, 2, 3, 4]
+
+    def test_same_start_and_count_but_other_strings_is_walked_again(self, tmp_path):
+        """The memo is keyed by the first 4 KiB; the full-length hash catches a later change."""
+        other = self.TOKENS[:-1] + ["Ġa-much-longer-last-token-than-before"]
+        a = _vocab_file(tmp_path / "a.gguf", self.TOKENS)
+        b = _vocab_file(tmp_path / "b.gguf", self.TOKENS)
+        c = _vocab_file(tmp_path / "c.gguf", other, block_count=7)
+        gguf_header._WALKED.clear()
+        read_gguf_header(a), read_gguf_header(b)
+        h = read_gguf_header(c)
+        assert h.kv["qwen3.block_count"] == 7
+        assert h.array_lengths["tokenizer.ggml.merges"] == 3000
+        assert h.expected_file_size == h.file_size == os.path.getsize(c)
+
+    def test_a_truncated_copy_of_a_remembered_vocabulary_still_gets_the_exact_reason(self, tmp_path):
+        a = _vocab_file(tmp_path / "a.gguf", self.TOKENS)
+        b = _vocab_file(tmp_path / "b.gguf", self.TOKENS)
+        cut = tmp_path / "cut.gguf"
+        cut.write_bytes(a.read_bytes()[:30_000])
+        gguf_header._WALKED.clear()
+        read_gguf_header(a), read_gguf_header(b)
+        with pytest.raises(GGUFError) as remembered:
+            read_gguf_header(cut)
+        with pytest.raises(GGUFError) as fresh:
+            _exact(cut)
+        assert str(remembered.value) == str(fresh.value)
+        assert str(fresh.value).startswith("truncated header: ")
 
 
 class TestSplitSets:
