@@ -1,0 +1,348 @@
+"""The llama-server emitter: one entry per GGUF chat or embedding model, sized from the budget.
+
+Only flags llama-server b11434 accepts (its `--help`: `/work/shared/tools/llama-server-check/
+llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. Chat argv order
+(reference `spec-discovery-generate.md` §6, reduced to the flags we size or the user sets):
+
+    <exe> -m <path> --host 127.0.0.1 --port ${PORT}
+      -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>]
+      [-fa on|off|auto] [-ctk <t> -ctv <t>] [--parallel <n>] [-t <n>]
+      [--mmproj <file> [--no-mmproj-offload]]
+      <extra_args>
+
+Embedding argv (reference `spec-classes.md` §3; `--pooling auto` no longer exists, so the header's
+pooling type is named; batch and ubatch equal the context because a non-causal model must see a
+whole input in one ubatch):
+
+    <exe> -m <path> --host 127.0.0.1 --port ${PORT} --embeddings [--pooling <type>]
+      -c <ctx> -b <ctx> -ub <ctx> -ngl <all> [-t <n>] <extra_args>
+
+`extra_args` are appended verbatim, except that `--flag=value` of a known flag becomes two
+arguments (llama-server rejects the `=` form); a flag there (any spelling) removes our flag of the
+same meaning, and its value pins the sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`,
+`-fa`, `-ctk`), so the estimates describe the command that really runs. `-fit` is left at its
+default: with `-c` and `-ngl` given, llama-server's fitting leaves them alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from attrs import frozen
+
+from autogen.cmdline import unsafe_arg_reason
+from autogen.emitcontext import EmitContext
+from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
+from autogen.errors import ModelError
+from autogen.kvcost import kv_bytes
+from autogen.settings import MMPROJ_MODES
+from autogen.numfmt import GIB, format_g, gib, round_half_away
+from autogen.sizing_llama import (BASE_OVERHEAD, LlamaKnobs, LlamaSizing, compute_buffer, gb,
+                                  projector_charge, runtime_bytes, size_llama)
+
+HOST = "127.0.0.1"
+DEFAULT_EXE = "llama-server"
+#: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
+POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
+#: Embedding context: the trained window (512 when absent), capped (reference `spec-classes.md` §3).
+EMBED_CTX_FALLBACK = 512
+EMBED_CTX_CAP = 8192
+
+#: Every spelling of each flag we generate or read, by meaning (llama-server b11434 `--help`).
+FLAG_KNOBS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model"), "model"),
+    "--host": "host",
+    "--port": "port",
+    **dict.fromkeys(("-c", "--ctx-size"), "ctx"),
+    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers"), "ngl"),
+    **dict.fromkeys(("-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"), "n_cpu_moe"),
+    **dict.fromkeys(("-fa", "--flash-attn"), "flash_attn"),
+    **dict.fromkeys(("-ctk", "--cache-type-k"), "cache_type_k"),
+    **dict.fromkeys(("-ctv", "--cache-type-v"), "cache_type_v"),
+    **dict.fromkeys(("-np", "--parallel"), "parallel"),
+    **dict.fromkeys(("-t", "--threads"), "threads"),
+    **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj", "--mmproj-auto",
+                     "--no-mmproj-auto"), "mmproj"),
+    **dict.fromkeys(("--mmproj-offload", "--no-mmproj-offload"), "mmproj_offload"),
+    **dict.fromkeys(("--embedding", "--embeddings"), "embeddings"),
+    "--pooling": "pooling",
+    **dict.fromkeys(("-b", "--batch-size"), "batch"),
+    **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
+}
+#: Flags that take no value (the rest take exactly one).
+_SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
+                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings"})
+
+
+def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """Knob → (flag, value) for every known flag in `extra_args` (last one wins)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for i, arg in enumerate(extra_args):
+        flag, eq, inline = arg.partition("=")
+        knob = FLAG_KNOBS.get(flag)
+        if knob is None:
+            continue
+        if flag in _SWITCHES:
+            value = None
+        elif eq:
+            value = inline
+        else:
+            value = extra_args[i + 1] if i + 1 < len(extra_args) else None
+        found[knob] = (flag, value)
+    return found
+
+
+def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
+    """`--ctx-size=4096` → `--ctx-size 4096` for the flags we know: llama-server b11434 rejects the
+    `=` form ("error: invalid argument: --ctx-size=4096", seen in the real-server test)."""
+    out: list[str] = []
+    for arg in extra_args:
+        flag, eq, value = arg.partition("=")
+        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in _SWITCHES else [arg]
+    return tuple(out)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@frozen
+class LlamaChoices:
+    """Everything the user chose for one model (override > settings), with extra_args pins."""
+
+    knobs: LlamaKnobs
+    threads: int | None
+    #: "auto" | "none" | "cpu" | "gpu" | a projector path.
+    mmproj: str
+    extra_args: tuple[str, ...]
+    #: Knobs `extra_args` sets (their flags replace ours).
+    replaced: frozenset[str]
+
+
+def resolve_choices(ctx: EmitContext) -> LlamaChoices:
+    s, ov = ctx.settings, ctx.override
+
+    def pick(name: str):
+        value = getattr(ov, name, None) if ov is not None else None
+        return value if value is not None else getattr(s, name, None)
+
+    extra = split_equals(ov.extra_args) if ov is not None else ()
+    found = extra_flags(extra)
+    blocks = ctx.meta.block_count if ctx.meta is not None else 0
+    ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel") or 1
+    n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
+    if "parallel" in found:
+        parallel = max(1, _int(found["parallel"][1]) or 1)
+    if "ctx" in found and (c := _int(found["ctx"][1])):
+        ctx_pin = max(1, c // parallel)
+    if "ngl" in found:
+        value = found["ngl"][1]
+        ngl = blocks + 1 if value == "all" else _int(value)
+    if "n_cpu_moe" in found:
+        flag, value = found["n_cpu_moe"]
+        n_cpu_moe = blocks if flag in _SWITCHES else _int(value)
+    if "flash_attn" in found:
+        flash_attn = found["flash_attn"][1]
+    if "cache_type_k" in found:
+        k = found["cache_type_k"][1]
+        v = found.get("cache_type_v", (None, k))[1]
+        kv_type = k if k == v else kv_type
+    mmproj = (pick("mmproj") or "auto").strip()
+    knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=parallel, flash_attn=flash_attn,
+                       ngl=ngl, n_cpu_moe=n_cpu_moe)
+    return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
+                        replaced=frozenset(found))
+
+
+def is_embedding(ctx: EmitContext) -> bool:
+    from autogen.plan import EMBEDDING_ARCHS
+
+    meta = ctx.meta
+    return meta is not None and (meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS)
+
+
+def emit_llama(ctx: EmitContext) -> Plan:
+    """One llama-server entry (chat or embedding), or a Skip with the reason."""
+    row = ctx.row
+    try:
+        if ctx.meta is None:
+            raise ModelError("no readable GGUF metadata: cannot size llama-server flags")
+        if is_embedding(ctx):
+            return emit_llama_embedding(ctx)
+        entry, notes = _chat_entry(ctx)
+    except ModelError as exc:
+        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+    return Plan(model_id=row.id, entries=(entry,), notes=notes)
+
+
+def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[str, ...]:
+    """Drop generated flag groups whose meaning `extra_args` sets, then append `extra_args`."""
+    kept = [group for group in generated if FLAG_KNOBS.get(group[0]) not in choices.replaced]
+    return tuple(token for group in kept for token in group) + choices.extra_args
+
+
+def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
+    exe = ctx.backend.exe or DEFAULT_EXE
+    return [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
+
+
+def _variant(ctx: EmitContext) -> str:
+    row = ctx.backend.row
+    return row.variant if row is not None else ""
+
+
+def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str]:
+    """(projector path or None, placement "auto" | "cpu" | "gpu")."""
+    mode = choices.mmproj
+    if mode == "none" or "mmproj" in choices.replaced:
+        return None, "auto"
+    if mode in MMPROJ_MODES:
+        return ctx.row.mmproj, mode
+    path = os.path.expanduser(mode)
+    if (reason := unsafe_arg_reason(path)) is not None:
+        raise ModelError(f"mmproj path {path!r} cannot be passed safely: {reason}")
+    return path, "auto"
+
+
+def size_chat(ctx: EmitContext, choices: LlamaChoices) -> tuple[LlamaSizing, str | None, bool]:
+    """(sizing, projector path, projector on GPU). `auto` keeps the projector on the GPU only
+    when that costs no layers, experts or context below what the CPU placement gets."""
+    meta = ctx.meta
+    assert meta is not None
+    projector, placement = _projector(ctx, choices)
+    common = dict(size=ctx.row.size_bytes or meta.tensor_bytes, budget=int(ctx.budget_gb * GIB),
+                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)))
+    if projector is None or placement == "cpu":
+        return size_llama(meta, ctx.kv, **common), projector, False
+    own = projector == ctx.row.mmproj
+    charge = projector_charge(ctx.row.mmproj_bytes if own else 0)
+    if placement == "gpu":
+        return size_llama(meta, ctx.kv, projector=charge, **common), projector, True
+    on_cpu = size_llama(meta, ctx.kv, **common)
+    try:
+        on_gpu = size_llama(meta, ctx.kv, projector=charge, **common)
+    except ModelError:
+        return on_cpu, projector, False
+    keeps = on_gpu.full_gpu and on_gpu.ctx >= on_cpu.ctx
+    return (on_gpu, projector, True) if keeps else (on_cpu, projector, False)
+
+
+def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, projector: str | None,
+              projector_on_gpu: bool) -> tuple[str, ...]:
+    """The command line, in the order of the module docstring."""
+    groups = _head(ctx)
+    groups += [("-c", str(sizing.ctx_total)), ("-ngl", str(sizing.ngl))]
+    if sizing.n_cpu_moe:
+        groups.append(("--n-cpu-moe", str(sizing.n_cpu_moe)))
+    if choices.knobs.flash_attn:
+        groups.append(("-fa", choices.knobs.flash_attn))
+    if sizing.kv_type != "f16":
+        groups += [("-ctk", sizing.kv_type), ("-ctv", sizing.kv_type)]
+    if sizing.parallel > 1:
+        groups.append(("--parallel", str(sizing.parallel)))
+    if choices.threads:
+        groups.append(("-t", str(choices.threads)))
+    if projector:
+        groups.append(("--mmproj", projector))
+        if not projector_on_gpu:
+            groups.append(("--no-mmproj-offload",))
+    return _finish(groups, choices)
+
+
+def _size_gb(ctx: EmitContext) -> float:
+    return round_half_away(gib(ctx.row.size_bytes), 2)
+
+
+def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
+    meta, row, ov = ctx.meta, ctx.row, ctx.override
+    assert meta is not None
+    choices = resolve_choices(ctx)
+    sizing, projector, on_gpu = size_chat(ctx, choices)
+    argv = chat_argv(ctx, choices, sizing, projector, on_gpu)
+    ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
+    comment = [f"llama · {meta.arch or '?'} · {format_g(_size_gb(ctx))} GB · ctx {sizing.ctx}, {ngl_text} "
+               f"({sizing.why})",
+               f"est VRAM {format_g(round_half_away(gib(sizing.est_vram), 2))} GB of "
+               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(round_half_away(gib(sizing.est_ram), 2))} GB, "
+               f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")]
+    if projector:
+        comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
+    if choices.replaced:
+        comment.append("extra_args set: " + ", ".join(sorted(choices.replaced)))
+    images = projector is not None or _extra_attaches_projector(choices)
+    metadata = _metadata(ctx, sizing) + [("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
+    caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
+                        tools=True if meta.has_chat_template else None, context=sizing.ctx)
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+    notes = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), budget {format_g(ctx.budget_gb)} GB",
+             *sizing.notes, *(f"  {line}" for line in (ctx.kv.derivation if ctx.kv else ()))]
+    if projector:
+        where = f"GPU, charged {gb(sizing.projector)} GB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
+        notes.append(f"projector {projector}: {where}")
+    return entry, tuple(notes)
+
+
+def _extra_attaches_projector(choices: LlamaChoices) -> bool:
+    flag, _ = extra_flags(choices.extra_args).get("mmproj", ("", None))
+    return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
+
+
+def _metadata(ctx: EmitContext, sizing: LlamaSizing) -> list[tuple[str, MetaValue]]:
+    meta = ctx.meta
+    assert meta is not None
+    return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
+            ("size_gb", _size_gb(ctx)), ("est_vram_gb", round_half_away(gib(sizing.est_vram), 2)),
+            ("est_ram_gb", round_half_away(gib(sizing.est_ram), 2)),
+            ("kv_bytes_per_token", sizing.kv_bytes_per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
+
+
+def emit_llama_embedding(ctx: EmitContext) -> Plan:
+    """A `--embeddings` entry: whole model on the GPU, batch = ubatch = context."""
+    meta, row, ov = ctx.meta, ctx.row, ctx.override
+    if meta is None or meta.block_count <= 0:
+        reason = "GGUF header has no block_count: cannot place layers on the GPU"
+        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+    choices = resolve_choices(ctx)
+    trained = meta.context_length or EMBED_CTX_FALLBACK
+    ctx_len = choices.knobs.ctx or min(trained, EMBED_CTX_CAP)
+    ngl = meta.block_count + 1
+    pooling = POOLING.get(meta.pooling_type)
+    compute, compute_note = compute_buffer(meta, ctx_len, runtime_bytes(_variant(ctx)))
+    known_kv = ctx.kv is not None and ctx.kv.bytes_per_token is not None
+    kv = kv_bytes(ctx.kv, ctx_len) if known_kv else 0
+    size = row.size_bytes or meta.tensor_bytes
+    vram = size + kv + BASE_OVERHEAD + compute
+    sizing = LlamaSizing(ctx=ctx_len, parallel=1, ngl=ngl, n_cpu_moe=0, kv_type="f16",
+                         kv_bytes_per_token=kv_bytes(ctx.kv, 1) if known_kv else 0, kv_total=kv,
+                         weights=size, compute=compute, projector=0, overhead=BASE_OVERHEAD + compute,
+                         est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
+                         blocks=meta.block_count, why="embedding, whole model on the GPU")
+    groups = _head(ctx) + [("--embeddings",)]
+    if pooling:
+        groups.append(("--pooling", pooling))
+    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl))]
+    if choices.threads:
+        groups.append(("-t", str(choices.threads)))
+    argv = _finish(groups, choices)
+    kind = "reranker" if pooling == "rank" else "text embedder"
+    comment = [f"llama · {meta.arch or '?'} · {format_g(_size_gb(ctx))} GB · ctx {ctx_len}, ngl {ngl} "
+               f"({kind}, pooling {pooling or 'model default'})"]
+    if vram > sizing.budget:
+        comment.append(f"est VRAM {gb(vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
+    metadata = _metadata(ctx, sizing) + [("pooling", pooling or "default")]
+    caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+    notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
+             f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
+                                  f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
+             "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
+             compute_note,
+             f"KV {gb(kv)} GB" + ("" if known_kv else " (cost unknown, not charged)"),
+             f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + base {gb(BASE_OVERHEAD)} + compute")
+    return Plan(model_id=row.id, entries=(entry,), notes=notes)

@@ -1,0 +1,245 @@
+"""The llama-server emitter: argv order, knobs, extra_args replacement, projectors, embeddings."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from autogen.backends import Resolved
+from autogen.emit_llama import emit_llama, extra_flags, split_equals
+from autogen.emitcontext import EmitContext
+from autogen.errors import SettingsError
+from autogen.kvcost import kv_cost
+from autogen.metadata import ModelMeta
+from autogen.rows import ModelRow
+from autogen.settings import BackendRow, Override, Settings, structure
+
+GIB = 1 << 30
+EXE = "/opt/llama/bin/llama-server"
+HEAD = (EXE, "-m", "/models/Llama 8B.gguf", "--host", "127.0.0.1", "--port", "${PORT}")
+
+
+def meta(**kw) -> ModelMeta:
+    base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
+                head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256,
+                has_chat_template=True)
+    return ModelMeta(**{**base, **kw})
+
+
+def context(m: ModelMeta | None = None, *, size_gb: float = 4.583, budget: float = 11.5, override=None,
+            settings: Settings | None = None, **row_kw) -> EmitContext:
+    m = meta() if m is None else m
+    row = ModelRow(id="llama-8b", format="gguf", path="/models/Llama 8B.gguf", size_bytes=int(size_gb * GIB),
+                   **row_kw)
+    backend = Resolved(kind="llama", exe=EXE, row=BackendRow(id="llama-cuda", kind="llama", path=EXE, variant="cuda"),
+                       why="★ of class llm")
+    return EmitContext(row=row, meta=m, kv=kv_cost(m) if m is not None else None, override=override,
+                       settings=settings or Settings(roots=("/models",)), backend=backend, budget_gb=budget,
+                       card_vram_gb=None, ttl=600)
+
+
+def only_entry(ctx: EmitContext):
+    plan = emit_llama(ctx)
+    assert not plan.skips, plan.skips
+    (entry,) = plan.entries
+    return entry, plan
+
+
+def meta_dict(entry) -> dict:
+    return dict(entry.metadata)
+
+
+class TestChatArgv:
+    def test_dense_model_argv_in_documented_order(self):
+        entry, _ = only_entry(context())
+        assert entry.argv == HEAD + ("-c", "45056", "-ngl", "33")
+
+    def test_comment_first_line_says_arch_size_ctx_ngl_and_why(self):
+        entry, _ = only_entry(context())
+        assert entry.comment[0] == "llama · llama · 4.58 GB · ctx 45056, ngl 33 (largest ctx that fits on the GPU)"
+
+    def test_metadata_carries_every_sizing_number(self):
+        entry, _ = only_entry(context())
+        md = meta_dict(entry)
+        assert [k for k, _ in entry.metadata][:2] == ["backend", "engine"]
+        assert md["backend"] == "llama-cuda" and md["engine"] == "llama.cpp"
+        assert (md["ctx"], md["ngl"], md["n_cpu_moe"], md["kv_type"]) == (45056, 33, 0, "f16")
+        assert md["kv_bytes_per_token"] == 131072 and md["size_gb"] == 4.58
+        assert 0 < md["est_vram_gb"] <= 11.5 and md["est_ram_gb"] == 0
+
+    def test_capabilities_advertise_text_tools_and_context(self):
+        entry, _ = only_entry(context())
+        caps = entry.capabilities
+        assert (caps.inputs, caps.outputs, caps.tools, caps.context) == (("text",), ("text",), True, 45056)
+
+    def test_notes_explain_each_number(self):
+        _, plan = only_entry(context())
+        text = "\n".join(plan.notes)
+        for needle in ("budget 11.5 GB", "KV cost 131072 B/token", "KV type f16", "compute buffer",
+                       "overhead", "ctx 45056", "placement: all 32 layers", "estimate: VRAM"):
+            assert needle in text
+
+    def test_moe_over_budget_gets_n_cpu_moe_and_a_q8_0_cache(self):
+        m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
+                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8)
+        entry, _ = only_entry(context(m, size_gb=17.282))
+        argv = entry.argv
+        assert argv[:len(HEAD)] == HEAD
+        assert argv[len(HEAD):len(HEAD) + 4] == ("-c", "40960", "-ngl", "49")
+        i = argv.index("--n-cpu-moe")
+        assert int(argv[i + 1]) == meta_dict(entry)["n_cpu_moe"] > 0
+        assert argv[i + 2:i + 6] == ("-ctk", "q8_0", "-ctv", "q8_0")
+        assert "n-cpu-moe" in entry.comment[0]
+
+    def test_settings_knobs_become_flags(self):
+        s = Settings(roots=("/m",), flash_attn="on", threads=8, parallel=2, kv_type="q8_0")
+        entry, _ = only_entry(context(settings=s))
+        tail = entry.argv[len(HEAD):]
+        ctx = meta_dict(entry)["ctx"]
+        assert tail == ("-c", str(2 * ctx), "-ngl", "33", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
+                        "--parallel", "2", "-t", "8")
+        assert entry.capabilities.context == ctx
+
+    def test_override_beats_settings(self):
+        s = Settings(roots=("/m",), threads=8, flash_attn="on")
+        ov = Override(match="*", threads=4, flash_attn="auto", ctx=16384, ngl=20)
+        entry, _ = only_entry(context(settings=s, override=ov))
+        assert entry.argv[len(HEAD):] == ("-c", "16384", "-ngl", "20", "-fa", "auto", "-t", "4")
+
+    def test_unlisted_and_ttl_follow_the_override_and_settings(self):
+        entry, _ = only_entry(context(override=Override(match="*", unlisted=True)))
+        assert entry.unlisted and entry.ttl == 600
+
+
+class TestExtraArgs:
+    def test_flags_in_extra_args_replace_ours_and_pin_the_sizing(self):
+        ov = Override(match="*", extra_args=("--ctx-size=8192", "--n-gpu-layers", "10", "--jinja"))
+        entry, _ = only_entry(context(override=ov))
+        assert entry.argv == HEAD + ("--ctx-size", "8192", "--n-gpu-layers", "10", "--jinja")
+        md = meta_dict(entry)
+        assert (md["ctx"], md["ngl"]) == (8192, 10) and md["est_ram_gb"] > 0
+
+    @pytest.mark.parametrize("extra, gone", [
+        (("-c", "4096"), "-c"), (("--gpu-layers", "all"), "-ngl"), (("-fa", "on"), "-fa"),
+        (("--flash-attn=auto",), "-fa"), (("-t", "2"), "-t"), (("--threads", "2"), "-t"),
+        (("-np", "3"), "--parallel"), (("--cache-type-k", "q4_0"), "-ctk"),
+    ])
+    def test_each_alias_replaces_the_generated_flag(self, extra, gone):
+        s = Settings(roots=("/m",), flash_attn="on", threads=8, parallel=2, kv_type="q8_0")
+        entry, _ = only_entry(context(settings=s, override=Override(match="*", extra_args=extra)))
+        appended = split_equals(extra)
+        generated = entry.argv[:len(entry.argv) - len(appended)]
+        assert gone not in generated
+        assert entry.argv[-len(appended):] == appended
+
+    def test_extra_parallel_and_ctx_divide_into_slots(self):
+        entry, _ = only_entry(context(override=Override(match="*", extra_args=("-np", "4", "-c", "32768"))))
+        assert meta_dict(entry)["ctx"] == 8192
+
+    def test_extra_flash_attention_off_avoids_a_quantized_cache(self):
+        m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
+                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128)
+        entry, _ = only_entry(context(m, size_gb=17.282, override=Override(match="*", extra_args=("-fa", "off"))))
+        assert "-ctk" not in entry.argv and meta_dict(entry)["kv_type"] == "f16"
+
+    def test_equals_form_of_a_known_flag_is_split_for_llama_server(self):
+        assert split_equals(("--ctx-size=4096", "-fa=on", "--embeddings", "--x=y", "-ot", "a=b")) == (
+            "--ctx-size", "4096", "-fa", "on", "--embeddings", "--x=y", "-ot", "a=b")
+
+    def test_extra_flags_reads_values_and_switches(self):
+        found = extra_flags(("--cpu-moe", "-ngl=7", "--port", "9", "--unknown", "x"))
+        assert found == {"n_cpu_moe": ("--cpu-moe", None), "ngl": ("-ngl", "7"), "port": ("--port", "9")}
+
+
+class TestProjector:
+    def test_roomy_budget_keeps_the_projector_on_the_gpu(self):
+        entry, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
+        assert entry.argv[-2:] == ("--mmproj", "/models/mmproj-f16.gguf")
+        assert entry.capabilities.inputs == ("text", "image")
+        assert any("GPU, charged 1.80 GB" in n for n in plan.notes)
+
+    def test_tight_budget_moves_the_projector_to_the_cpu(self):
+        entry, _ = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
+        assert entry.argv[-3:] == ("--mmproj", "/models/mmproj-f16.gguf", "--no-mmproj-offload")
+        assert entry.capabilities.inputs == ("text", "image")
+        assert "projector mmproj-f16.gguf on the CPU" in entry.comment
+
+    @pytest.mark.parametrize("mode, tail", [
+        ("none", ("-ngl", "33")),
+        ("cpu", ("--mmproj", "/models/mmproj.gguf", "--no-mmproj-offload")),
+        ("gpu", ("--mmproj", "/models/mmproj.gguf")),
+        ("/other/proj.gguf", ("--mmproj", "/other/proj.gguf")),
+    ])
+    def test_mmproj_setting(self, mode, tail):
+        ov = Override(match="*", mmproj=mode)
+        entry, _ = only_entry(context(budget=24, mmproj="/models/mmproj.gguf", override=ov))
+        assert entry.argv[-len(tail):] == tail
+        assert entry.capabilities.inputs == (("text",) if mode == "none" else ("text", "image"))
+
+    def test_gpu_projector_is_charged_in_the_estimate(self):
+        cpu, _ = only_entry(context(budget=24, mmproj="/m/p.gguf", override=Override(match="*", ctx=8192,
+                                                                                     mmproj="cpu")))
+        gpu, _ = only_entry(context(budget=24, mmproj="/m/p.gguf", override=Override(match="*", ctx=8192,
+                                                                                     mmproj="gpu")))
+        assert meta_dict(gpu)["est_vram_gb"] == pytest.approx(meta_dict(cpu)["est_vram_gb"] + 2.0, abs=0.011)
+
+
+class TestEmbedding:
+    @pytest.mark.parametrize("pooling, name", [(1, "mean"), (2, "cls"), (3, "last"), (4, "rank")])
+    def test_embedding_command_names_the_pooling_and_sizes_batches_to_ctx(self, pooling, name):
+        m = meta(arch="bert", pooling_type=pooling, context_length=512, block_count=12, embedding_length=768,
+                 head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522,
+                 has_chat_template=False)
+        entry, _ = only_entry(context(m, size_gb=0.13, settings=Settings(roots=("/m",), threads=4)))
+        assert entry.argv == HEAD + ("--embeddings", "--pooling", name, "-c", "512", "-b", "512", "-ub", "512",
+                                     "-ngl", "13", "-t", "4")
+        caps = entry.capabilities
+        assert caps.tools is None and caps.outputs == () and caps.context == 512
+        assert caps.reranker is (True if name == "rank" else None)
+        assert meta_dict(entry)["pooling"] == name
+
+    def test_embedding_context_is_capped_and_pinnable(self):
+        m = meta(arch="qwen3", pooling_type=3, context_length=32768)
+        entry, _ = only_entry(context(m))
+        assert entry.argv[entry.argv.index("-c") + 1] == "8192"
+        entry, _ = only_entry(context(m, override=Override(match="*", ctx=2048, extra_args=("-ub", "1024"))))
+        assert entry.argv[-2:] == ("-ub", "1024") and "2048" in entry.argv
+
+
+class TestSkips:
+    def test_missing_block_count_skips_with_a_reason(self):
+        plan = emit_llama(context(meta(block_count=0, head_count_kv=())))
+        assert not plan.entries and "block_count" in plan.skips[0].reason
+
+    def test_unknown_kv_cost_skips_with_a_reason(self):
+        plan = emit_llama(context(meta(head_count_kv=(), key_length=0, value_length=0, head_count=0,
+                                       embedding_length=0)))
+        assert not plan.entries and plan.skips[0].reason.startswith("KV cache cost unknown")
+
+    def test_no_metadata_skips(self):
+        ctx = attrs.evolve(context(), meta=None, kv=None)
+        assert "no readable GGUF metadata" in emit_llama(ctx).skips[0].reason
+
+    def test_projector_path_with_a_macro_skips(self):
+        plan = emit_llama(context(override=Override(match="*", mmproj="/m/${PORT}.gguf")))
+        assert "macro" in plan.skips[0].reason
+
+
+class TestSettingsValidation:
+    @pytest.mark.parametrize("data, message", [
+        ({"kv_type": "q9"}, "kv_type: expected one of f32, f16"),
+        ({"flash_attn": "yes"}, "flash_attn: expected on, off or auto, got 'yes'"),
+        ({"overrides": [{"match": "*", "mmproj": ""}]}, "overrides[0].mmproj: expected auto, none, cpu, gpu"),
+        ({"overrides": [{"match": "*", "ngl": -1}]}, "overrides[0].ngl: expected an integer of 0 or more"),
+        ({"overrides": [{"match": "*", "flash_attn": True}]}, "overrides[0].flash_attn: expected a string"),
+    ])
+    def test_bad_llama_knobs_are_refused_with_their_path(self, data, message):
+        with pytest.raises(SettingsError) as err:
+            structure({"roots": ["/m"], **data}, Settings, "swapgen.yaml")
+        assert any(p.startswith(message) for p in err.value.problems), err.value.problems
+
+    def test_good_llama_knobs_are_accepted(self):
+        s = structure({"roots": ["/m"], "kv_type": "q8_0", "flash_attn": "auto",
+                       "overrides": [{"match": "*", "mmproj": "/p/mmproj.gguf", "ngl": 0, "kv_type": "f16"}]},
+                      Settings, "swapgen.yaml")
+        assert (s.kv_type, s.overrides[0].mmproj, s.overrides[0].ngl) == ("q8_0", "/p/mmproj.gguf", 0)

@@ -1,0 +1,127 @@
+"""The emitted llama-server command really starts a server that answers (llama.cpp b11434, CPU).
+
+Runs only when `LLAMA_SERVER` points to a binary (build one with
+`/work/shared/tools/llama-server-check/run_llama_server_check.sh`); skips otherwise. The tiny
+random-weight model comes from that folder's `make_tiny_gguf.py`. The command goes through the
+same path llama-swap uses: `render_cmd` text → `${PORT}` substituted → `split_command`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from autogen.backends import Resolved
+from autogen.cmdline import render_cmd, split_command
+from autogen.emit_llama import emit_llama
+from autogen.emitcontext import EmitContext
+from autogen.gguf_header import read_gguf_header
+from autogen.gguf_meta import meta_from_gguf
+from autogen.kvcost import kv_cost
+from autogen.rows import ModelRow
+from autogen.settings import BackendRow, Override, Settings
+
+TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS", "/work/shared/tools/llama-server-check"))
+SERVER = os.environ.get("LLAMA_SERVER", "")
+HEALTH_TIMEOUT_S = 120
+
+pytestmark = pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
+                                reason="set LLAMA_SERVER to a llama-server binary (b11434) to run")
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    script = TOOLS / "make_tiny_gguf.py"
+    if not script.exists():
+        pytest.skip(f"{script} not found")
+    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("models") / "tiny random llama.gguf"  # a space, to prove quoting
+    assert module.main([str(out), "--ctx", "8192"]) == 0
+    return out
+
+
+def emit_for(model: Path, override: Override | None):
+    meta = meta_from_gguf(read_gguf_header(model))
+    row = ModelRow(id="tiny", format="gguf", path=str(model), size_bytes=model.stat().st_size)
+    backend = Resolved(kind="llama", exe=SERVER, row=BackendRow(id="llama-cpu", kind="llama", path=SERVER,
+                                                                variant="cpu"), why="pinned")
+    ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta), override=override,
+                      settings=Settings(roots=(str(model.parent),), threads=2), backend=backend, budget_gb=2.0,
+                      card_vram_gb=None, ttl=60)
+    plan = emit_llama(ctx)
+    assert not plan.skips, plan.skips
+    return plan.entries[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(url: str, body: dict | None = None, timeout: float = 5) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return resp.status, json.loads(resp.read() or b"{}")
+
+
+def wait_healthy(proc: subprocess.Popen, base: str, log: Path) -> None:
+    deadline = time.monotonic() + HEALTH_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama-server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            if get(f"{base}/health", timeout=1)[0] == 200:
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            pass
+        time.sleep(0.1)
+    pytest.fail(f"no healthy /health within {HEALTH_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.parametrize("override", [
+    None,
+    Override(match="*", kv_type="q8_0", flash_attn="auto", parallel=2),
+    Override(match="*", ctx=2048, extra_args=("--ctx-size=4096", "-fa", "on", "--no-warmup")),
+], ids=["sized", "q8_0-cache-two-slots", "extra-args-replace"])
+def test_emitted_command_starts_a_server_that_answers_a_chat(tiny_model, tmp_path, override):
+    entry = emit_for(tiny_model, override)
+    argv, sized = entry.argv, dict(entry.metadata)
+    port = free_port()
+    cmd = render_cmd(argv).replace("${PORT}", str(port))
+    launched = split_command(cmd)
+    assert launched == [a.replace("${PORT}", str(port)) for a in argv]
+    log = tmp_path / "llama-server.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(launched, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_healthy(proc, base, log)
+        status, reply = get(f"{base}/v1/chat/completions", {
+            "model": "tiny", "max_tokens": 8, "seed": 1,
+            "messages": [{"role": "user", "content": "Say hello."}]}, timeout=120)
+        assert status == 200
+        assert reply["choices"][0]["message"]["content"].strip()
+        _, props = get(f"{base}/props")
+        assert props["default_generation_settings"]["n_ctx"] == sized["ctx"]  # per slot, as sized
+        if override is not None and override.parallel:
+            assert props["total_slots"] == override.parallel
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,246 @@
+"""llama-server sizing: context, layers, experts and KV type against independent arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autogen.errors import ModelError
+from autogen.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
+from autogen.metadata import ModelMeta
+from autogen.sizing_llama import (BASE_OVERHEAD, CTX_STEP, LlamaKnobs, fit_ctx, projector_charge,
+                                  runtime_bytes, size_llama)
+
+GIB = 1 << 30
+CUDA = int(0.3 * GIB)
+
+
+def llama8b(**kw) -> ModelMeta:
+    """Llama-3.1-8B shape (reference §4.13 example 1)."""
+    base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
+                head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256)
+    return ModelMeta(**{**base, **kw})
+
+
+def qwen3_30b_a3b(**kw) -> ModelMeta:
+    base = dict(source="gguf", arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
+                head_count=32, head_count_kv=(4,) * 48, key_length=128, value_length=128, vocab_size=151936,
+                expert_count=128, expert_used_count=8)
+    return ModelMeta(**{**base, **kw})
+
+
+def overhead(meta: ModelMeta, runtime: int, ubatch: int = 512) -> int:
+    """Independent restatement of reference §4.4 (base 0.5 GiB + runtime + graph)."""
+    graph = meta.vocab_size * min(ubatch, 1024) * 4 + ubatch * meta.embedding_length * 8 * 4
+    return BASE_OVERHEAD + runtime + graph
+
+
+def gib(x: float) -> int:
+    return int(x * GIB)
+
+
+class TestDense:
+    def test_llama8b_worked_example_gets_45056_fully_on_gpu(self):
+        """Reference §4.13: Llama-3.1-8B (4.583 GB) in 11.5 GB, CUDA → 45056 tokens, all layers."""
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(), runtime=CUDA)
+        room = gib(11.5) - gib(4.583) - overhead(meta, CUDA)
+        assert room // 131072 // 4096 * 4096 == 45056
+        assert (s.ctx, s.ngl, s.n_cpu_moe, s.kv_type) == (45056, 33, 0, "f16")
+        assert s.est_vram == gib(4.583) + 45056 * 131072 + overhead(meta, CUDA) <= gib(11.5)
+        assert s.est_ram == 0
+        assert s.full_gpu
+
+    def test_roomy_budget_takes_the_trained_length(self):
+        meta = llama8b(context_length=32768)
+        s = size_llama(meta, kv_cost(meta), size=gib(4.6), budget=gib(24), knobs=LlamaKnobs(), runtime=CUDA)
+        assert s.ctx == 32768 and s.why == "trained length fits on the GPU"
+
+    def test_weights_fit_but_not_the_minimum_context_keeps_speed_first(self):
+        """Room for ~10k tokens: stay fully on the GPU at 8192 rather than offload for 32k."""
+        meta = llama8b()
+        runtime = runtime_bytes("vulkan")
+        budget = gib(4.583) + overhead(meta, runtime) + 10_000 * 131072
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=budget, knobs=LlamaKnobs(kv_type="f16"),
+                       runtime=runtime)
+        assert (s.ctx, s.ngl) == (8192, 33)
+        assert s.est_vram <= budget
+
+    def test_weights_over_budget_offload_layers_for_the_minimum_context(self):
+        """Ministral-14B-like: 40 layers, 7.27 GB in 7 GB → ngl from the per-layer size."""
+        meta = llama8b(block_count=40, head_count_kv=(8,) * 40, context_length=262144, vocab_size=131072,
+                       embedding_length=5120)
+        cost = kv_cost(meta)
+        size, budget, runtime = gib(7.27), gib(7.0), runtime_bytes("cuda")
+        s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(kv_type="q8_0"), runtime=runtime)
+        kv = kv_bytes(cost, 32768, element_bytes=KV_TYPE_BYTES["q8_0"])
+        per_layer = (size + kv) / 40
+        expected = int((budget - overhead(meta, runtime)) // per_layer)
+        assert s.ctx == 32768 and s.ngl == expected < 40
+        assert s.est_vram <= budget
+        assert s.est_vram + s.est_ram == size + kv + overhead(meta, runtime)
+
+    def test_sliding_window_layers_are_charged_as_full_attention(self):
+        """gemma-3-12b shape (48 layers, 8 KV heads, 256/256, SWA): every layer pays per token."""
+        meta = ModelMeta(source="gguf", arch="gemma3", context_length=131072, block_count=48,
+                         embedding_length=3840, head_count=16, head_count_kv=(8,) * 48, key_length=256,
+                         value_length=256, sliding_window=1024, vocab_size=262208)
+        cost = kv_cost(meta)
+        assert cost.bytes_per_token == 48 * 8 * 512 * 2
+        s = size_llama(meta, cost, size=gib(6.799), budget=gib(16), knobs=LlamaKnobs(), runtime=CUDA)
+        room = gib(16) - gib(6.799) - overhead(meta, CUDA)
+        assert room // cost.bytes_per_token < 32768  # f16 cannot reach the minimum → q8_0
+        q8_per_token = cost.bytes_per_token * 34 // 64
+        assert s.kv_type == "q8_0" and s.ctx == room // q8_per_token // 4096 * 4096
+
+    def test_tiny_trained_window_is_used_as_is(self):
+        meta = llama8b(context_length=2048)
+        s = size_llama(meta, kv_cost(meta), size=gib(1), budget=gib(8), knobs=LlamaKnobs(), runtime=CUDA)
+        assert s.ctx == 2048
+
+    def test_state_space_model_without_kv_takes_the_trained_length(self):
+        meta = llama8b(head_count_kv=(0,) * 32, context_length=65536)
+        s = size_llama(meta, KvCost(0), size=gib(3), budget=gib(8), knobs=LlamaKnobs(), runtime=CUDA)
+        assert (s.ctx, s.kv_total) == (65536, 0)
+
+
+class TestMoe:
+    def test_qwen3_30b_moves_experts_to_the_cpu_before_giving_up_context(self):
+        """Reference §4.13: 17.28 GB MoE in 11.5 GB → q8_0, 40960 tokens, experts of N layers on CPU."""
+        meta = qwen3_30b_a3b()
+        cost = kv_cost(meta)
+        size, budget = gib(17.282), gib(11.5)
+        s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
+        assert s.kv_type == "q8_0"  # f16 cannot even hold the weights
+        assert s.ctx == 40960
+        kv = kv_bytes(cost, 40960, element_bytes=KV_TYPE_BYTES["q8_0"])
+        per_layer = int(size * 0.90) / 48
+        need = math.ceil((size + kv + overhead(meta, CUDA) - budget) / per_layer)
+        assert s.n_cpu_moe in (need, need + 1) and s.ngl == 49
+        assert s.est_vram <= budget
+        assert s.est_ram == pytest.approx(s.n_cpu_moe * per_layer, abs=2)
+
+    def test_expert_share_comes_from_the_tensor_scan_when_present(self):
+        meta = qwen3_30b_a3b(tensor_bytes=gib(17), expert_tensor_bytes=gib(8.5))
+        s = size_llama(meta, kv_cost(meta), size=gib(17), budget=gib(11.5), knobs=LlamaKnobs(), runtime=CUDA)
+        assert "50.0%" in s.notes[0] and "tensor scan" in s.notes[0]
+        assert s.est_ram == pytest.approx(s.n_cpu_moe * gib(8.5) / 48, abs=2)
+
+    def test_moe_that_fits_stays_on_the_gpu(self):
+        meta = qwen3_30b_a3b()
+        s = size_llama(meta, kv_cost(meta), size=gib(17.282), budget=gib(24), knobs=LlamaKnobs(), runtime=CUDA)
+        assert (s.n_cpu_moe, s.ngl, s.ctx) == (0, 49, 40960)
+
+    def test_tiny_budget_puts_every_expert_and_some_layers_on_the_cpu(self):
+        meta = qwen3_30b_a3b()
+        s = size_llama(meta, kv_cost(meta), size=gib(17.282), budget=gib(3), knobs=LlamaKnobs(), runtime=CUDA)
+        assert s.n_cpu_moe == 48 and s.ngl < 48
+        assert s.est_vram <= gib(3)
+
+
+class TestKnobs:
+    def test_pinned_ctx_is_used_verbatim(self):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(ctx=5000),
+                       runtime=CUDA)
+        assert s.ctx == 5000 and s.why == "ctx pinned" and s.ctx_total == 5000
+
+    def test_pinned_ctx_too_large_offloads_layers(self):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5),
+                       knobs=LlamaKnobs(ctx=131072, kv_type="f16"), runtime=CUDA)
+        assert s.ctx == 131072 and s.ngl < 32 and s.est_vram <= gib(11.5)
+        assert s.why.startswith("ctx pinned;")
+
+    def test_parallel_multiplies_the_kv_cost(self):
+        meta = llama8b()
+        one = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(ctx=8192),
+                         runtime=CUDA)
+        two = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5),
+                         knobs=LlamaKnobs(ctx=8192, parallel=2), runtime=CUDA)
+        assert two.kv_total == 2 * one.kv_total and two.ctx_total == 16384
+        auto = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5),
+                          knobs=LlamaKnobs(parallel=2, kv_type="f16"), runtime=CUDA)
+        assert auto.ctx == 20480  # per slot: half of 47594 tokens, floored to 4096
+        assert auto.est_vram <= gib(11.5)
+
+    def test_kv_type_f16_when_the_minimum_context_fits_else_q8_0(self):
+        """Reference §4.13 example 4, with our overhead: 32k of f16 fits → f16; 16k → q8_0."""
+        meta = llama8b()
+        cost = kv_cost(meta)
+        fixed = gib(8) + overhead(meta, CUDA)
+        roomy = size_llama(meta, cost, size=gib(8), budget=fixed + 32768 * 131072, knobs=LlamaKnobs(), runtime=CUDA)
+        tight = size_llama(meta, cost, size=gib(8), budget=fixed + 16384 * 131072, knobs=LlamaKnobs(), runtime=CUDA)
+        pinned = size_llama(meta, cost, size=gib(8), budget=fixed + 16384 * 131072,
+                            knobs=LlamaKnobs(kv_type="q5_1"), runtime=CUDA)
+        assert (roomy.kv_type, tight.kv_type, pinned.kv_type) == ("f16", "q8_0", "q5_1")
+        assert roomy.ctx == 32768
+        assert tight.kv_bytes_per_token == 131072 * 34 // 64
+
+    def test_flash_attention_off_keeps_an_unquantized_cache(self):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(8), budget=gib(9.5), knobs=LlamaKnobs(flash_attn="off"),
+                       runtime=CUDA)
+        assert s.kv_type == "f16"
+
+    def test_quantized_cache_pin_with_flash_attention_off_is_refused(self):
+        meta = llama8b()
+        with pytest.raises(ModelError, match="needs flash attention"):
+            size_llama(meta, kv_cost(meta), size=gib(8), budget=gib(12),
+                       knobs=LlamaKnobs(kv_type="q4_0", flash_attn="off"), runtime=CUDA)
+
+    def test_pinned_ngl_is_repriced(self):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(ngl=16),
+                       runtime=CUDA)
+        assert s.ngl == 16 and s.est_ram > 0
+
+
+class TestRefusals:
+    def test_missing_block_count_is_a_reason_not_a_guess(self):
+        meta = llama8b(block_count=0)
+        with pytest.raises(ModelError, match="block_count"):
+            size_llama(meta, kv_cost(meta), size=gib(4), budget=gib(8), knobs=LlamaKnobs(), runtime=CUDA)
+
+    def test_unknown_kv_cost_is_a_reason_not_a_guess(self):
+        with pytest.raises(ModelError, match="KV cache cost unknown.*no head dims"):
+            size_llama(llama8b(), KvCost(None, note="no head dims"), size=gib(4), budget=gib(8),
+                       knobs=LlamaKnobs(), runtime=CUDA)
+
+    def test_budget_below_the_fixed_overhead_is_refused(self):
+        with pytest.raises(ModelError, match="does not cover"):
+            size_llama(llama8b(), kv_cost(llama8b()), size=gib(4), budget=gib(0.5), knobs=LlamaKnobs(),
+                       runtime=CUDA)
+
+
+def test_fit_ctx_rounds_to_steps_but_keeps_the_ceiling():
+    assert fit_ctx(46826, 131072) == 45056
+    assert fit_ctx(200000, 40960) == 40960
+    assert fit_ctx(200000, 32000) == 32000
+    assert fit_ctx(3000, 131072) == 3000 < CTX_STEP
+
+
+def test_projector_charge_is_file_plus_clip_buffer():
+    assert projector_charge(gib(0.8)) == gib(0.8) + GIB
+    assert projector_charge(0) == 2 * GIB
+
+
+@settings(max_examples=150, deadline=None)
+@given(size=st.floats(0.2, 80), budget=st.floats(1.6, 96), blocks=st.integers(1, 96),
+       kv_heads=st.integers(1, 16), trained=st.sampled_from([2048, 8192, 32768, 131072, 1048576]),
+       moe=st.booleans(), parallel=st.integers(1, 4))
+def test_estimate_never_exceeds_the_budget(size, budget, blocks, kv_heads, trained, moe, parallel):
+    meta = ModelMeta(source="gguf", arch="x", context_length=trained, block_count=blocks, embedding_length=4096,
+                     head_count=32, head_count_kv=(kv_heads,) * blocks, key_length=128, value_length=128,
+                     vocab_size=151936, expert_count=64 if moe else 0)
+    try:
+        s = size_llama(meta, kv_cost(meta), size=gib(size), budget=gib(budget),
+                       knobs=LlamaKnobs(parallel=parallel), runtime=CUDA)
+    except ModelError:
+        return
+    assert s.est_vram <= gib(budget)
+    assert 0 < s.ctx <= trained
+    assert s.kv_total == kv_bytes(kv_cost(meta), s.ctx, element_bytes=KV_TYPE_BYTES[s.kv_type], parallel=parallel)
