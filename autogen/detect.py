@@ -57,8 +57,8 @@ from attrs import frozen
 from autogen.backends import Engine, class_taken, engine_of
 from autogen.errors import SettingsError
 from autogen.fsutil import write_if_changed
-from autogen.settings import (
-    BackendRow, Settings, find_settings, load_backends_file, load_settings, read_yaml, structure, unstructure)
+from autogen.settings import BackendRow, Settings, find_settings, load_backends_file, load_settings
+from autogen.structure import read_yaml, structure, unstructure
 
 PROBE_TIMEOUT = 10.0
 

@@ -14,6 +14,7 @@ import re
 import stat as statmod
 from typing import Callable
 
+import attrs
 from attrs import field, frozen
 
 from autogen.errors import ModelError
@@ -120,10 +121,17 @@ class _Walker:
     def __init__(self, probe: HeaderProbe):
         self.probe = probe
         self.rows: list[ModelRow] = []
+        #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
+        self.row_keys: list[tuple[int, int]] = []
         self.ignored: list[Ignored] = []
         self.problems: list[str] = []
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.visited: dict[tuple[int, int], str] = {}
+
+    def _add(self, row: ModelRow, st: os.stat_result) -> ModelRow:
+        self.rows.append(row)
+        self.row_keys.append((st.st_dev, st.st_ino))
+        return row
 
     # -- folders ------------------------------------------------------------------------------
 
@@ -161,12 +169,13 @@ class _Walker:
                 subdirs.append(entry.path)
             elif statmod.S_ISREG(est.st_mode):
                 files.append((entry, est))
-        self._hf_folder(folder, files)
+        self._hf_folder(folder, st, files)
         self._gguf_files(folder, files)
         for sub in subdirs:
             self.walk(sub)
 
-    def _hf_folder(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+    def _hf_folder(self, folder: str, folder_st: os.stat_result,
+                   files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
         names = {e.name.lower(): (e, st) for e, st in files}
         weights = [(e, st) for e, st in files if e.name.lower().endswith(".safetensors")]
         if "config.json" not in names or not weights:
@@ -183,9 +192,8 @@ class _Walker:
         try:
             config = read_config_json(config_entry.path)
         except ModelError as exc:
-            row = ModelRow(id=clean_id(base), format="hf", path=folder, size_bytes=weight_bytes,
-                           publisher=publisher, repo=base, inputs=inputs)
-            self.rows.append(row)
+            row = self._add(ModelRow(id=clean_id(base), format="hf", path=folder, size_bytes=weight_bytes,
+                                     publisher=publisher, repo=base, inputs=inputs), folder_st)
             self.row_errors.append((row, str(exc)))
             return
         reason = hf_model_reason(config)
@@ -199,8 +207,8 @@ class _Walker:
         model_id = clean_id(base)
         if quant and not _contains_part(model_id, quant.lower()):
             model_id = f"{model_id}-{quant.lower()}"
-        self.rows.append(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=weight_bytes,
-                                  publisher=publisher, repo=base, inputs=inputs))
+        self._add(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=weight_bytes,
+                           publisher=publisher, repo=base, inputs=inputs), folder_st)
 
     # -- files --------------------------------------------------------------------------------
 
@@ -208,14 +216,15 @@ class _Walker:
         sizes = {e.name: st.st_size for e, st in files}
         candidates: list[tuple[str, str, os.stat_result, HeaderInfo]] = []
         draft = codec = mmproj = None
+        mmproj_bytes = 0
         for entry, st in files:
             name = entry.name
             lower = name.lower()
             if lower.endswith(".ggml") and SAM_NAME.search(name):
                 stem = clean_id(name[: -len(".ggml")].replace("_", "-"))
-                self.rows.append(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
-                                          publisher=os.path.basename(os.path.dirname(folder)),
-                                          repo=os.path.basename(folder), inputs=(entry.path,)))
+                self._add(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
+                                   publisher=os.path.basename(os.path.dirname(folder)),
+                                   repo=os.path.basename(folder), inputs=(entry.path,)), st)
                 continue
             if not lower.endswith(".gguf") or BIREFNET_NAME.search(name) or FAST_MTP_NAME.search(name):
                 continue
@@ -234,7 +243,7 @@ class _Walker:
             info = self.probe(entry.path, st.st_size, st.st_mtime_ns)
             arch = info.arch.lower()
             if arch in PROJECTOR_ARCHS:
-                mmproj = entry.path
+                mmproj, mmproj_bytes = entry.path, st.st_size
                 continue
             if arch in ENCODER_ARCHS:
                 self.ignored.append(Ignored(entry.path, f"text encoder (arch {arch}), not a model"))
@@ -261,9 +270,10 @@ class _Walker:
             inputs = tuple(dict.fromkeys((present_shards or (path,)) + tuple(p for p in (mmproj, draft, codec) if p)))
             row = ModelRow(id=model_id, format="gguf", path=path, quant=quant, size_bytes=size,
                            publisher=os.path.basename(os.path.dirname(folder)), repo=os.path.basename(folder),
-                           shards=shards, missing_shards=missing, mmproj=mmproj, draft=draft, codec=codec,
+                           shards=shards, missing_shards=missing, mmproj=mmproj, mmproj_bytes=mmproj_bytes,
+                           draft=draft, codec=codec,
                            inputs=inputs)
-            self.rows.append(row)
+            self._add(row, st)
             if info.error is not None:
                 self.row_errors.append((row, info.error))
             elif info.expected_size > st.st_size:
@@ -290,11 +300,13 @@ def _slug(text: str) -> str:
 def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
     """Resolve id clashes deterministically (reference §5.3): sort by (id, publisher, path); a
     taken id gets `-<publisher>`, then `-<publisher>-<repo>`, then `-2`, `-3`, …"""
-    import attrs
-
     taken: set[str] = set()
-    out = []
+    out: list[ModelRow] = []
     for row in sorted(rows, key=lambda r: (r.id, r.publisher, r.path)):
+        if row.id not in taken:
+            taken.add(row.id)
+            out.append(row)
+            continue
         candidates = [row.id]
         if _slug(row.publisher):
             candidates.append(f"{row.id}-{_slug(row.publisher)}")
@@ -319,9 +331,9 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe) -> Discovery:
             walker.problems.append(f"{root}: model root does not exist")
             continue
         walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
-    unique: dict[str, ModelRow] = {}
-    for row in walker.rows:
-        unique.setdefault(os.path.realpath(row.path), row)
+    unique: dict[tuple[int, int], ModelRow] = {}
+    for row, key in zip(walker.rows, walker.row_keys):
+        unique.setdefault(key, row)
     renamed = assign_unique_ids(list(unique.values()))
     by_path = {r.path: r for r in renamed}
     errors = {by_path[row.path].id: reason for row, reason in walker.row_errors if row.path in by_path}

@@ -65,6 +65,8 @@ _MEMORY_FLAGS = {
     "--device-memory-utilization": "--device-m",
 }
 _PARSER_FLAGS = {"--tool-call-parser": "--tool-c"}
+#: `--chat-template-content-format` and `-kwargs` share the prefix, so only the full name counts.
+_TEMPLATE_FLAGS = {"--chat-template": "--chat-template"}
 
 #: Split GGUF shard names (reference §5); a shard set is served by llama.cpp only.
 _SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$")
@@ -191,6 +193,25 @@ def is_split_gguf(ctx: EmitContext) -> bool:
     return ctx.row.format == "gguf" and (ctx.row.is_split or bool(_SHARD.search(ctx.row.path)))
 
 
+def model_names(ctx: EmitContext) -> tuple[str, ...]:
+    """What else names the model for the tool-parser family rules: the file or folder, its parent
+    folder (the HF cache's repo) and GGUF `general.name`."""
+    name = ctx.meta.name if ctx.meta is not None else ""
+    return (re.split(r"[/\\]", ctx.row.path.rstrip("/\\"))[-1], ctx.row.repo, name)
+
+
+def served_template(ctx: EmitContext) -> bool | None:
+    """Does vLLM serve the model with a chat template? A GGUF's own answers for it unless
+    `vllm_tokenizer` or a `--chat-template` in `extra_args` brings another; an HF folder's lives
+    in `tokenizer_config.json`, which we do not read (None = not known)."""
+    ov = ctx.override
+    elsewhere = ov is not None and (bool((ov.vllm_tokenizer or "").strip())
+                                    or _sets_option(ov.extra_args, _TEMPLATE_FLAGS))
+    if ctx.meta is None or ctx.meta.source != "gguf" or elsewhere:
+        return None
+    return ctx.meta.has_chat_template
+
+
 def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tuple[str, ...]:
     """The command line (reference §3.8 plus the pin); pure, shared by YAML and `swapgen show`."""
     ov = ctx.override
@@ -223,8 +244,10 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     version = parse_version(row_version)
     sizing = size_vllm(ctx, version)
     arch = meta.arch if meta is not None else ""
-    parser = choose_tool_parser(arch, row.id, pin=ov.vllm_tool_parser if ov else None,
-                                table=ctx.settings.tool_parsers, version=version)
+    parser = choose_tool_parser(arch, row.id, names=model_names(ctx), has_chat_template=served_template(ctx),
+                                vocab_size=meta.vocab_size if meta is not None else 0,
+                                pin=ov.vllm_tool_parser if ov else None, table=ctx.settings.tool_parsers,
+                                version=version)
     extra_parser = _sets_option(ov.extra_args if ov else (), _PARSER_FLAGS)
     tools = bool(parser.parser) or extra_parser
     per_token = ctx.kv.bytes_per_token if ctx.kv is not None else None

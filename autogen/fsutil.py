@@ -26,8 +26,10 @@ def read_bytes(path: str) -> bytes | None:
         return None
 
 
-def write_if_changed(path: str, data: bytes, *, mode: int = 0o644) -> bool:
-    """Atomically replace `path` with `data` unless it already holds exactly that. True = written."""
+def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool = True) -> bool:
+    """Atomically replace `path` with `data` unless it already holds exactly that. True = written.
+
+    `durable=False` skips the fsyncs: for cache files a lost write only costs a re-emit."""
     if read_bytes(path) == data:
         return False
     folder = os.path.dirname(os.path.abspath(path)) or "."
@@ -36,8 +38,9 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644) -> bool:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -46,6 +49,8 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644) -> bool:
         except OSError:
             pass
         raise
+    if not durable:
+        return True
     try:
         dir_fd = os.open(folder, os.O_RDONLY)
         try:

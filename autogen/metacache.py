@@ -171,5 +171,5 @@ class MetaCache:
             return
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         text = json.dumps({"format": _FORMAT, "entries": self.entries}, sort_keys=True, separators=(",", ":"))
-        write_if_changed(self.path, text.encode())
+        write_if_changed(self.path, text.encode(), durable=False)
         self.dirty = False

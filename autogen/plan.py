@@ -26,7 +26,7 @@ from autogen.errors import ModelError
 from autogen.kvcost import kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import Override, Settings, unstructure
+from autogen.settings import Override, Settings
 
 DEFAULT_BUDGET_GB = 8.0
 
@@ -154,14 +154,13 @@ def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: s
                budget_gb=budget_for(settings, override, card_vram_gb), card_vram_gb=card_vram_gb)
 
 
-def global_inputs(settings: Settings) -> dict[str, Any]:
-    """Settings every fragment may read (not the per-model ones: overrides, registry, roots)."""
-    data = unstructure(settings)
-    for key in ("roots", "output", "cache_dir", "backends", "backends_file", "overrides", "groups",
-                "health_check_timeout", "source", "vram_budget_gb", "card_vram_gb"):
-        data.pop(key, None)
-    data["generator"] = GENERATOR_VERSION
-    return data
+def global_inputs(settings: Settings) -> str:
+    """Settings every fragment may read, as a stable text (the per-model parts — overrides,
+    registry, roots, budget — are left out: each model's own key carries what it uses)."""
+    shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
+                          overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
+                          card_vram_gb=None)
+    return f"{GENERATOR_VERSION}|{shared!r}"
 
 
 #: Override fields naming image components (sd-server); their presence and size feed the plan.
@@ -183,19 +182,21 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
     return state
 
 
-def model_inputs(job: Job, settings: Settings, settings_key: str) -> dict[str, Any]:
-    """The doit up-to-date key of one model (its files are `file_dep`s, not part of this)."""
-    return {
-        "components": component_state(settings, job.override) if job.role == IMAGE else None,
-        "settings": settings_key,
-        "row": unstructure(job.row),
-        "override": unstructure(job.override) if job.override else None,
-        "role": job.role,
-        "backend": resolution_key(job.backend) if job.backend else None,
-        "error": job.error,
-        "budget_gb": job.budget_gb,
-        "card_vram_gb": job.card_vram_gb if job.engine == "vllm" else None,
-    }
+def model_inputs(job: Job, settings: Settings, settings_key: str) -> str:
+    """The doit up-to-date key of one model (its files are `file_dep`s, not part of this).
+
+    A repr of frozen records: stable across runs and far cheaper than unstructuring them."""
+    return repr((
+        settings_key,
+        job.row,
+        job.override,
+        job.role,
+        resolution_key(job.backend) if job.backend else None,
+        job.error,
+        job.budget_gb,
+        job.card_vram_gb if job.engine == "vllm" else None,
+        component_state(settings, job.override) if job.role == IMAGE else None,
+    ))
 
 
 def _path_problem(row: ModelRow) -> str | None:

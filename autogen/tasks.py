@@ -34,6 +34,8 @@ from autogen.settings import Settings, load_settings
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
+#: id → digest of the inputs each model's current fragment was emitted from.
+EMITTED_KEYS = "emitted-keys.json"
 SUMMARY = "summary.json"
 
 
@@ -57,8 +59,8 @@ class SwapgenFileChecker(FileChangedChecker):
         return [st.st_size, st.st_mtime_ns, head_hash(dep)]
 
 
-def _digest(data: Any) -> str:
-    return xxhash.xxh3_128_hexdigest(json.dumps(data, sort_keys=True, ensure_ascii=False).encode())
+def _digest(text: str) -> str:
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
 def fragment_path(cache_dir: str, model_id: str) -> str:
@@ -100,9 +102,27 @@ class Pipeline:
             self.jobs.append(make_job(settings, row, meta, error, self.card_vram_gb))
         self.cache.save()
         self.settings_key = _digest(global_inputs(settings))
+        self.keys_path = os.path.join(settings.cache_dir, EMITTED_KEYS)
+        try:
+            with open(self.keys_path, encoding="utf-8") as f:
+                self.keys: dict[str, str] = json.load(f)
+        except (OSError, ValueError):
+            self.keys = {}
+        self.new_keys: dict[str, str] = {}
         self.stats = {"emitted": 0, "written": 0}
 
+    def save_keys(self) -> None:
+        """Record the inputs of the fragments emitted this run (kept: those of current models)."""
+        if not self.new_keys:
+            return
+        current = {job.row.id for job in self.jobs}
+        keys = {k: v for k, v in self.keys.items() if k in current}
+        keys.update(self.new_keys)
+        write_if_changed(self.keys_path, json.dumps(keys, sort_keys=True).encode(), durable=False)
+        self.keys, self.new_keys = keys, {}
+
     def close(self) -> None:
+        self.save_keys()
         if self._locked:
             self._lock.__exit__(None, None, None)
             self._locked = False
@@ -112,7 +132,7 @@ class Pipeline:
     def plan(self, job: Job) -> Plan:
         return build_plan(job, self.metas.get(job.row.id), self.settings)
 
-    def emit_model(self, job: Job) -> bool:
+    def emit_model(self, job: Job, key: str) -> bool:
         plan = self.plan(job)
         summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
@@ -122,8 +142,9 @@ class Pipeline:
             write_if_changed(path, text.encode("utf-8"))
         fragment = Fragment.from_plan(plan, summary)
         self.stats["emitted"] += 1
-        if write_if_changed(fragment_path(self.settings.cache_dir, job.row.id), fragment.to_json()):
+        if write_if_changed(fragment_path(self.settings.cache_dir, job.row.id), fragment.to_json(), durable=False):
             self.stats["written"] += 1
+        self.new_keys[job.row.id] = key
         return True
 
     def assemble(self) -> dict[str, str] | TaskFailed:
@@ -137,7 +158,7 @@ class Pipeline:
         self.stats["config"] = "written" if written else "unchanged"
         served = sum(1 for f in fragments if f.members)
         write_if_changed(os.path.join(self.settings.cache_dir, SUMMARY),
-                         json.dumps({"served": served, "skipped": len(fragments) - served}).encode())
+                         json.dumps({"served": served, "skipped": len(fragments) - served}).encode(), durable=False)
         self._prune_fragments(set(paths))
         return {"digest": xxhash.xxh3_128_hexdigest(text.encode())}
 
@@ -176,22 +197,23 @@ class Pipeline:
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.jobs:
-            key = model_inputs(job, self.settings, self.settings_key)
+            # A plain bool, not doit's config_changed: doit inspects the signature of every
+            # callable uptodate on every run, a third of a 1,000-model no-op.
+            key = _digest(model_inputs(job, self.settings, self.settings_key))
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),
                 "file_dep": list(job.row.inputs),
                 "targets": [fragment_path(self.settings.cache_dir, job.row.id), *side_files(self.settings, job)],
-                "actions": [(self.emit_model, [job])],
-                "uptodate": [config_changed(_digest(key))],
+                "actions": [(self.emit_model, [job, key])],
+                "uptodate": [self.keys.get(job.row.id) == key],
                 "clean": True,
             }
 
     def task_config(self):
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
-        router_key = {"settings": self.settings_key, "health": self.settings.health_check_timeout,
-                      "groups": [g.name for g in self.settings.groups], "source": self.settings.source,
-                      "output": self.settings.output, "groups_full": repr(self.settings.groups)}
+        router_key = repr((self.settings_key, self.settings.health_check_timeout, self.settings.groups,
+                           self.settings.source, self.settings.output))
         return {
             "actions": [self.assemble],
             "file_dep": [fragment_path(self.settings.cache_dir, job.row.id) for job in self.jobs],
@@ -210,6 +232,8 @@ class Pipeline:
                 "check_file_uptodate": SwapgenFileChecker,
                 "default_tasks": ["model", "config"],
                 "reporter": SummaryReporter,
+                # doit's default is the sys.stdout of the moment doit was imported
+                "outfile": sys.stdout,
                 "verbosity": 1,
                 "subtasks": True,
             },
@@ -249,6 +273,8 @@ class SummaryReporter(ConsoleReporter):
         self.failures = [f for f in self.failures if not f.get("shown")]
         with self._to_stderr():
             super().complete_run()
+        if _ACTIVE is not None:
+            _ACTIVE.save_keys()
         if _ACTIVE is not None and not self.failures and not shown:
             self.write(_ACTIVE.summary_line() + "\n")
 

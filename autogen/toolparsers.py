@@ -5,20 +5,23 @@ vLLM answers every request carrying `tools` with HTTP 400 unless it was started 
 A WRONG parser does not fail: tool calls come back unparsed in the reply text, which is worse
 than the 400. So the table is short on purpose, a name is only emitted when the installed
 vLLM registers it, and the user can pin (`vllm_tool_parser`) or extend (`tool_parsers`).
-Reference: `spec-backends-vllm-hf.md` §4, seed `backends.md` ("Tool calling needs a parser").
+An architecture that several tool formats share (GGUF `llama` holds Llama 2, Llama 3.x and
+every Mistral conversion) is decided by the model's names (`FAMILY_RULES`), or not at all.
+Reference: `spec-backends-vllm-hf.md` §4, seed `backends.md` ("Tool calling needs a parser"),
+vLLM `docs/features/tool_calling.md` (which parser each family needs).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
 #: Architecture (GGUF `general.architecture` or HF `model_type`, lower case) → parser.
-#: Mirrors the original's `vllmToolParsers` (reference §4.1), both spellings listed.
+#: Mirrors the original's `vllmToolParsers` (reference §4.1), both spellings listed, minus
+#: its `llama`, `mistral` and `qwen2` rows, which moved to `AMBIGUOUS` / `FAMILY_RULES`.
 TOOL_PARSERS: dict[str, str] = {
-    "qwen2": "hermes",
     "qwen2_moe": "hermes",
     "qwen2moe": "hermes",
     "qwen3": "hermes",
@@ -30,8 +33,6 @@ TOOL_PARSERS: dict[str, str] = {
     "qwen3_5_moe": "qwen3_coder",
     "qwen35": "qwen3_coder",
     "qwen35moe": "qwen3_coder",
-    "llama": "llama3_json",
-    "mistral": "mistral",
     "mistral3": "mistral",
     "gemma4": "gemma4",
     "glm4_moe": "glm45",
@@ -45,6 +46,69 @@ TOOL_PARSERS: dict[str, str] = {
     "minimax-m2": "minimax_m2",
     "olmo3": "olmo3",
 }
+
+#: Architectures several families share, with different tool formats or none: the key alone
+#: would be a guess, so only a `FAMILY_RULES` row decides, else no parser. arch → the hint
+#: the comment gives. GGUF `llama` also holds Mistral and Mixtral (llama.cpp
+#: `convert_hf_to_gguf.py` converts `MistralForCausalLM`/`MixtralForCausalLM` as LLAMA); HF
+#: `mistral` holds Zephyr/OpenHermes-style finetunes; `qwen2` holds Qwen2.5-Coder and the
+#: DeepSeek-R1 distills.
+AMBIGUOUS: dict[str, str] = {
+    "llama": "llama3_json for Llama 3.x, mistral for Mistral/Mixtral",
+    "mistral": "mistral for Mistral AI's own models",
+    "mixtral": "mistral for Mixtral 8x22B",
+    "qwen2": "hermes for Qwen2, Qwen2.5 and QwQ",
+}
+
+#: A name token starts here (not inside a longer word: "openhermes" is not "hermes").
+_AT = r"(?<![a-z0-9])"
+_LLAMA_LIKE = frozenset({"llama", "mistral", "mixtral"})
+_FINETUNE_BASES = _LLAMA_LIKE | {"qwen2", "qwen3", "qwen3_moe", "qwen3moe"}
+
+
+@frozen
+class FamilyRule:
+    """On an architecture in `arches`, a model name matching `pattern` gets `parser` ("" = none).
+
+    Example: FamilyRule(arches=frozenset({"qwen2"}), pattern=re.compile("coder"), parser="",
+    why="Qwen2.5-Coder …").
+    """
+
+    arches: frozenset[str]
+    pattern: re.Pattern[str]
+    parser: str
+    why: str
+
+
+def _rule(arches: frozenset[str] | set[str], pattern: str, parser: str, why: str) -> FamilyRule:
+    return FamilyRule(frozenset(arches), re.compile(_AT + pattern), parser, why)
+
+
+#: First matching row wins; names are the served id, file/folder name, parent folder and
+#: GGUF `general.name`, lower-cased. Parsers per vLLM `docs/features/tool_calling.md`.
+#: HF `architectures` is not matched: finetunes keep it (Zephyr is `MistralForCausalLM`).
+FAMILY_RULES: tuple[FamilyRule, ...] = (
+    # finetunes that bring their own chat format, whatever base they were trained from
+    _rule(_FINETUNE_BASES, r"hermes[-_ ]?[234](?![0-9])", "hermes", "Nous Hermes 2 Pro/3/4 format"),
+    _rule(_FINETUNE_BASES, r"xlam", "xlam", "Salesforce xLAM format"),
+    _rule(_FINETUNE_BASES, r"(deepseek|distill|nemotron|tulu|dolphin|openhermes|zephyr|openchat)", "",
+          "a finetune with its own chat format"),
+    # the families themselves
+    _rule({"llama"}, r"llama[-_ ]?3(?![0-9])", "llama3_json", "Llama 3.x JSON format"),
+    _rule(_LLAMA_LIKE, r"(mistral|mixtral|ministral|codestral|devstral|magistral)", "mistral",
+          "a Mistral AI model"),
+    # vllm-project/vllm#32926: Qwen2.5-Coder answers in code blocks, not hermes <tool_call>
+    _rule({"qwen2"}, r"coder", "", "Qwen2.5-Coder does not emit the hermes format"),
+    _rule({"qwen2"}, r"(qwen|qwq)", "hermes", "Qwen2/2.5/QwQ hermes format"),
+    _rule({"deepseek_v3"}, r"v3[._-]?1(?![0-9])", "deepseek_v31", "DeepSeek-V3.1 format"),
+    _rule({"glm4_moe", "glm4moe"}, r"glm[-_ ]?4[._-]?7(?![0-9])", "glm47", "GLM-4.7 format"),
+    _rule({"granite"}, r"granite[-_ ]?4", "granite4", "Granite 4.0 format"),
+)
+
+#: Mistral's tokenizers from v3 on (32,768 tokens, tekken 131,072) carry `[TOOL_CALLS]`; vLLM's
+#: `MistralToolParser.__init__` raises when the token is missing (Mistral 7B v0.1/v0.2, Mixtral
+#: 8x7B: 32,000; ChatML finetunes: 32,002).
+MISTRAL_TOOL_VOCAB = 32768
 
 #: The newest vLLM whose registry `VLLM_PARSERS_BY_VERSION` lists in full; an unknown backend
 #: version is taken to be this one.
@@ -165,19 +229,35 @@ class ParserChoice:
     note: str
 
 
+def family_rule(arch: str, names: Sequence[str]) -> FamilyRule | None:
+    """The first `FAMILY_RULES` row for `arch` that one of `names` matches (case-insensitive)."""
+    lowered = [name.lower() for name in names if name]
+    for rule in FAMILY_RULES:
+        if arch in rule.arches and any(rule.pattern.search(name) for name in lowered):
+            return rule
+    return None
+
+
 def choose_tool_parser(
     arch: str,
     model_id: str,
     *,
+    names: Sequence[str] = (),
+    has_chat_template: bool | None = None,
+    vocab_size: int = 0,
     pin: str | None = None,
     table: Mapping[str, str] | None = None,
     version: tuple[int, ...] | None = None,
 ) -> ParserChoice:
-    """Pick the parser for a model (reference §4.2, plus version gating).
+    """Pick the parser for a model (reference §4.2, plus family rules and version gating).
 
-    `pin` is the override's `vllm_tool_parser` (used verbatim; "none" turns it off), `table`
-    the settings' `tool_parsers` (arch → parser or "none", over the built-in table), `version`
-    the backend row's vLLM version (None = unknown, taken as current).
+    `names` are the model's other names (file or folder name, parent folder, GGUF
+    `general.name`), matched with `model_id` against `FAMILY_RULES`. `has_chat_template` is
+    False when the served tokenizer is known to lack a chat template (None = not known).
+    `vocab_size` 0 = unknown. `pin` is the override's `vllm_tool_parser` (used verbatim; "none"
+    turns it off), `table` the settings' `tool_parsers` (arch → parser or "none", over the
+    built-in table and the family rules), `version` the backend row's vLLM version (None =
+    unknown, taken as current).
     """
     shown = format_version(version or VLLM_CURRENT)
     pinned = (pin or "").strip()
@@ -190,14 +270,30 @@ def choose_tool_parser(
 
     key = arch.strip().lower()
     user = {k.strip().lower(): v.strip() for k, v in (table or {}).items()}
-    source = "tool_parsers" if key in user else "auto"
-    parser = user.get(key, TOOL_PARSERS.get(key, ""))
-    if parser.lower() == OFF:
-        return ParserChoice("", f"turned off for arch {arch!r} by tool_parsers")
-    if not parser:
-        return ParserChoice("", f"no parser known for arch {arch!r}; set vllm_tool_parser or tool_parsers")
-    if parser == "hermes" and key.startswith("qwen3") and "coder" in model_id.lower():
+    how_to_pin = "pin one in an override (vllm_tool_parser: <name>)"
+    if has_chat_template is False:
+        return ParserChoice("", f"no chat template, so vLLM cannot show the model its tools; {how_to_pin}")
+    if key in user:
+        source, parser = "tool_parsers", user[key]
+        if parser.lower() == OFF:
+            return ParserChoice("", f"turned off for arch {arch!r} by tool_parsers")
+    elif (rule := family_rule(key, (model_id, *names))) is not None:
+        source, parser = f"auto, {rule.why}", rule.parser
+        if not parser:
+            return ParserChoice("", f"{rule.why}, arch {key}; {how_to_pin}")
+    elif key in AMBIGUOUS:
+        return ParserChoice("", f"arch {key} covers several tool formats and no name says which; pin "
+                                f"one in an override (vllm_tool_parser: {AMBIGUOUS[key]})")
+    else:
+        source, parser = "auto", TOOL_PARSERS.get(key, "")
+        if not parser:
+            return ParserChoice("", f"no parser known for arch {arch!r}; set vllm_tool_parser or tool_parsers")
+    table_hermes = parser == "hermes" and source in ("auto", "tool_parsers")  # not a finetune's
+    if table_hermes and key.startswith("qwen3") and "coder" in model_id.lower():
         parser, source = "qwen3_coder", f"{source}, coder model"
+    if parser == "mistral" and source != "tool_parsers" and 0 < vocab_size < MISTRAL_TOOL_VOCAB:
+        return ParserChoice("", f"a {vocab_size}-token vocabulary has no [TOOL_CALLS] token, which the "
+                                f"mistral parser needs; {how_to_pin}")
     known = known_at(parser, version)
     if known is False:
         since = format_version(VLLM_PARSERS_BY_VERSION[parser])

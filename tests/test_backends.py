@@ -30,7 +30,8 @@ from autogen.backends import (
     without_audiocpp,
 )
 from autogen.errors import ModelError
-from autogen.settings import BackendRow, Override, Settings, structure
+from autogen.settings import BackendRow, Override, Settings
+from autogen.structure import structure
 
 LLM, IMAGE, TTS, ASR = ModelClass.LLM, ModelClass.IMAGE, ModelClass.TTS, ModelClass.ASR
 

@@ -12,7 +12,8 @@ from autogen.errors import SettingsError
 from autogen.kvcost import kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Override, Settings, structure
+from autogen.settings import BackendRow, Override, Settings
+from autogen.structure import structure
 
 GIB = 1 << 30
 EXE = "/opt/llama/bin/llama-server"

@@ -45,7 +45,7 @@ def make_ctx(*, size_gb=8.0, arch="qwen3", trained=262_144, kv=QWEN3_8B, budget=
     model_row = ModelRow(id=model_id, format=fmt, path=path,
                          size_bytes=size_bytes if size_bytes is not None else round(size_gb * GIB),
                          shards=shards)
-    meta = ModelMeta(source=fmt, arch=arch, context_length=trained)
+    meta = ModelMeta(source=fmt, arch=arch, context_length=trained, has_chat_template=fmt == "gguf")
     backend_row = BackendRow(id="vllm-1", kind="vllm", path=exe, default=True, version=version) if row else None
     backend = Resolved(kind="vllm", exe=exe, row=backend_row, why="★ of class llm")
     return EmitContext(row=model_row, meta=meta, kv=kv, override=override,
@@ -354,6 +354,58 @@ class TestToolParser:
         entry = entry_of(make_ctx(arch="gemma4", version="0.18.0"))
         assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
         assert any("gemma4 needs vLLM 0.19.0 or newer" in line for line in entry.comment)
+
+    def test_mistral_gguf_named_mistral_gets_mistral(self):
+        """llama.cpp converts Mistral with arch llama; the file name decides."""
+        ctx = make_ctx(arch="llama", model_id="mistral-7b-instruct-v0.3-q4_k_m",
+                       path="/m/bartowski/Mistral-7B-Instruct-v0.3-GGUF/Mistral-7B-Instruct-v0.3-Q4_K_M.gguf")
+        entry = entry_of(ctx)
+        assert flag(entry.argv, "--tool-call-parser") == "mistral"
+        assert "tool-call parser mistral (auto, a Mistral AI model: llama)" in entry.comment
+
+    def test_folder_and_general_name_are_evidence(self):
+        ctx = make_ctx(arch="llama", model_id="model-q4_k_m",
+                       path="/m/Llama-3.1-8B-Instruct-GGUF/model-Q4_K_M.gguf")
+        ctx = attrs.evolve(ctx, row=attrs.evolve(ctx.row, repo="Llama-3.1-8B-Instruct-GGUF"))
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "llama3_json"
+        ctx = make_ctx(arch="llama", model_id="model-q4_k_m", path="/m/x/model-Q4_K_M.gguf")
+        ctx = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, name="Mistral Nemo Instruct 2407"))
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "mistral"
+
+    def test_undecided_llama_says_how_to_pin(self):
+        entry = entry_of(make_ctx(arch="llama", model_id="model-q4_k_m", path="/m/x/model-Q4_K_M.gguf"))
+        assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
+        assert ("no tool-call parser (arch llama covers several tool formats and no name says which; pin one "
+                "in an override (vllm_tool_parser: llama3_json for Llama 3.x, mistral for Mistral/Mixtral)): "
+                "vllm rejects requests carrying tools") in entry.comment
+
+    def test_vocabulary_without_the_tool_token(self):
+        ctx = make_ctx(arch="llama", model_id="mistral-7b-instruct-v0.2-q4_k_m")
+        ctx = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, vocab_size=32000))
+        assert "--tool-call-parser" not in entry_of(ctx).argv
+
+    def test_gguf_without_chat_template(self):
+        ctx = make_ctx()
+        ctx = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, has_chat_template=False))
+        entry = entry_of(ctx)
+        assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
+        # a --tokenizer brings its own template, so the file's lack of one says nothing
+        ctx = attrs.evolve(ctx, override=Override(match="*", vllm_tokenizer="Qwen/Qwen3-8B"))
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "hermes"
+        ctx = attrs.evolve(ctx, override=Override(match="*", extra_args=("--chat-template", "/t/qwen3.jinja")))
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "hermes"
+        ctx = attrs.evolve(ctx, override=Override(match="*", extra_args=("--chat-template-content-format", "openai")))
+        assert "--tool-call-parser" not in entry_of(ctx).argv
+
+    def test_windows_path_file_name_is_evidence(self):
+        ctx = make_ctx(arch="llama", model_id="m", path="E:\\Models\\x\\Mistral-Nemo-Instruct-2407-Q4_K_M.gguf")
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "mistral"
+
+    def test_hf_folder_template_is_not_known(self):
+        """hf_config does not read tokenizer_config.json, so has_chat_template False means nothing."""
+        ctx = make_ctx(fmt="hf", arch="qwen3")
+        assert not ctx.meta.has_chat_template
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "hermes"
 
     @pytest.mark.parametrize("extra", [("--enable-auto-tool-choice", "--tool-call-parser", "minicpm5"),
                                        ("--enable-auto-tool-choice", "--tool-call-parser=minicpm5"),

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from autogen.toolparsers import (
+    AMBIGUOUS,
+    FAMILY_RULES,
     TOOL_PARSERS,
     VLLM_CURRENT,
     VLLM_PARSERS_BY_VERSION,
@@ -38,6 +40,12 @@ class TestTables:
         """The coverage walk (STYLE §4): a parser we emit must be a name vLLM registers."""
         unknown = {arch: p for arch, p in TOOL_PARSERS.items() if p not in VLLM_PARSERS_BY_VERSION}
         assert unknown == {}
+        assert [r.parser for r in FAMILY_RULES if r.parser and r.parser not in VLLM_PARSERS_BY_VERSION] == []
+
+    def test_an_ambiguous_arch_has_no_table_default(self):
+        """Its key alone never picks a parser; only a family rule can."""
+        assert set(AMBIGUOUS).isdisjoint(TOOL_PARSERS)
+        assert all(arch in {a for r in FAMILY_RULES for a in r.arches} for arch in AMBIGUOUS)
 
     def test_table_keys_are_lower_case_and_trimmed(self):
         assert all(key == key.strip().lower() for key in TOOL_PARSERS)
@@ -101,6 +109,7 @@ class TestByArchitecture:
             ("qwen3.5-35b-a3b-q4_k_m", "qwen35moe", "qwen3_coder"),
             ("qwen3-next-80b", "qwen3next", "hermes"),
             ("qwen2.5-7b-instruct-q4_k_m", "qwen2", "hermes"),
+            ("mistral-7b-instruct-v0.3", "mistral", "mistral"),
             ("glm-4.5-air-q4_k_m", "glm4moe", "glm45"),
             ("glm-4.5-air", "glm4_moe", "glm45"),
             ("minimax-m2-q4_k_m", "minimax-m2", "minimax_m2"),
@@ -110,11 +119,10 @@ class TestByArchitecture:
             ("gemma-4-31b-it", "gemma4", "gemma4"),
             ("olmo-3-7b", "olmo3", "olmo3"),
             ("deepseek-v3", "deepseek_v3", "deepseek_v3"),
-            # the coder rule only rewrites hermes on a qwen3 architecture
-            ("qwen2.5-coder-7b", "qwen2", "hermes"),
+            # the coder rule only rewrites hermes on a qwen3 architecture (qwen2: FAMILY_RULES)
             ("Qwen3-CODER-480B", "qwen3_moe", "qwen3_coder"),
             # case and whitespace of the architecture do not matter
-            ("x", " Llama ", "llama3_json"),
+            ("llama-3.1-8b", " Llama ", "llama3_json"),
             ("x", "", ""),
         ],
     )
@@ -148,7 +156,7 @@ class TestPin:
         assert choice.note == "pinned; vLLM 0.10.2 does not register it"
 
     def test_blank_pin_means_automatic(self):
-        assert choose_tool_parser("llama", "l", pin="  ").parser == "llama3_json"
+        assert choose_tool_parser("llama", "llama-3.1-8b", pin="  ").parser == "llama3_json"
 
 
 class TestSettingsTable:
@@ -164,7 +172,7 @@ class TestSettingsTable:
         assert choice.parser == "" and "tool_parsers" in choice.note
 
     def test_leaves_other_architectures_alone(self):
-        assert choose_tool_parser("llama", "l", table={"qwen3": "qwen3_xml"}).parser == "llama3_json"
+        assert choose_tool_parser("llama", "llama-3.1-8b", table={"qwen3": "qwen3_xml"}).parser == "llama3_json"
 
     def test_a_name_we_do_not_track_is_trusted_and_noted(self):
         choice = choose_tool_parser("foo", "f", table={"foo": "foo_plugin"})
@@ -200,3 +208,152 @@ class TestVersionGate:
 
     def test_settings_table_name_is_gated(self):
         assert choose_tool_parser("foo", "f", table={"foo": "glm47"}, version=(0, 20, 0)).parser == ""
+
+
+class TestFamilyRules:
+    """An architecture that several tool formats share is decided by the model's names, one
+    FAMILY_RULES row at a time; when no row decides, no parser (PRODUCT §6.3)."""
+
+    @pytest.mark.parametrize(
+        ("model_id", "arch", "parser"),
+        [
+            # Nous Hermes finetunes speak hermes whatever their base (vLLM docs: Hermes 2 Pro/3)
+            ("Hermes-3-Llama-3.1-8B-Q4_K_M", "llama", "hermes"),
+            ("hermes-2-pro-mistral-7b", "mistral", "hermes"),
+            # Salesforce xLAM (vLLM docs: xlam)
+            ("Llama-xLAM-2-8b-fc-r", "llama", "xlam"),
+            ("xLAM-2-32b-fc-r", "qwen2", "xlam"),
+            # finetunes with their own chat format: no parser, even when a base name follows
+            ("DeepSeek-R1-Distill-Llama-8B", "llama", ""),
+            ("DeepSeek-R1-Distill-Qwen-7B", "qwen2", ""),
+            ("DeepSeek-R1-0528-Qwen3-8B", "qwen3", ""),
+            ("Llama-3.1-Nemotron-Nano-8B-v1", "llama", ""),
+            ("openhermes-2.5-mistral-7b", "mistral", ""),
+            ("zephyr-7b-beta", "mistral", ""),
+            # Llama 3.x (vLLM docs: llama3_json), 3.0's name included (reference example G)
+            ("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "llama", "llama3_json"),
+            ("llama-3.3-70b-instruct", "llama", "llama3_json"),
+            ("Llama-3-8B-Instruct", "llama", "llama3_json"),
+            ("Llama3.2-3B", "llama", "llama3_json"),
+            # Mistral AI's models: GGUF arch llama (llama.cpp's conversion), HF mistral/mixtral
+            ("Mistral-7B-Instruct-v0.3-Q4_K_M", "llama", "mistral"),
+            ("Devstral-Small-2505-Q4_K_M", "llama", "mistral"),
+            ("Mistral-Nemo-Instruct-2407", "mistral", "mistral"),
+            ("Mixtral-8x22B-Instruct-v0.1", "mixtral", "mistral"),
+            # Qwen2.5-Coder does not emit hermes (vllm#32926); Qwen2/2.5/QwQ do
+            ("Qwen2.5-Coder-7B-Instruct", "qwen2", ""),
+            ("QwQ-32B-Q4_K_M", "qwen2", "hermes"),
+            ("Qwen2-7B-Instruct", "qwen2", "hermes"),
+            # DeepSeek-V3.1 ships as model_type deepseek_v3 (vLLM docs: deepseek_v31)
+            ("DeepSeek-V3.1-Terminus", "deepseek_v3", "deepseek_v31"),
+            ("DeepSeek-V3-0324", "deepseek_v3", "deepseek_v3"),
+            # GLM-4.7 ships as glm4_moe (vLLM docs: glm47)
+            ("GLM-4.7-Q4_K_M", "glm4moe", "glm47"),
+            ("glm-4.6", "glm4_moe", "glm45"),
+            # dense Granite 4.0 ships as granite (vLLM docs: granite4)
+            ("granite-4.0-micro", "granite", "granite4"),
+            ("granite-3.3-8b-instruct", "granite", "granite"),
+        ],
+    )
+    def test_row(self, model_id, arch, parser):
+        assert choose_tool_parser(arch, model_id).parser == parser
+
+    @pytest.mark.parametrize(
+        ("model_id", "arch"),
+        [
+            ("model-q4_k_m", "llama"),  # nothing in the name
+            ("llama-2-7b-chat", "llama"),  # Llama 2: no tool format
+            ("llama-30b", "llama"),  # LLaMA 1 30B is not "llama 3"
+            ("codellama-34b-instruct", "llama"),
+            ("tinyllama-1.1b-chat", "llama"),
+            ("neural-chat-7b-v3-1", "mistral"),
+            ("mixtral-finetune", "qwen2"),  # a row only applies to its architectures
+            ("Qwen2.5-7B-Instruct", "llama"),
+            ("sky-t1-32b", "qwen2"),
+        ],
+    )
+    def test_undecided_gets_no_parser(self, model_id, arch):
+        assert choose_tool_parser(arch, model_id).parser == ""
+
+    def test_undecided_note_says_why_and_how_to_pin(self):
+        assert choose_tool_parser("llama", "model-q4_k_m").note == (
+            "arch llama covers several tool formats and no name says which; pin one in an override "
+            "(vllm_tool_parser: llama3_json for Llama 3.x, mistral for Mistral/Mixtral)")
+
+    def test_a_rule_saying_none_names_itself(self):
+        assert choose_tool_parser("qwen2", "Qwen2.5-Coder-7B").note == (
+            "Qwen2.5-Coder does not emit the hermes format, arch qwen2; pin one in an override "
+            "(vllm_tool_parser: <name>)")
+
+    def test_a_rule_parser_names_its_reason(self):
+        assert choose_tool_parser("llama", "Mistral-7B-Instruct-v0.3").note == "auto, a Mistral AI model: llama"
+
+    def test_any_name_can_decide(self):
+        """A file named by its quant only still has its folder and `general.name`."""
+        names = ("model-Q4_K_M.gguf", "bartowski", "Meta Llama 3.1 8B Instruct")
+        assert choose_tool_parser("llama", "model-q4_k_m", names=names).parser == "llama3_json"
+        folder_only = ("", "Mistral-7B-Instruct-v0.3-GGUF")
+        assert choose_tool_parser("llama", "model-q4_k_m", names=folder_only).parser == "mistral"
+
+    def test_rows_apply_in_order(self):
+        """A Hermes finetune of Llama 3.1 is Hermes, not Llama; a distill is neither."""
+        assert choose_tool_parser("llama", "m", names=("Hermes-3-Llama-3.1-8B",)).parser == "hermes"
+        assert choose_tool_parser("llama", "deepseek-r1-distill-llama-3.1-8b").parser == ""
+
+    def test_hostile_names_decide_nothing(self):
+        for names in [("",), ("\n\t",), ("Ｌｌａｍａ-3.1",), ("x" * 10_000,), ("llama\u00003.1",)]:
+            assert choose_tool_parser("llama", "", names=names).parser == ""
+
+    def test_settings_table_overrides_the_rules(self):
+        """The user's `tool_parsers` entry is their word for every model of the architecture."""
+        assert choose_tool_parser("llama", "model-q4_k_m", table={"llama": "llama3_json"}).parser == "llama3_json"
+        assert choose_tool_parser("llama", "DeepSeek-R1-Distill-Llama-8B", table={"llama": "hermes"}).parser == "hermes"
+
+    def test_pin_overrides_the_rules(self):
+        assert choose_tool_parser("qwen2", "Qwen2.5-Coder-7B", pin="hermes").parser == "hermes"
+
+    def test_coder_rule_leaves_a_finetunes_hermes_alone(self):
+        assert choose_tool_parser("qwen3", "hermes-4-14b-coder").parser == "hermes"
+
+    def test_rule_parser_is_version_gated(self):
+        choice = choose_tool_parser("granite", "granite-4.0-micro", version=(0, 11, 0))
+        assert choice.parser == ""
+        assert choice.note == "granite4 needs vLLM 0.33.0 or newer, backend is 0.11.0"
+        assert choose_tool_parser("deepseek_v3", "DeepSeek-V3.1", version=(0, 10, 1)).parser == ""
+
+
+class TestEvidenceFromTheFile:
+    @pytest.mark.parametrize(
+        ("vocab_size", "parser"),
+        [
+            (32000, ""),  # Mistral 7B v0.1/v0.2, Mixtral 8x7B: no [TOOL_CALLS]
+            (32002, ""),  # ChatML finetunes
+            (32768, "mistral"),  # tokenizer v3
+            (131072, "mistral"),  # tekken
+            (0, "mistral"),  # unknown
+        ],
+    )
+    def test_mistral_needs_the_tool_call_token(self, vocab_size, parser):
+        assert choose_tool_parser("mistral", "Mistral-7B-Instruct", vocab_size=vocab_size).parser == parser
+
+    def test_vocab_note(self):
+        note = choose_tool_parser("llama", "Mixtral-8x7B-Instruct-v0.1", vocab_size=32000).note
+        assert note.startswith("a 32000-token vocabulary has no [TOOL_CALLS] token")
+
+    def test_vocab_check_leaves_the_users_table_alone(self):
+        choice = choose_tool_parser("mistral", "x", vocab_size=32000, table={"mistral": "mistral"})
+        assert choice.parser == "mistral"
+
+    def test_no_chat_template_no_parser(self):
+        """Without a template vLLM cannot put the tools in the prompt."""
+        choice = choose_tool_parser("qwen3", "qwen3-8b", has_chat_template=False)
+        assert choice.parser == ""
+        assert choice.note.startswith("no chat template, so vLLM cannot show the model its tools")
+        assert choose_tool_parser("qwen3", "qwen3-8b", has_chat_template=False, table={"qwen3": "hermes"}).parser == ""
+
+    def test_template_unknown_or_present_changes_nothing(self):
+        for template in (None, True):
+            assert choose_tool_parser("qwen3", "qwen3-8b", has_chat_template=template).parser == "hermes"
+
+    def test_pin_wins_over_a_missing_template(self):
+        assert choose_tool_parser("qwen3", "q", has_chat_template=False, pin="hermes").parser == "hermes"
