@@ -93,7 +93,7 @@ def file_size(path: str) -> int | None:
 
 def is_image_arch(arch: str) -> bool:
     arch = arch.strip().lower()
-    return bool(arch) and any(arch.startswith(a) for a in IMAGE_ARCHS)
+    return bool(arch) and arch.startswith(IMAGE_ARCHS)
 
 
 def image_arch(meta: ModelMeta) -> str:
@@ -113,7 +113,7 @@ def is_image_model(meta: ModelMeta) -> bool:
 
 
 def is_full_checkpoint(arch: str) -> bool:
-    return any(arch.lower().startswith(a) for a in FULL_CHECKPOINT_ARCHS)
+    return arch.lower().startswith(FULL_CHECKPOINT_ARCHS)
 
 
 def arm_components(name: str, arch: str, enc: Encoders) -> tuple[str, dict[str, str | None]]:
