@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from decimal import Decimal
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,6 +19,7 @@ from attrs import frozen
 
 from autogen.cmdline import split_command, strip_comment_lines
 from autogen.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
+from autogen.numfmt import format_g
 from autogen.yamllines import Converter, LineMap, TooBig, compose
 
 
@@ -71,24 +71,7 @@ def _go_format(value) -> str:
         return "true" if value else "false"
     if not isinstance(value, float):
         return str(value)
-    if value != value or value in (float("inf"), float("-inf")):
-        return "NaN" if value != value else ("+Inf" if value > 0 else "-Inf")
-    if value == 0:
-        return "0"
-    # Shortest round-trip digits (Python's repr and Go agree), then strconv's 'g' layout:
-    # exponent form when exp < -4 or exp >= 6 (the precision used for shortest output).
-    sign, digit_tuple, exponent = Decimal(repr(value)).normalize().as_tuple()
-    digits, neg = "".join(map(str, digit_tuple)), "-" if sign else ""
-    point = len(digits) + exponent
-    exp = point - 1
-    if exp < -4 or exp >= 6:
-        frac = f".{digits[1:]}" if len(digits) > 1 else ""
-        return f"{neg}{digits[0]}{frac}e{'+' if exp >= 0 else '-'}{abs(exp):02d}"
-    if point <= 0:
-        return f"{neg}0.{'0' * -point}{digits}"
-    if point >= len(digits):
-        return neg + digits + "0" * (point - len(digits))
-    return f"{neg}{digits[:point]}.{digits[point:]}"
+    return format_g(value)
 
 
 def _expand(text: str, macros):
