@@ -57,8 +57,9 @@ def main(pipeline, model_id: str, as_json: bool) -> int:
         return 0
     out = [f"{data['id']}  ({data['class']})", f"  path     {data['paths']['model']}"]
     for key in ("shards", "mmproj", "draft"):
-        if data["paths"][key]:
-            out.append(f"  {key:<8} {data['paths'][key]}")
+        value = data["paths"][key]
+        for i, path in enumerate(value if isinstance(value, list) else [value] if value else []):
+            out.append(f"  {key if i == 0 else '':<8} {path}")
     b = data["backend"]
     out.append(f"  backend  {b['id']} (engine {b['engine']}; {b['why']})" + (f" → {b['exe']}" if b["exe"] else ""))
     out.append(f"  budget   {data['budget_gb']:g} GiB; card {data['card_vram_gb'] or 'no reading'}")

@@ -1,0 +1,61 @@
+"""`swapgen show ID`: why each flag has its value, for people and (with --json) for scripts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from autogen import cli
+from tests.test_pipeline import SETTINGS, add_model
+
+VLLM_ROW = "  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: '0.11.0'}\n"
+
+
+@pytest.fixture
+def library(tmp_path):
+    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(tmp_path / "models", "pub/V-GGUF/Llama-3.1-8B-Instruct-Q8_0.gguf")
+    (tmp_path / "models/bad").mkdir()
+    (tmp_path / "models/bad/Broken-Q4_0.gguf").write_bytes(b"nope")
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(SETTINGS + VLLM_ROW + "overrides:\n  - {match: '*Llama-3.1*', backend: vllm}\n")
+    return settings
+
+
+def show(settings, *args, capsys):
+    rc = cli.main(["--settings", str(settings), "show", *args])
+    captured = capsys.readouterr()
+    return rc, captured.out, captured.err
+
+
+def test_llama_model_shows_backend_kv_sizing_argv_and_fragment(library, capsys):
+    rc, out, _ = show(library, "alpha-q4_k_m", capsys=capsys)
+    assert rc == 0
+    assert "backend  llama (engine llama; ★ of class llm) → /opt/llama/llama-server" in out
+    assert "bytes/token" in out and "sizing" in out
+    assert "      -c " in out and "      --port ${PORT}" in out
+    assert '"alpha-q4_k_m":' in out and "cmd: |" in out
+
+
+def test_vllm_model_says_it_was_pinned(library, capsys):
+    rc, out, _ = show(library, "llama-3.1-8b-instruct-q8_0", capsys=capsys)
+    assert rc == 0 and "backend  vllm (engine vllm; pinned)" in out and "--max-model-len" in out
+
+
+def test_skipped_model_shows_its_reason(library, capsys):
+    rc, out, _ = show(library, "broken-q4_0", capsys=capsys)
+    assert rc == 0 and "SKIPPED broken-q4_0:" in out and "magic" in out
+
+
+def test_json_for_scripts(library, capsys):
+    rc, out, _ = show(library, "alpha-q4_k_m", "--json", capsys=capsys)
+    data = json.loads(out)
+    assert rc == 0 and data["backend"]["why"] == "★ of class llm"
+    assert data["entries"][0]["argv"][0] == "/opt/llama/llama-server"
+    assert data["kv"]["bytes_per_token"] > 0 and data["metadata"]["arch"] == "llama"
+
+
+def test_unknown_id_exits_1_with_a_hint(library, capsys):
+    rc, _, err = show(library, "nope", capsys=capsys)
+    assert rc == 1 and "no model 'nope'" in err and "swapgen list" in err
