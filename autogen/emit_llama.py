@@ -4,7 +4,7 @@ Only flags llama-server b11434 accepts (its `--help`: `/work/shared/tools/llama-
 llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. Chat argv order
 (reference `spec-discovery-generate.md` §6, reduced to the flags we size or the user sets):
 
-    <exe> -m <path> --host 127.0.0.1 --port ${PORT}
+    <exe> -m <path> --host 127.0.0.1 --port ${PORT} [-sm layer -ts <GiB of each device>]
       -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>]
       [-fa on|off|auto] [-ctk <t> -ctv <t>] [--parallel <n>] [-t <n>]
       [--mmproj <file> [--no-mmproj-offload]]
@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Container, Sequence
+from functools import lru_cache
 
 import attrs
 from attrs import frozen
@@ -83,6 +84,8 @@ FLAG_KNOBS: dict[str, str] = {
     "--pooling": "pooling",
     **dict.fromkeys(("-b", "--batch-size"), "batch"),
     **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
+    **dict.fromkeys(("-sm", "--split-mode"), "split_mode"),
+    **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
 }
 #: Flags that take no value (the rest take exactly one).
 _SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
@@ -204,7 +207,8 @@ def emit_llama(ctx: EmitContext) -> Plan:
             continue
         line = f"profile of {row.id}: {profile.describe}"
         entries.append(attrs.evolve(entry, id=profile.id, comment=entry.comment + (line,)))
-        all_notes += [f"profile {profile.id} ({profile.describe}):", *(f"  {n}" for n in notes)]
+        all_notes += [f"profile {profile.id} ({profile.describe}):",
+                      *(f"  {n}" for n in notes if not n.startswith("  "))]  # KV derivation: once, above
     return Plan(model_id=row.id, entries=tuple(entries), skips=tuple(skips), notes=tuple(all_notes))
 
 
@@ -215,8 +219,15 @@ def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[st
 
 
 def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
+    """Program, model, address; over several devices (issue 11) layers split in proportion to
+    each card's VRAM, in the order the device variables list them."""
     exe = ctx.backend.exe or DEFAULT_EXE
-    return [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
+    head = [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
+    if len(ctx.devices) > 1:
+        from autogen.devices import tensor_split
+
+        head += [("-sm", "layer"), ("-ts", tensor_split(ctx.devices))]
+    return head
 
 
 def _variant(ctx: EmitContext) -> str:
@@ -231,10 +242,13 @@ def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str
         return None, "auto"
     if mode in MMPROJ_MODES:
         return ctx.row.mmproj, mode
-    path = os.path.expanduser(mode)
+    return _checked_path(os.path.expanduser(mode)), "auto"
+
+
+def _checked_path(path: str) -> str:
     if (reason := unsafe_arg_reason(path)) is not None:
         raise ModelError(f"mmproj path {path!r} cannot be passed safely: {reason}")
-    return path, "auto"
+    return path
 
 
 def size_chat(ctx: EmitContext, choices: LlamaChoices) -> tuple[LlamaSizing, str | None, bool]:
@@ -388,6 +402,7 @@ VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
 }
 
 
+@lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
 def slugify(name: str) -> str:
     """Reference §5.3: lowercase, each run of characters other than [a-z0-9] → one `-`, trimmed."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
@@ -407,8 +422,8 @@ class Profile:
     """One extra entry of a chat model, before sizing."""
 
     id: str
-    #: "ctx tier 65536", "variant 'Fast'", "vision": for comments and clash reasons.
-    describe: str
+    #: "ctx tier", "variant" or "vision".
+    kind: str
     #: The tier's per-slot context (tiers only).
     ctx: int | None = None
     #: The variant that makes it (variants and the vision profile).
@@ -416,16 +431,25 @@ class Profile:
     #: Why it is not emitted (a name clash, no projector), or None.
     refused: str | None = None
 
+    @property
+    def describe(self) -> str:
+        if self.kind == VISION:
+            return "vision profile (projector on the GPU)"
+        return f"ctx tier {self.ctx}" if self.variant is None else f"variant {self.variant.name!r}"
 
-def _vision_mmproj(row: ModelRow, override: Override | None, variant: Variant) -> str | None:
-    """The vision profile's `mmproj`: the variant's, else `gpu`; None when nothing would be
-    attached (no projector beside the model nor pinned by path, or `none` on the variant or model)."""
+
+def _vision_projector(row: ModelRow, override: Override | None, variant: Variant) -> tuple[str, str] | None:
+    """(projector file, placement) of the vision profile: the variant's `mmproj` (a keyword or a
+    file), else the GPU; the file is the variant's, else the model's pinned one, else the one beside
+    it. None when nothing would be attached (`none` on the variant or the model, no file)."""
     model_pin = override.mmproj if override is not None else None
     mode = variant.mmproj or ("none" if model_pin == "none" else "gpu")
-    pinned_path = model_pin is not None and model_pin not in MMPROJ_MODES
-    if mode == "none" or (mode in MMPROJ_MODES and not row.mmproj and not pinned_path):
+    if mode == "none":
         return None
-    return mode
+    if mode not in MMPROJ_MODES:
+        return os.path.expanduser(mode), "gpu"
+    path = os.path.expanduser(model_pin) if model_pin and model_pin not in MMPROJ_MODES else row.mmproj
+    return (path, mode) if path else None
 
 
 def _profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[Profile]:
@@ -437,7 +461,7 @@ def _profiles(row: ModelRow, override: Override | None, settings: Settings) -> l
     own_slugs = {slugify(v.name) for v in own}
     variants = [(v, True) for v in own] + [(v, False) for v in settings.default_variants
                                            if slugify(v.name) not in own_slugs]
-    out = [Profile(id=f"{row.id}-{ctx_tag(t)}", describe=f"ctx tier {t}", ctx=t) for t in dict.fromkeys(tiers)]
+    out = [Profile(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
     vision: tuple[Variant, bool] | None = None
     for variant, is_own in variants:
         slug = slugify(variant.name)
@@ -445,18 +469,16 @@ def _profiles(row: ModelRow, override: Override | None, settings: Settings) -> l
             vision = vision or (variant, is_own)
             continue
         refused = None if slug else f"variant name {variant.name!r} has no letter or digit to make an id of"
-        out.append(Profile(id=f"{row.id}-{slug or variant.name}", describe=f"variant {variant.name!r}",
-                           variant=variant, refused=refused))
+        out.append(Profile(id=f"{row.id}-{slug or variant.name}", kind="variant", variant=variant, refused=refused))
     if vision is not None:
         variant, is_own = vision
-        refused = None if _vision_mmproj(row, override, variant) else "no projector to put on the GPU"
+        refused = None if _vision_projector(row, override, variant) else "no projector to put on the GPU"
         if refused is None or is_own:  # a default `vision` variant passes text-only models silently
-            out.append(Profile(id=f"{row.id}-{VISION}", describe="vision, projector on the GPU", variant=variant,
-                               refused=refused))
+            out.append(Profile(id=f"{row.id}-{VISION}", kind=VISION, variant=variant, refused=refused))
     first: dict[str, str] = {}
     for i, p in enumerate(out):
         if p.refused is None and p.id in first:
-            out[i] = attrs.evolve(p, refused=f"{p.describe.split(' ')[0]} name clashes with {first[p.id]} (same id)")
+            out[i] = attrs.evolve(p, refused=f"{p.describe} clashes with {first[p.id]} of this model (same id)")
         first.setdefault(p.id, p.describe)
     return out
 
@@ -478,9 +500,8 @@ def profile_clashes(row: ModelRow, override: Override | None, settings: Settings
 def _outside_model(ctx: EmitContext, profile: Profile) -> str | None:
     """A reason known before sizing: the id belongs to another model, or a tier above the
     trained window (llama-server would run it, past what the model was trained for)."""
-    kind = profile.describe.split(" ")[0]
     if profile.id in ctx.taken_ids:
-        return f"{'ctx tier' if profile.ctx else kind} name clashes with another model's id"
+        return f"{profile.describe} clashes with another model's id"
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     if profile.ctx and trained and profile.ctx > trained:
         return f"ctx tier {profile.ctx} is above the trained context {trained}"
@@ -509,10 +530,12 @@ def _profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
         return attrs.evolve(ctx, override=tier)
     v, row = profile.variant, ctx.row
     sets = {name: getattr(v, name) for name in VARIANT_KNOBS if getattr(v, name) is not None}
-    if profile.describe.startswith(VISION):
-        sets["mmproj"] = _vision_mmproj(row, ctx.override, v)
-        if sets["mmproj"] in MMPROJ_MODES and ov.mmproj not in (None, *MMPROJ_MODES):
-            row = attrs.evolve(row, mmproj=os.path.expanduser(ov.mmproj), mmproj_bytes=0)  # the pinned file
+    if profile.kind == VISION:  # the file becomes the row's projector, so a keyword can place it
+        found = _vision_projector(row, ctx.override, v)
+        assert found is not None, "refused in _profiles"
+        path, sets["mmproj"] = found
+        if path != row.mmproj:
+            row = attrs.evolve(row, mmproj=_checked_path(path), mmproj_bytes=0)
     own = split_equals(v.extra_args)
     dropped = {knob for name in sets for knob in VARIANT_KNOBS[name]} | set(extra_flags(own))
     effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,

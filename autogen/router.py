@@ -59,16 +59,18 @@ def header(settings: Settings) -> str:
     )
 
 
-def _groups(settings: Settings, members: list[tuple[str, str | None]]) -> list[str]:
-    """Configured groups (first glob match on the entry id wins), then coexistence groups."""
+def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> list[str]:
+    """Configured groups, then coexistence groups. `members` = (entry id, coexist group, model id):
+    an entry joins the first group matching its model's id, so a model's profiles (`<id>-64k`)
+    stay in its group."""
     configured: dict[str, list[str]] = {g.name: [] for g in settings.groups}
     coexist: dict[str, list[str]] = {}
-    for entry_id, group in sorted(members):
+    for entry_id, group, model_id in sorted(members):
         if group is not None:
             coexist.setdefault(group, []).append(entry_id)
             continue
         for g in settings.groups:
-            if any(_glob(pattern).match(entry_id) for pattern in g.match):
+            if any(_glob(pattern).match(model_id) for pattern in g.match):
                 configured[g.name].append(entry_id)
                 break
     taken = {name.lower() for name in configured}
@@ -91,7 +93,7 @@ def _groups(settings: Settings, members: list[tuple[str, str | None]]) -> list[s
 def assemble(settings: Settings, fragments: list[Fragment]) -> str:
     """The whole config text, models sorted by id (skips in their sorted place)."""
     blocks = sorted((b for f in fragments for b in f.blocks), key=lambda b: (b[0], b[1]))
-    members = [m for f in fragments for m in f.members]
+    members = [(*m, f.model_id) for f in fragments for m in f.members]
     text = header(settings) + ("models:\n" if members else "models: {}\n")
     text += "".join(body for _, body in blocks)
     group_lines = _groups(settings, members)
