@@ -17,6 +17,11 @@ integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint the
 rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
 10 % + 0.25 GiB margin, which keeps the reference's derived numbers (§3.10).
 
+Devices (issue 11, `ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices the
+footprint is one rank's: weights / TP + its KV share (`kv_shards`) + the overhead, against the
+smallest card, and `--tensor-parallel-size` is the device count unless pinned. The reference's
+"footprint / TP / card" would spread the per-rank overhead too. Without devices nothing changes.
+
 Where we differ from the original: the path is passed as is (backslashes are not turned into
 `/`; quoting is the renderer's job); the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
@@ -34,6 +39,7 @@ from attrs import frozen
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.kvcost import kv_bytes
+from autogen.metadata import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away
 from autogen.toolparsers import ParserChoice, choose_tool_parser, format_version, parse_version
 
@@ -115,17 +121,39 @@ class VllmSizing:
     est_vram_gb: float
     #: f16 KV of `max_model_len` tokens in GiB; None = no KV cost model.
     kv_reserve_gb: float | None
+    #: `--tensor-parallel-size`: the override's pin, else the number of devices (1 = not written).
+    tensor_parallel: int = 1
+
+
+def kv_shards(meta: ModelMeta | None, tp: int) -> int:
+    """Ranks the KV cache is divided over: vLLM gives each rank num_kv_heads / tp heads, but
+    replicates heads when there are fewer than ranks, and MLA's one latent on every rank."""
+    if meta is not None and meta.kv_lora_rank:
+        return 1
+    heads = max(meta.head_count_kv, default=0) if meta is not None else 0
+    return min(tp, heads) if heads else tp
 
 
 def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
-    """`--max-model-len`, the KV pin, the footprint, `--gpu-memory-utilization`, the estimate."""
+    """`--max-model-len`, the KV pin, the footprint, `--gpu-memory-utilization`, the estimate.
+
+    On devices (`ctx.devices`) every number is per GPU, since vLLM's utilization and KV pin are
+    both per GPU: a rank holds weights / TP, its share of the KV (`kv_shards`) and its own
+    overhead, against the smallest chosen card. Without devices the card is the pooled reading
+    and a `vllm_tensor_parallel` pin changes only the flag (the reference's numbers)."""
     ov, budget, weights = ctx.override, ctx.budget_gb, weights_gb(ctx)
     card = ctx.card_vram_gb if ctx.card_vram_gb and ctx.card_vram_gb > 0 else None
+    tp_pin = ov.vllm_tensor_parallel if ov is not None and ov.vllm_tensor_parallel else None
+    tp, ranks, shards = tp_pin or 1, 1, 1
+    if ctx.devices:
+        tp = ranks = tp_pin or len(ctx.devices)
+        shards = kv_shards(ctx.meta, tp)
+        card = min(g.vram_gb for g in ctx.devices[:ranks])  # vLLM takes the first `tp` visible GPUs
     per_token = ctx.kv.bytes_per_token if ctx.kv is not None else None
     trained = ctx.meta.context_length if ctx.meta is not None else 0
 
     # --max-model-len (reference §3.4)
-    avail = budget - weights - OVERHEAD_GIB
+    avail = budget - weights - OVERHEAD_GIB * ranks
     if ov is not None and ov.ctx:
         max_len, ctx_note = ov.ctx, "pinned"
     else:
@@ -158,18 +186,20 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     elif version is not None and version < KV_PIN_SINCE:
         pin_note = f"vLLM {format_version(version)} lacks --kv-cache-memory-bytes (0.10.2+)"
     else:
-        # ceil((kv × 11/10 + pad) / MiB) MiB, in integers so no float noise reaches the argv
-        tenths = kv_bytes_ctx * PIN_FACTOR_TENTHS + PIN_PAD_BYTES * 10
+        # ceil((kv / shards × 11/10 + pad) / MiB) MiB, in integers so no float noise reaches the argv
+        tenths = -(-kv_bytes_ctx // shards) * PIN_FACTOR_TENTHS + PIN_PAD_BYTES * 10
         pin_bytes = -(-tenths // (10 * MIB)) * MIB
         pin_note = f"KV {kv_reserve:.2f}GB × 1.10 + 0.25GB, whole MiB"
+        if shards > 1:
+            pin_note = f"KV {kv_reserve:.2f}GB / {shards} ranks × 1.10 + 0.25GB per GPU, whole MiB"
 
-    # footprint (reference §3.5; uncapped with a pin, since that is what the process holds)
+    # footprint on one GPU (reference §3.5; uncapped with a pin, since that is what the process holds)
     if pin_bytes is not None:
-        footprint = weights + gib(pin_bytes) + OVERHEAD_GIB
+        footprint = weights / ranks + gib(pin_bytes) + OVERHEAD_GIB
     elif kv_reserve is None:
-        footprint = budget
+        footprint = budget / ranks
     else:
-        footprint = min(budget, weights + kv_reserve + OVERHEAD_GIB)
+        footprint = min(budget / ranks, weights / ranks + kv_reserve / shards + OVERHEAD_GIB)
 
     # --gpu-memory-utilization (reference §3.6) and the estimate (§3.7)
     if ov is not None and ov.vllm_gpu_util:
@@ -178,15 +208,22 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
         util, util_note = DEFAULT_UTIL, "no GPU reading"
     else:
         util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / card, 2)))
-        if footprint < budget or pin_bytes is not None:
-            util_note = (f"{footprint:.1f}GB needed (weights+KV+overhead) of {card:.1f}GB card, "
-                         f"{'under' if footprint <= budget else 'over'} the {budget:.1f}GB budget")
+        share = budget / ranks
+        what = "weights+KV+overhead" if ranks == 1 else f"weights/{ranks}+KV/{shards}+overhead per GPU"
+        of_card = f"{card:.1f}GB card" if not ctx.devices else (
+            f"{card:.1f}GB card {ctx.devices[0].index}" if len(ctx.devices) == 1
+            else f"the smallest {card:.1f}GB card of {len(ctx.devices)}")
+        if footprint < share or pin_bytes is not None:
+            util_note = (f"{footprint:.1f}GB needed ({what}) of {of_card}, "
+                         f"{'under' if footprint <= share else 'over'} the {budget:.1f}GB budget")
         else:
-            util_note = f"{footprint:.1f}GB budget of {card:.1f}GB card"
-    est = round_half_away(util * card if card is not None else footprint, 2)
+            util_note = f"{footprint:.1f}GB budget{' per GPU' if ranks > 1 else ''} of {of_card}"
+    # each rank takes `util` of its own card
+    cards = sum(g.vram_gb for g in ctx.devices[:ranks]) if ctx.devices else card
+    est = round_half_away(util * cards if cards is not None else footprint * ranks, 2)
     return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
                       util_note=util_note, kv_pin_bytes=pin_bytes, pin_note=pin_note,
-                      est_vram_gb=est, kv_reserve_gb=kv_reserve)
+                      est_vram_gb=est, kv_reserve_gb=kv_reserve, tensor_parallel=tp)
 
 
 def is_split_gguf(ctx: EmitContext) -> bool:
@@ -229,8 +266,8 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
         argv += ["--tokenizer", tokenizer]
     if parser.parser and not _sets_option(extra, _PARSER_FLAGS):
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", parser.parser]
-    if ov is not None and ov.vllm_tensor_parallel and ov.vllm_tensor_parallel > 1:
-        argv += ["--tensor-parallel-size", str(ov.vllm_tensor_parallel)]
+    if sizing.tensor_parallel > 1:
+        argv += ["--tensor-parallel-size", str(sizing.tensor_parallel)]
     return (*argv, *extra)
 
 
@@ -239,6 +276,11 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     row, ov, meta = ctx.row, ctx.override, ctx.meta
     if is_split_gguf(ctx):
         reason = "vllm cannot load split gguf shards; merge them with llama-gguf-split --merge"
+        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+    tp = ov.vllm_tensor_parallel if ov is not None and ov.vllm_tensor_parallel else 0
+    if ctx.devices and tp > len(ctx.devices):
+        reason = (f"vllm_tensor_parallel {tp} needs {tp} GPUs; devices "
+                  f"{','.join(str(g.index) for g in ctx.devices)} give {len(ctx.devices)}")
         return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
     row_version = ctx.backend.row.version if ctx.backend.row is not None else ""
     version = parse_version(row_version)
@@ -294,9 +336,14 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, version: 
     """Every sizing number with its reason, for `swapgen show`."""
     card = ctx.card_vram_gb
     kv = ctx.kv
+    if ctx.devices:
+        cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
+        card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
+    else:
+        card_text = f"card {'%g GiB' % card if card else 'not read'}"
     lines = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), vLLM version "
              f"{row_version or 'unknown (taken as current)'}",
-             f"budget {ctx.budget_gb:g} GiB, card {'%g GiB' % card if card else 'not read'}, "
+             f"budget {ctx.budget_gb:g} GiB, {card_text}, "
              f"weights {weights_gb(ctx):g} GiB, overhead {OVERHEAD_GIB:g} GiB",
              f"KV cost: {kv.bytes_per_token if kv is not None else 'none'} bytes/token (f16)"
              + (f" — {kv.note}" if kv is not None and kv.note else "")]
@@ -310,6 +357,7 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, version: 
     lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")
     lines.append(f"gpu-memory-utilization {format_g(round_half_away(sizing.util, 2))}: {sizing.util_note}")
     lines.append(f"est_vram_gb {format_g(sizing.est_vram_gb)}"
-                 + (" (utilization × card)" if card else " (footprint, no card reading)"))
+                 + (" (utilization × each device's card)" if ctx.devices else
+                    " (utilization × card)" if card else " (footprint, no card reading)"))
     lines.append(f"tool-call parser {parser.parser or 'none'}: {parser.note}")
     return tuple(lines)

@@ -11,7 +11,7 @@ from attrs import frozen
 
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import Override, Settings
+from autogen.settings import Gpu, Override, Settings
 
 if TYPE_CHECKING:
     from autogen.backends import Resolved
@@ -35,3 +35,10 @@ class EmitContext:
     card_vram_gb: float | None
     #: `ttl` to write (settings.ttl).
     ttl: int
+    #: Ids of other models that equal one of this model's llama profile ids (such a profile is
+    #: refused with a reason); filled by `plan.build_plan`. Example: frozenset({"qwen3-8b-64k"}).
+    taken_ids: frozenset[str] = frozenset()
+    #: The GPUs the model runs on (`devices.Placement.gpus`, filled by `plan.build_plan`); () = the
+    #: driver's default. vLLM sizes per device and sets its tensor parallelism from them; llama
+    #: splits layers over several. Example: (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=12.0)).
+    devices: "tuple[Gpu, ...]" = ()

@@ -1,20 +1,35 @@
-"""GPU inventory: declared in settings, or probed once per process (NVML, else nvidia-smi).
+"""GPU inventory: declared in settings, or probed once per process.
 
-GPUs under 3 GiB are not eligible (display adapters, small iGPUs). The card reading vLLM sizes
-against is the pooled total of the eligible GPUs. Tests inject `probe` and never need a GPU.
+NVIDIA cards come from NVML, else `nvidia-smi`; AMD cards from `rocm-smi --showmeminfo vram
+--json`, else sysfs (`/sys/class/drm/card*/device/mem_info_vram_total`, amdgpu's file). A probed
+inventory numbers NVIDIA cards first (in their own order, which is PCI bus order), then AMD
+cards. Ineligible cards (under 3 GiB: display adapters, small iGPUs) stay in the inventory,
+because the driver still counts them when it numbers devices, but they are never sized against
+nor placed on. The card reading vLLM sizes against by default is the pooled total of the
+eligible GPUs. Tests replace the probe functions and never need a GPU.
 """
 
 from __future__ import annotations
 
+import glob
+import json
+import os
+import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 from autogen.settings import Gpu, Settings
 
 MIN_ELIGIBLE_GIB = 3.0
 MIB_PER_GIB = 1024.0
+PROBE_TIMEOUT_S = 10
+#: Where amdgpu publishes each card's VRAM size (tests point it at a folder of their own).
+SYSFS_DRM = "/sys/class/drm"
+#: `rocm-smi --json` key of a card's VRAM size in bytes (rocm_smi.py `showMemInfo`).
+ROCM_VRAM_KEY = "VRAM Total Memory (B)"
+_CARD = re.compile(r"card(\d+)$")
 
 
 def _probe_nvml() -> tuple[Gpu, ...] | None:
@@ -42,14 +57,21 @@ def _probe_nvml() -> tuple[Gpu, ...] | None:
             pass
 
 
-def _probe_nvidia_smi() -> tuple[Gpu, ...] | None:
-    exe = shutil.which("nvidia-smi")
+def _run(argv: list[str]) -> str | None:
+    """Stdout of a probe tool found on PATH; None when absent, failing or hanging."""
+    exe = shutil.which(argv[0])
     if exe is None:
         return None
     try:
-        out = subprocess.run([exe, "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=10, check=True).stdout
+        return subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+                              check=True).stdout
     except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _probe_nvidia_smi() -> tuple[Gpu, ...] | None:
+    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total", "--format=csv,noheader,nounits"])
+    if out is None:
         return None
     gpus = []
     for line in out.splitlines():
@@ -64,21 +86,76 @@ def _probe_nvidia_smi() -> tuple[Gpu, ...] | None:
     return tuple(gpus)
 
 
+def _probe_rocm_smi() -> tuple[Gpu, ...] | None:
+    """`{"card0": {"VRAM Total Memory (B)": "25753026560", …}, …}`; cards in their number order."""
+    out = _run(["rocm-smi", "--showmeminfo", "vram", "--json"])
+    if out is None:
+        return None
+    try:
+        data = json.loads(out)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    gpus = []
+    for key, fields in data.items():
+        m = _CARD.match(key)
+        if m is None or not isinstance(fields, dict):
+            continue
+        try:
+            total = int(fields.get(ROCM_VRAM_KEY, ""))
+        except ValueError:
+            continue
+        name = str(fields.get("Card series") or f"AMD {key}")
+        gpus.append(Gpu(index=int(m.group(1)), name=name, vram_gb=total / (1 << 30), vendor="amd"))
+    return tuple(sorted(gpus, key=lambda g: g.index))
+
+
+def _probe_sysfs() -> tuple[Gpu, ...] | None:
+    """amdgpu's `mem_info_vram_total` (bytes) per DRM card; None when no card has one."""
+    gpus = []
+    for path in glob.glob(os.path.join(SYSFS_DRM, "card*", "device", "mem_info_vram_total")):
+        card = os.path.basename(os.path.dirname(os.path.dirname(path)))
+        m = _CARD.match(card)
+        if m is None:  # connectors such as card0-DP-1
+            continue
+        try:
+            with open(path, encoding="ascii") as f:
+                total = int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        gpus.append(Gpu(index=int(m.group(1)), name=f"AMD {card}", vram_gb=total / (1 << 30), vendor="amd"))
+    return tuple(sorted(gpus, key=lambda g: g.index)) or None
+
+
+def _renumber(gpus: tuple[Gpu, ...], start: int) -> tuple[Gpu, ...]:
+    return tuple(Gpu(index=start + i, name=g.name, vram_gb=g.vram_gb, vendor=g.vendor)
+                 for i, g in enumerate(sorted(gpus, key=lambda g: g.index)))
+
+
 @lru_cache(maxsize=1)
 def probe_gpus() -> tuple[Gpu, ...]:
-    """Probe once per process; () when nothing answers (no GPU, no driver)."""
-    return _probe_nvml() or _probe_nvidia_smi() or ()
+    """Probe once per process: NVIDIA cards, then AMD cards, numbered 0…n-1 in that order;
+    () when nothing answers (no GPU, no driver)."""
+    nvidia = _probe_nvml() or _probe_nvidia_smi() or ()
+    amd = _probe_rocm_smi() or _probe_sysfs() or ()
+    return _renumber(nvidia, 0) + _renumber(amd, len(nvidia))
 
 
 def eligible(gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
     return tuple(g for g in gpus if g.vram_gb >= MIN_ELIGIBLE_GIB)
 
 
-def card_vram_gb(settings: Settings, probe: Callable[[], tuple[Gpu, ...]] = probe_gpus) -> float | None:
+def inventory(settings: Settings, probe: Callable[[], tuple[Gpu, ...]] | None = None) -> tuple[Gpu, ...]:
+    """Every GPU, eligible or not, by index: the declared `gpus`, else the probed ones."""
+    gpus = settings.gpus if settings.gpus is not None else (probe or probe_gpus)()
+    return tuple(sorted(gpus, key=lambda g: g.index))
+
+
+def card_vram_gb(settings: Settings, probe: Callable[[], tuple[Gpu, ...]] | None = None) -> float | None:
     """The card reading: `card_vram_gb` from settings (0 = no reading), else the pooled total
     of the eligible declared or probed GPUs; None when there is no reading."""
     if settings.card_vram_gb is not None:
         return settings.card_vram_gb or None
-    gpus = eligible(settings.gpus if settings.gpus is not None else probe())
-    total = sum(g.vram_gb for g in gpus)
+    total = sum(g.vram_gb for g in eligible(inventory(settings, probe)))
     return total or None

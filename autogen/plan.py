@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Container
 from functools import lru_cache
 from typing import Any
 
@@ -20,13 +21,15 @@ from autogen import GENERATOR_VERSION
 from autogen.backends import (Resolved, only_audiocpp, resolution_key, resolve_backend, resolve_backend_preferring,
                               resolve_embedder, without_audiocpp)
 from autogen.cmdline import unsafe_arg_reason
+from autogen.devices import NO_PLACEMENT, Placement, budget_gb, pin_plan, place, prefer_one_card, requested
+from autogen.devices import key as placement_key
 from autogen.emitcontext import EmitContext
 from autogen.entry import Plan, Skip
 from autogen.errors import ModelError
 from autogen.kvcost import kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import Override, Settings
+from autogen.settings import Gpu, Override, Settings
 
 DEFAULT_BUDGET_GB = 8.0
 
@@ -109,9 +112,14 @@ def resolve_for(settings: Settings, override: Override | None, row: ModelRow, ro
     return resolve_backend(settings, override, "llm")
 
 
-def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None) -> float:
+def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None,
+               devices: tuple[Gpu, ...] = ()) -> float:
+    """Override budget, else the VRAM of the model's devices (`devices.budget_gb`), else the
+    settings budget, else the card reading, else 8."""
     if override is not None and override.vram_budget_gb:
         return override.vram_budget_gb
+    if devices:
+        return budget_gb(devices, settings.vram_budget_gb)
     if settings.vram_budget_gb:
         return settings.vram_budget_gb
     return card_vram_gb if card_vram_gb else DEFAULT_BUDGET_GB
@@ -130,6 +138,8 @@ class Job:
     error: str | None
     budget_gb: float
     card_vram_gb: float | None
+    #: The GPUs it runs on and their vendor variables (`devices.place`); empty = driver default.
+    placement: Placement = NO_PLACEMENT
 
     @property
     def engine(self) -> str:
@@ -141,25 +151,44 @@ class Job:
 
 
 def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
-             card_vram_gb: float | None) -> Job:
+             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None) -> Job:
+    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it."""
     override = match_override(settings, row)
     role = model_role(row, meta)
     backend = None
+    placement = NO_PLACEMENT
     if error is None:
         try:
             backend = resolve_for(settings, override, row, role, meta)
+            placement = _placement(settings, override, backend, gpus)
         except ModelError as exc:
             error = str(exc)
     return Job(row=row, override=override, role=role, backend=backend, error=error,
-               budget_gb=budget_for(settings, override, card_vram_gb), card_vram_gb=card_vram_gb)
+               budget_gb=budget_for(settings, override, card_vram_gb, placement.gpus), card_vram_gb=card_vram_gb,
+               placement=placement)
+
+
+def _placement(settings: Settings, override: Override | None, backend: Resolved,
+               gpus: tuple[Gpu, ...] | None) -> Placement:
+    """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
+    vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
+    wanted, _ = requested(settings, override)
+    if not wanted and (backend.kind != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
+        return NO_PLACEMENT
+    if gpus is None:
+        from autogen.gpus import inventory
+
+        gpus = inventory(settings)
+    return place(settings, override, backend.row, backend.kind, gpus)
 
 
 def global_inputs(settings: Settings) -> str:
     """Settings every fragment may read, as a stable text (the per-model parts — overrides,
-    registry, roots, budget — are left out: each model's own key carries what it uses)."""
+    registry, roots, budget, GPUs and devices — are left out: each model's own key carries what
+    it uses, so a new card re-emits only the models placed on or sized against it)."""
     shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
                           overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
-                          card_vram_gb=None)
+                          card_vram_gb=None, gpus=None, devices=None)
     return f"{GENERATOR_VERSION}|{shared!r}"
 
 
@@ -182,11 +211,22 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
     return state
 
 
-def model_inputs(job: Job, settings: Settings, settings_key: str) -> str:
+def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str]) -> frozenset[str]:
+    """Other models' ids that this model's llama profiles would take (issue 12: profiles)."""
+    if job.role != LLM or job.engine != "llama" or job.error is not None:
+        return frozenset()
+    from autogen.emit_llama import profile_clashes
+
+    return profile_clashes(job.row, job.override, settings, taken_ids)
+
+
+def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Container[str] = frozenset()) -> str:
     """The doit up-to-date key of one model (its files are `file_dep`s, not part of this).
 
-    A repr of frozen records: stable across runs and far cheaper than unstructuring them."""
+    A repr of frozen records: stable across runs and far cheaper than unstructuring them.
+    `taken_ids` = every model's id; the key holds only those its profiles would clash with."""
     return repr((
+        tuple(sorted(_profile_clashes(job, settings, taken_ids))),
         settings_key,
         job.row,
         job.override,
@@ -196,6 +236,7 @@ def model_inputs(job: Job, settings: Settings, settings_key: str) -> str:
         job.budget_gb,
         job.card_vram_gb if job.engine == "vllm" else None,
         component_state(settings, job.override) if job.role == IMAGE else None,
+        placement_key(job.placement),
     ))
 
 
@@ -208,8 +249,9 @@ def _path_problem(row: ModelRow) -> str | None:
     return None
 
 
-def build_plan(job: Job, meta: ModelMeta | None, settings: Settings) -> Plan:
-    """Run the emitter for one job. Per-model problems become a Skip, never an exception."""
+def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset()) -> Plan:
+    """Run the emitter for one job (`taken_ids`: every model's id, for profile names). Per-model
+    problems become a Skip, never an exception."""
     row = job.row
     if job.override is not None and job.override.skip:
         return Plan(model_id=row.id, notes=("skip: true in the matching override; not written",))
@@ -220,11 +262,30 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings) -> Plan:
         return Plan(model_id=row.id, skips=(Skip(row.id, problem),))
     ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta) if meta is not None else None,
                       override=job.override, settings=settings, backend=job.backend,
-                      budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl)
+                      budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
+                      taken_ids=_profile_clashes(job, settings, taken_ids), devices=job.placement.gpus)
     try:
-        return _dispatch(job, ctx)
+        plan = _placed(job, ctx, _dispatch(job, ctx))
+        if job.engine == "vllm":
+            from autogen.emit_llama import note_profiles_ignored
+
+            plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
+        return plan
     except ModelError as exc:
         return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+
+
+def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
+    """The plan with its device pin, for every class; a llama entry that loses nothing on the
+    largest of its cards alone runs there (issue 11), the others split layers over all."""
+    placement = job.placement
+    if job.engine != "llama" or len(placement.gpus) < 2:
+        return pin_plan(plan, placement)
+    card = max(placement.gpus, key=lambda g: g.vram_gb)
+    one = placement.only(card, f"{placement.why}; fits card {card.index} alone")
+    single = _dispatch(job, attrs.evolve(ctx, devices=one.gpus,
+                                         budget_gb=budget_for(ctx.settings, job.override, None, one.gpus)))
+    return prefer_one_card(plan, single, placement, one)
 
 
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:

@@ -1,5 +1,6 @@
 """`swapgen show ID`: one model's paths, class, backend and why, metadata, KV derivation,
-every sizing note, the argv one flag per line and the YAML fragment."""
+the devices it runs on and why, every sizing note, the env and argv one flag per line and the
+YAML fragment."""
 
 from __future__ import annotations
 
@@ -36,11 +37,13 @@ def report(pipeline, job) -> dict:
         "override": job.override.match if job.override else None,
         "budget_gb": job.budget_gb,
         "card_vram_gb": job.card_vram_gb,
+        "devices": {"ids": job.placement.label, "why": job.placement.why, "env": list(job.placement.env)}
+        if job.placement.gpus else None,
         "metadata": attrs.asdict(meta) if meta is not None else None,
         "kv": {"bytes_per_token": kv.bytes_per_token, "note": kv.note, "derivation": list(kv.derivation)}
         if kv is not None else None,
         "notes": list(plan.notes),
-        "entries": [{"id": e.id, "argv": list(e.argv)} for e in plan.entries],
+        "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env)} for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
         "fragment": "".join(text for _, text in sorted(render_plan(plan))),
     }
@@ -63,6 +66,9 @@ def main(pipeline, model_id: str, as_json: bool) -> int:
     b = data["backend"]
     out.append(f"  backend  {b['id']} (engine {b['engine']}; {b['why']})" + (f" → {b['exe']}" if b["exe"] else ""))
     out.append(f"  budget   {data['budget_gb']:g} GiB; card {data['card_vram_gb'] or 'no reading'}")
+    if data["devices"]:
+        d = data["devices"]
+        out.append(f"  devices  {d['ids']} ({d['why']})" + (f": {' '.join(d['env'])}" if d["env"] else ""))
     if data["override"]:
         out.append(f"  override match {data['override']!r}")
     if data["kv"]:
@@ -74,6 +80,7 @@ def main(pipeline, model_id: str, as_json: bool) -> int:
     for entry in data["entries"]:
         out.append(f"  argv of {entry['id']}")
         argv = entry["argv"]
+        out.extend(f"    {e}" for e in entry["env"])
         out.append(f"    {argv[0]}")
         i = 1
         while i < len(argv):

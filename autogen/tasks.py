@@ -130,7 +130,7 @@ class Pipeline:
     # -- actions ------------------------------------------------------------------------------
 
     def plan(self, job: Job) -> Plan:
-        return build_plan(job, self.metas.get(job.row.id), self.settings)
+        return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys())  # keys: every model id
 
     def emit_model(self, job: Job, key: str) -> bool:
         plan = self.plan(job)
@@ -192,14 +192,20 @@ class Pipeline:
         where = job.row.path
         if job.error:
             return f"SKIPPED  {job.error}  ({where})"
-        return f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+        doc = f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+        from autogen.emit_llama import profile_ids
+        from autogen.plan import LLM
+
+        if job.role == LLM and job.engine == "llama" and (ids := profile_ids(job.row, job.override, self.settings)):
+            doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
+        return doc
 
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.jobs:
             # A plain bool, not doit's config_changed: doit inspects the signature of every
             # callable uptodate on every run, a third of a 1,000-model no-op.
-            key = _digest(model_inputs(job, self.settings, self.settings_key))
+            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys()))
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),
