@@ -253,3 +253,34 @@ def test_modelopt_quant_config_beside_config_json_names_the_quant(tmp_path):
     (row,) = run(tmp_path).models
     assert row.quant == "FP8" and row.id == "llama-3.1-70b-instruct-fp8"
     assert str(folder / "hf_quant_config.json") in row.inputs
+
+
+def test_permission_errors_are_reported_not_fatal(tmp_path, monkeypatch):
+    """Root can list everything, so the refusal is simulated where discovery meets it."""
+    model(tmp_path / "models/ok/A-Q4_0.gguf")
+    model(tmp_path / "models/locked/B-Q4_0.gguf")
+    real_scandir = os.scandir
+
+    def scandir(path):
+        if str(path).endswith("locked"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    found = run(tmp_path)
+    assert ids(found) == ["a-q4_0"]
+    assert found.problems == (f"{tmp_path / 'models/locked'}: cannot list folder (Permission denied)",)
+
+
+def test_unreadable_model_file_is_a_row_with_its_reason(tmp_path, monkeypatch):
+    path = model(tmp_path / "models/m/A-Q4_0.gguf")
+    real_open = open
+
+    def guarded_open(file, *args, **kwargs):
+        if str(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", guarded_open)
+    found = run(tmp_path)
+    assert ids(found) == ["a-q4_0"] and "Permission denied" in found.row_errors["a-q4_0"]
