@@ -125,3 +125,49 @@ def test_emitted_command_starts_a_server_that_answers_a_chat(tiny_model, tmp_pat
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
+    """The whole pipeline: a library holding the tiny model, a config from `swapgen`, and each
+    llama-server entry launched as llama-swap launches it (macros on the raw text, then its
+    shell splitting)."""
+    from ruamel.yaml import YAML
+
+    from autogen import cli
+
+    library = tmp_path / "models" / "pub lisher"
+    library.mkdir(parents=True)
+    (library / "Tiny Random-F32.gguf").symlink_to(tiny_model)
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(
+        "roots: [models]\nvram_budget_gb: 2\ncard_vram_gb: 0\nthreads: 2\n"
+        f"backends:\n  - {{id: llama-cpu, kind: llama, path: {json.dumps(SERVER)}, variant: cpu, default: true}}\n"
+        "overrides:\n  - match: '*Tiny*'\n    ctx_variants: [4096]\n"
+        "    variants: [{name: two slots, parallel: 2, kv_type: q8_0, flash_attn: auto}]\n")
+    assert cli.main(["--settings", str(settings)]) == 0
+    models = YAML(typ="safe").load((tmp_path / "config.yaml").read_text())["models"]
+    launched_ids = []
+    for model_id, entry in sorted(models.items()):
+        port = free_port()
+        argv = split_command(entry["cmd"].replace("${PORT}", str(port)))
+        if argv[0] != SERVER:
+            continue
+        log = tmp_path / f"{model_id}.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            wait_healthy(proc, base, log)
+            status, reply = get(f"{base}/v1/chat/completions", {
+                "model": model_id, "max_tokens": 4, "seed": 1,
+                "messages": [{"role": "user", "content": "Hi"}]}, timeout=120)
+            assert status == 200 and reply["choices"][0]["message"]["content"] is not None
+            launched_ids.append(model_id)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert len(launched_ids) == 3, launched_ids  # the model, its -4k tier and its -two-slots variant
