@@ -1,4 +1,4 @@
-"""Which GPUs a model runs on, and the vendor variables that pin them (issue 11).
+"""Which GPUs a model runs on, and the vendor variables that pin them.
 
 A model's devices are its override's `devices`, else the settings' `devices` (an empty override
 list means "no pin"); with none, a vLLM model on a host of several eligible GPUs is placed on the

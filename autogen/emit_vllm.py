@@ -12,12 +12,12 @@ code, placed where its design note suggests — `--kv-cache-memory-bytes`, then 
 `--tokenizer`, `--enable-auto-tool-choice --tool-call-parser`, `--tensor-parallel-size`,
 `extra_args`.
 
-KV-pool pin (seed issue #93, reference §3.10): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
+KV-pool pin (the seed's `--kv-cache-memory-bytes`, reference §3.10): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
 integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint then charges the
 rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
 10 % + 0.25 GiB margin, which keeps the reference's derived numbers (§3.10).
 
-Devices (issue 11, `ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices the
+Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices the
 footprint is one rank's: weights / TP + its KV share (`kv_shards`) + the overhead, against the
 smallest card, and `--tensor-parallel-size` is the device count unless pinned. The reference's
 "footprint / TP / card" would spread the per-rank overhead too. Without devices nothing changes.

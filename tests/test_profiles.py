@@ -1,4 +1,4 @@
-"""llama profiles (issue 12): ctx tiers and named variants of one model, each sized on its own."""
+"""llama profiles: ctx tiers and named variants of one model, each sized on its own."""
 
 from __future__ import annotations
 
