@@ -320,7 +320,9 @@ class _SettingsCache:
         self.file = os.path.join(root, "swapgen", f"settings-{name}.pickle")
         self.path = path
         code = os.stat(__file__)
-        self.version = (GENERATOR_VERSION, __version__, code.st_size, code.st_mtime_ns, str(path))
+        # `~` in paths expands against HOME, so a different HOME is a different result
+        self.version = (GENERATOR_VERSION, __version__, code.st_size, code.st_mtime_ns, str(path),
+                        os.path.expanduser("~"))
 
     def load(self) -> Settings | None:
         try:

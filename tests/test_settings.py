@@ -187,3 +187,44 @@ def test_settings_are_frozen(tmp_path):
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         s.ttl = 5  # type: ignore[misc]
     assert isinstance(s, Settings)
+
+
+class TestCache:
+    """A cached load is the same object graph as a fresh one, and any edit is seen at once."""
+
+    def test_cached_load_equals_a_fresh_one(self, tmp_path):
+        path = write(tmp_path, FULL)
+        first = load_settings(path)
+        assert load_settings(path) == first
+
+    def test_editing_the_settings_file_is_seen(self, tmp_path):
+        path = write(tmp_path, "roots: [m]\nttl: 5\n")
+        assert load_settings(path).ttl == 5
+        path.write_text("roots: [m]\nttl: 6\n")
+        assert load_settings(path).ttl == 6
+
+    def test_editing_the_backends_file_is_seen(self, tmp_path):
+        write(tmp_path, "- {id: a, kind: llama, path: /a}\n", "b.yaml")
+        path = write(tmp_path, "roots: [m]\nbackends_file: b.yaml\n")
+        assert [b.id for b in load_settings(path).backends] == ["a"]
+        write(tmp_path, "- {id: b, kind: llama, path: /b}\n", "b.yaml")
+        assert [b.id for b in load_settings(path).backends] == ["b"]
+        (tmp_path / "b.yaml").unlink()
+        assert load_settings(path).backends == ()
+
+    def test_an_invalid_file_is_never_served_from_the_cache(self, tmp_path):
+        path = write(tmp_path, "roots: [m]\n")
+        load_settings(path)
+        path.write_text("roots: [m]\nttl: x\n")
+        with pytest.raises(SettingsError):
+            load_settings(path)
+
+    def test_a_corrupt_cache_file_is_a_miss(self, tmp_path, monkeypatch):
+        path = write(tmp_path, "roots: [m]\nttl: 7\n")
+        load_settings(path)
+        cache = tmp_path / "xdg"
+        monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+        load_settings(path)
+        for f in (cache / "swapgen").iterdir():
+            f.write_bytes(b"garbage")
+        assert load_settings(path).ttl == 7
