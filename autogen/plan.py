@@ -212,7 +212,7 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
 
 
 def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str]) -> frozenset[str]:
-    """Other models' ids that this model's llama profiles would take (issue 12: profiles)."""
+    """Other models' ids that this model's llama profiles would take."""
     if job.role != LLM or job.engine != "llama" or job.error is not None:
         return frozenset()
     from autogen.emit_llama import profile_clashes
@@ -277,7 +277,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
 
 def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     """The plan with its device pin, for every class; a llama entry that loses nothing on the
-    largest of its cards alone runs there (issue 11), the others split layers over all."""
+    largest of its cards alone runs there, the others split layers over all."""
     placement = job.placement
     if job.engine != "llama" or len(placement.gpus) < 2:
         return pin_plan(plan, placement)
@@ -321,6 +321,3 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
         return emit_audio.emit_asr(ctx) if job.role == ASR else emit_audio.emit_audiocpp(ctx)
     raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
 
-
-def with_id(plan: Plan, model_id: str) -> Plan:
-    return attrs.evolve(plan, model_id=model_id)
