@@ -238,6 +238,16 @@ def is_reference_edit(name: str) -> bool:
     return bool(tokens.intersection(_EDIT_TOKENS)) or "qwen-image-2.1" in name.replace("_", "-")
 
 
+def unet_only_warning(model_id: str) -> str:
+    """An SD/SDXL file without baked text encoders (reference §4.2, §1.7). Declared CLIP files do
+    not help: sd.cpp tells SD1/SD2/SDXL apart by the baked encoder tensors (`get_sd_version` in
+    its `model.cpp` looks for `cond_stage_model.1` / `conditioner.embedders.1` and the
+    `cond_stage_model.` token embedding), and `--clip_l`/`--clip_g` load under `text_encoders.`,
+    so the entry is still emitted and the user told to fetch the all-in-one checkpoint."""
+    return (f"WARNING: {model_id} looks UNet-only (no baked text encoder) - sd.cpp can't load SD/SDXL "
+            f"split; supply an all-in-one checkpoint")
+
+
 def _extra_knobs(extra: Sequence[str]) -> frozenset[str]:
     return frozenset(k for arg in extra if (k := FLAG_KNOBS.get(arg.partition("=")[0])) is not None)
 
@@ -270,8 +280,10 @@ def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
                    f"{'>' if offload else '<='} budget")
     comment = [f"sd-server · {arch or '?'} · {format_g(_size(row.size_bytes))} GB · budget {format_g(budget)} GB, "
                f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})"]
-    if is_full_checkpoint(arch):
+    if is_full_checkpoint(arch) and meta.has_baked_encoders:
         comment.append("full checkpoint (-m): text encoders and VAE are baked in")
+    elif is_full_checkpoint(arch):
+        comment.append(unet_only_warning(row.id))
     elif comps.present:
         comment.append(f"{comps.arm} components: "
                        + ", ".join(f"{role} {os.path.basename(path)}" for role, path, _ in comps.present))

@@ -286,8 +286,10 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     version = parse_version(row_version)
     sizing = size_vllm(ctx, version)
     arch = meta.arch if meta is not None else ""
-    parser = choose_tool_parser(arch, row.id, names=model_names(ctx), has_chat_template=served_template(ctx),
-                                vocab_size=meta.vocab_size if meta is not None else 0,
+    template = served_template(ctx)
+    markers = meta.chat_template_markers if template and meta.chat_template_scanned else None
+    parser = choose_tool_parser(arch, row.id, names=model_names(ctx), has_chat_template=template,
+                                template_markers=markers, vocab_size=meta.vocab_size if meta is not None else 0,
                                 pin=ov.vllm_tool_parser if ov else None, table=ctx.settings.tool_parsers,
                                 version=version)
     extra_parser = _sets_option(ov.extra_args if ov else (), _PARSER_FLAGS)

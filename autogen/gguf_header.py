@@ -27,6 +27,7 @@ from autogen.gguf_keys import (
     Keys,
     ValueType,
 )
+from autogen.toolparsers import template_markers
 
 __all__ = ["GGUFError", "GGUFHeader", "read_gguf_header"]
 
@@ -41,6 +42,9 @@ _HASH_WINDOW = 1 << 20
 MAX_NAME_BYTES = (1 << 16) - 1
 #: String values longer than this are skipped (not kept); the chat template is never kept.
 MAX_KEPT_STRING = 1 << 16
+#: A chat template up to this size is scanned for `toolparsers.TEMPLATE_MARKERS` (real ones are
+#: a few KB); a longer one is skipped unscanned.
+MAX_SCANNED_TEMPLATE = 1 << 18
 #: Numeric arrays up to this many elements are decoded (per-layer counts, SWA patterns).
 MAX_DECODED_ARRAY = 65536
 #: GGML_MAX_DIMS (ggml/include/ggml.h).
@@ -55,6 +59,8 @@ _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _SCALARS = {vt: struct.Struct("<" + code) for vt, code in SCALAR_FORMATS.items()}
 _SKIPPED_ARRAY_PREFIX = "tokenizer."
+#: SD1/SD2 (`cond_stage_model.`) and SDXL (`conditioner.embedders.`) text encoders in a checkpoint.
+_BAKED_ENCODER_PREFIXES = (b"cond_stage_model.", b"conditioner.embedders.")
 
 
 class GGUFError(ModelError):
@@ -84,6 +90,9 @@ class GGUFHeader:
     #: `tokenizer.chat_template` is present, and its size in bytes (the text is not kept).
     has_chat_template: bool
     chat_template_bytes: int
+    #: `toolparsers.template_markers` of the whole template; None = no template, or one over
+    #: MAX_SCANNED_TEMPLATE. Example: ("tool_call_xml", "tools_var").
+    chat_template_markers: tuple[str, ...] | None
     #: `general.alignment` or 32.
     alignment: int
     #: Absolute offset of the tensor data (end of the tensor infos, aligned).
@@ -95,9 +104,12 @@ class GGUFHeader:
     untyped_tensors: int
     #: Dims of `token_embd.weight` in ggml order (n_embd, n_vocab); () when absent.
     token_embd_dims: tuple[int, ...]
-    #: Stable-diffusion UNet markers in tensor names (`input_blocks.`, `label_emb.`).
+    #: Stable-diffusion UNet markers in tensor names (`input_blocks.`, `label_emb.`), and text
+    #: encoders baked into the checkpoint (names under `cond_stage_model.` or
+    #: `conditioner.embedders.`, spec-discovery-generate.md §3.3 `HasBakedEncoders`).
     has_unet_blocks: bool
     has_label_emb: bool
+    has_baked_encoders: bool
     #: (ggml type id, declared bytes), largest first: the dominant type is the quant label.
     bytes_by_type: tuple[tuple[int, int], ...]
     #: data_offset + the end of the furthest tensor: what a complete file measures.
@@ -296,6 +308,7 @@ def _read(f, path: str, size: int) -> GGUFHeader:
     kv: dict[str, object] = {}
     array_lengths: dict[str, int] = {}
     template_bytes = -1
+    markers: tuple[str, ...] | None = None
     for _ in range(kv_count):
         key = cur.name("key").decode("utf-8", "replace")
         type_off = cur.offset
@@ -303,8 +316,13 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         if vtype == ValueType.STRING:
             n = cur.string_len(f"string {key!r}")
             if key == Keys.Tokenizer.CHAT_TEMPLATE:
-                template_bytes = n
-                cur.skip(n)
+                template_bytes, markers = n, None
+                if n <= MAX_SCANNED_TEMPLATE:
+                    cur.need(n, f"string {key!r}")
+                    markers = template_markers(cur.buf[cur.p:cur.p + n].decode("utf-8", "replace"))
+                    cur.p += n
+                else:
+                    cur.skip(n)
             elif n > MAX_KEPT_STRING:
                 kv.pop(key, None)
                 cur.skip(n)
@@ -340,6 +358,7 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         array_lengths=array_lengths,
         has_chat_template=template_bytes >= 0,
         chat_template_bytes=max(template_bytes, 0),
+        chat_template_markers=markers,
         alignment=alignment,
         data_offset=data_offset,
         tensor_bytes=tensors.total,
@@ -348,6 +367,7 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         token_embd_dims=tensors.token_embd_dims,
         has_unet_blocks=tensors.unet,
         has_label_emb=tensors.label_emb,
+        has_baked_encoders=tensors.baked_encoders,
         bytes_by_type=tuple(sorted(tensors.by_type.items(), key=lambda kv_: (-kv_[1], kv_[0]))),
         expected_file_size=data_offset + tensors.end if tensor_count else infos_end,
         split_no=_int(kv.get(Keys.Split.LLM_KV_SPLIT_NO)),
@@ -401,12 +421,12 @@ class _TensorTotals:
     """Running aggregates over the tensor infos (names are not kept)."""
 
     __slots__ = ("total", "experts", "untyped", "end", "token_embd_dims", "unet", "label_emb",
-                 "by_type")
+                 "baked_encoders", "by_type")
 
     def __init__(self) -> None:
         self.total = self.experts = self.untyped = self.end = 0
         self.token_embd_dims: tuple[int, ...] = ()
-        self.unet = self.label_emb = False
+        self.unet = self.label_emb = self.baked_encoders = False
         self.by_type: dict[int, int] = {}
 
 
@@ -451,4 +471,6 @@ def _scan_tensors(cur: _Cursor, count: int) -> _TensorTotals:
             t.unet = True
         elif b"label_emb." in name:
             t.label_emb = True
+        elif name.startswith(_BAKED_ENCODER_PREFIXES):
+            t.baked_encoders = True
     return t

@@ -107,6 +107,9 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         quant_label=_quant_label(header),
         layout_note="; ".join(n for n in (layout_note, mla_note) if n),
         audio_family=_text(kv.get(AUDIOCPP_FAMILY)).strip().lower(),
+        chat_template_markers=header.chat_template_markers or (),
+        chat_template_scanned=header.chat_template_markers is not None,
+        has_baked_encoders=header.has_baked_encoders,
     )
 
 

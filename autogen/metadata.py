@@ -77,3 +77,12 @@ class ModelMeta:
     layout_note: str = ""
     #: audio.cpp conversions: GGUF `audiocpp.model_spec.family` (e.g. "moss_tts_nano"), else "".
     audio_family: str = ""
+    #: Names of the `toolparsers.TEMPLATE_MARKERS` (and "tools_var") found in the GGUF chat
+    #: template, sorted. Example: ("tool_call_xml", "tools_var").
+    chat_template_markers: tuple[str, ...] = ()
+    #: The whole template was scanned, so a marker's absence is evidence too. False: no template,
+    #: one too long to scan, or an HF config (tokenizer_config.json is not read).
+    chat_template_scanned: bool = False
+    #: Image checkpoints: text encoders baked in (tensors under `cond_stage_model.` or
+    #: `conditioner.embedders.`); an SD/SDXL file without them is a bare UNet.
+    has_baked_encoders: bool = False

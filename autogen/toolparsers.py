@@ -6,7 +6,9 @@ A WRONG parser does not fail: tool calls come back unparsed in the reply text, w
 than the 400. So the table is short on purpose, a name is only emitted when the installed
 vLLM registers it, and the user can pin (`vllm_tool_parser`) or extend (`tool_parsers`).
 An architecture that several tool formats share (GGUF `llama` holds Llama 2, Llama 3.x and
-every Mistral conversion) is decided by the model's names (`FAMILY_RULES`), or not at all.
+every Mistral conversion) is decided by the served chat template's markers (`TEMPLATE_MARKERS`),
+else by the model's names (`FAMILY_RULES`), or not at all; a template that never mentions
+`tools` gets no parser whatever the architecture.
 Reference: `spec-backends-vllm-hf.md` §4, seed `backends.md` ("Tool calling needs a parser"),
 vLLM `docs/features/tool_calling.md` (which parser each family needs).
 """
@@ -71,17 +73,21 @@ class FamilyRule:
     """On an architecture in `arches`, a model name matching `pattern` gets `parser` ("" = none).
 
     Example: FamilyRule(arches=frozenset({"qwen2"}), pattern=re.compile("coder"), parser="",
-    why="Qwen2.5-Coder …").
+    why="Qwen2.5-Coder …", beats_template=True).
     """
 
     arches: frozenset[str]
     pattern: re.Pattern[str]
     parser: str
     why: str
+    #: The rule is about what the model emits, which its template cannot contradict (a template
+    #: decides over every other rule: it shows the format the model was trained on).
+    beats_template: bool = False
 
 
-def _rule(arches: frozenset[str] | set[str], pattern: str, parser: str, why: str) -> FamilyRule:
-    return FamilyRule(frozenset(arches), re.compile(_AT + pattern), parser, why)
+def _rule(arches: frozenset[str] | set[str], pattern: str, parser: str, why: str, *,
+          beats_template: bool = False) -> FamilyRule:
+    return FamilyRule(frozenset(arches), re.compile(_AT + pattern), parser, why, beats_template)
 
 
 #: First matching row wins; names are the served id, file/folder name, parent folder and
@@ -97,13 +103,62 @@ FAMILY_RULES: tuple[FamilyRule, ...] = (
     _rule({"llama"}, r"llama[-_ ]?3(?![0-9])", "llama3_json", "Llama 3.x JSON format"),
     _rule(_LLAMA_LIKE, r"(mistral|mixtral|ministral|codestral|devstral|magistral)", "mistral",
           "a Mistral AI model"),
-    # vllm-project/vllm#32926: Qwen2.5-Coder answers in code blocks, not hermes <tool_call>
-    _rule({"qwen2"}, r"coder", "", "Qwen2.5-Coder does not emit the hermes format"),
+    # vllm-project/vllm#32926: Qwen2.5-Coder answers in code blocks, not hermes <tool_call>,
+    # although its template asks for <tool_call>
+    _rule({"qwen2"}, r"coder", "", "Qwen2.5-Coder does not emit the hermes format", beats_template=True),
     _rule({"qwen2"}, r"(qwen|qwq)", "hermes", "Qwen2/2.5/QwQ hermes format"),
     _rule({"deepseek_v3"}, r"v3[._-]?1(?![0-9])", "deepseek_v31", "DeepSeek-V3.1 format"),
     _rule({"glm4_moe", "glm4moe"}, r"glm[-_ ]?4[._-]?7(?![0-9])", "glm47", "GLM-4.7 format"),
     _rule({"granite"}, r"granite[-_ ]?4", "granite4", "Granite 4.0 format"),
 )
+
+#: Chat-template markers: name → (text that shows it, parser it implies on an `AMBIGUOUS` arch;
+#: "" = a format no parser reads there). Read by `template_markers` from the GGUF's
+#: `tokenizer.chat_template` (templates as in each model's `tokenizer_config.json`, copies in
+#: llama.cpp `models/templates/*.jinja`).
+TEMPLATE_MARKERS: dict[str, tuple[str, str]] = {
+    # Llama 3.1 / 3.3 (meta-llama-Llama-3.3-70B-Instruct.jinja): built-in tool calls start with
+    # it. Llama 3.2 lacks it; functionary v3.1 (a Llama 3.1 finetune) has it beside <function=.
+    "python_tag": ("<|python_tag|>", "llama3_json"),
+    # Llama 3.1 / 3.2 / 3.3: the JSON tool-call instruction 'Respond in the format {"name":
+    # function name, "parameters": dictionary of argument name and its value}'.
+    "llama3_json_prompt": ("dictionary of argument name and its value", "llama3_json"),
+    # Mistral's tokenizer v3 and later (Mistral-7B-Instruct-v0.3, Mixtral-8x22B-Instruct-v0.1,
+    # Mistral-Nemo-Instruct-2407, Mistral-Small-3.x, Devstral): calls follow [TOOL_CALLS].
+    "tool_calls_token": ("[TOOL_CALLS]", "mistral"),
+    # Hermes 2 Pro / 3 (NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja), Qwen2 / 2.5 / QwQ
+    # (Qwen-QwQ-32B.jinja): JSON calls inside <tool_call></tool_call>.
+    "tool_call_xml": ("<tool_call>", "hermes"),
+    # Qwen3-Coder XML (<tool_call><function=name><parameter=…>) and functionary v3.1
+    # (<function=name>{json}</function>, meetkai-functionary-medium-v3.1.jinja): not hermes JSON.
+    "function_xml": ("<function=", ""),
+}
+#: The template names a `tools` variable at all: one that never does cannot show the model its
+#: tools (Llama 2 / 3.0, Mistral v0.1, Zephyr, ChatML finetunes, the DeepSeek-R1 distills).
+TOOLS_VAR = "tools_var"
+#: `tools` as a word, not `tool_calls`, `<tools>`, `</tools>` or `"tools"` (a key in a string).
+#: Prose ("the following tools") also counts: a false "mentions tools" only keeps today's choice,
+#: while a missed reference would drop a working parser.
+_TOOLS_WORD = re.compile(r"(?<![\w.</'\"])tools(?![\w>'\"])")
+
+
+def template_markers(template: str) -> tuple[str, ...]:
+    """Sorted names of the `TEMPLATE_MARKERS` (and `TOOLS_VAR`) found in a chat template."""
+    found = {name for name, (text, _) in TEMPLATE_MARKERS.items() if text in template}
+    if _TOOLS_WORD.search(template):
+        found.add(TOOLS_VAR)
+    return tuple(sorted(found))
+
+
+def template_parser(markers: Sequence[str]) -> tuple[str, str] | None:
+    """(parser, the texts that show it) when the template's format markers agree on one parser
+    ("" = a format no shared-arch parser reads); None when they show none or disagree."""
+    shown = [shows for name, shows in TEMPLATE_MARKERS.items() if name in markers]
+    parsers = {parser for _, parser in shown}
+    if len(parsers) != 1:
+        return None
+    return parsers.pop(), ", ".join(text for text, _ in shown)
+
 
 #: Mistral's tokenizers from v3 on (32,768 tokens, tekken 131,072) carry `[TOOL_CALLS]`; vLLM's
 #: `MistralToolParser.__init__` raises when the token is missing (Mistral 7B v0.1/v0.2, Mixtral
@@ -244,6 +299,7 @@ def choose_tool_parser(
     *,
     names: Sequence[str] = (),
     has_chat_template: bool | None = None,
+    template_markers: Sequence[str] | None = None,
     vocab_size: int = 0,
     pin: str | None = None,
     table: Mapping[str, str] | None = None,
@@ -254,6 +310,9 @@ def choose_tool_parser(
     `names` are the model's other names (file or folder name, parent folder, GGUF
     `general.name`), matched with `model_id` against `FAMILY_RULES`. `has_chat_template` is
     False when the served tokenizer is known to lack a chat template (None = not known).
+    `template_markers` are the served template's `template_markers`, when it was read whole
+    (None = not known): no `tools_var` means no parser; on an `AMBIGUOUS` arch the format
+    markers decide over the names (only a `beats_template` rule wins over them).
     `vocab_size` 0 = unknown. `pin` is the override's `vllm_tool_parser` (used verbatim; "none"
     turns it off), `table` the settings' `tool_parsers` (arch → parser or "none", over the
     built-in table and the family rules), `version` the backend row's vLLM version (None =
@@ -273,16 +332,29 @@ def choose_tool_parser(
     how_to_pin = "pin one in an override (vllm_tool_parser: <name>)"
     if has_chat_template is False:
         return ParserChoice("", f"no chat template, so vLLM cannot show the model its tools; {how_to_pin}")
+    if template_markers is not None and TOOLS_VAR not in template_markers:
+        return ParserChoice("", "the chat template never mentions tools, so vLLM cannot show the model its "
+                                "tools; give it one that does (--chat-template in extra_args) and pin a parser")
+    rule = family_rule(key, (model_id, *names))
+    by_template = template_parser(template_markers) if template_markers is not None and key in AMBIGUOUS else None
     if key in user:
         source, parser = "tool_parsers", user[key]
         if parser.lower() == OFF:
             return ParserChoice("", f"turned off for arch {arch!r} by tool_parsers")
-    elif (rule := family_rule(key, (model_id, *names))) is not None:
+    elif by_template is not None and not (rule is not None and rule.beats_template):
+        parser, evidence = by_template
+        source = f"auto, chat template has {evidence}"
+        if rule is not None and rule.parser != parser:
+            source += f" (over the name rule: {rule.why})"
+        if not parser:
+            return ParserChoice("", f"{source}, a format no parser reads on arch {key}; {how_to_pin}")
+    elif rule is not None:
         source, parser = f"auto, {rule.why}", rule.parser
         if not parser:
             return ParserChoice("", f"{rule.why}, arch {key}; {how_to_pin}")
     elif key in AMBIGUOUS:
-        return ParserChoice("", f"arch {key} covers several tool formats and no name says which; pin "
+        which = "no name" if template_markers is None else "neither a name nor the chat template"
+        return ParserChoice("", f"arch {key} covers several tool formats and {which} says which; pin "
                                 f"one in an override (vllm_tool_parser: {AMBIGUOUS[key]})")
     else:
         source, parser = "auto", TOOL_PARSERS.get(key, "")

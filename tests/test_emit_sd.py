@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from autogen.backends import Resolved
@@ -9,10 +10,13 @@ from autogen.emit_sd import (arm_components, emit_sd, guidance_for, image_arch, 
                              max_vram)
 from autogen.emitcontext import EmitContext
 from autogen.errors import ModelError
+from autogen.gguf_header import read_gguf_header
+from autogen.gguf_meta import meta_from_gguf
 from autogen.metadata import ModelMeta
 from autogen.plan import DIFFUSION, EMBEDDING, IMAGE, LLM, model_role
 from autogen.rows import ModelRow
 from autogen.settings import BackendRow, Encoders, Override, Settings
+from gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30
 SIZES = {"/c/ae.safetensors": int(0.31 * GIB), "/c/clip_l.safetensors": int(0.23 * GIB),
@@ -70,7 +74,9 @@ class TestWorkedExamples:
         assert "offload=false" in entry.comment[0]
 
     def test_example_c_sd15_full_checkpoint_loads_with_m_and_no_components(self):
-        entry = emit(context("sd1", path="/models/sd15.gguf", size_gb=2.0))
+        entry = emit(context("sd1", path="/models/sd15.gguf", size_gb=2.0, meta_kw={"has_baked_encoders": True}))
+        assert "full checkpoint (-m): text encoders and VAE are baked in" in entry.comment
+        assert not any(line.startswith("WARNING") for line in entry.comment)
         assert entry.argv[1:3] == ("-m", "/models/sd15.gguf")
         assert "--diffusion-model" not in entry.argv and "--vae" not in entry.argv
         assert "--offload-to-cpu" not in entry.argv and "--vae-on-cpu" not in entry.argv
@@ -155,6 +161,50 @@ class TestComponents:
         assert entry.capabilities.inputs == ("text", "image")
         assert entry.argv[entry.argv.index("--guidance") + 1] == "2.5"
         assert is_reference_edit("qwen-image-edit-2509") and not is_reference_edit("flux1-dev")
+
+
+class TestUnetOnly:
+    """Reference §4.2 / §1.7 / §13: an SD/SDXL file without baked text encoders gets the UNet-only
+    WARNING and is still emitted."""
+
+    @pytest.mark.parametrize("arch", ["sd1", "sdxl", "stable-diffusion"])
+    def test_bare_unet_is_warned_and_still_emitted(self, arch):
+        entry = emit(context(arch, path="/models/unet.gguf", size_gb=2.0))
+        assert entry.argv[1:3] == ("-m", "/models/unet.gguf")
+        assert entry.comment[1] == ("WARNING: flux-q4 looks UNet-only (no baked text encoder) - sd.cpp can't load "
+                                    "SD/SDXL split; supply an all-in-one checkpoint")
+        assert not any("baked in" in line for line in entry.comment)
+
+    def test_declared_clip_files_do_not_silence_it(self):
+        """sd.cpp tells SD/SDXL apart by baked encoder tensors; --clip_l/--clip_g do not count."""
+        ov = Override(match="*", clip_l="/c/clip_l.safetensors", clip_g="/c/clip_g.safetensors")
+        entry = emit(context("sdxl", override=ov, encoders=Encoders(clip_l="/c/clip_l.safetensors")))
+        assert any("looks UNet-only" in line for line in entry.comment)
+
+    def test_split_loaded_dits_never_get_it(self):
+        entry = emit(context("flux"))
+        assert not any("UNet-only" in line for line in entry.comment)
+
+    def test_metadata_stripped_sdxl_unet_from_a_real_header(self, tmp_path):
+        """ComfyUI-GGUF style: no arch keys, UNet names only (reference §13)."""
+        path = write_gguf(tmp_path / "sdxl-unet-Q8_0.gguf", "", tensors=[
+            ("input_blocks.0.0.weight", (3, 3, 4, 320), Q.F16), ("label_emb.0.0.weight", (2816, 1280), Q.F16)])
+        meta = meta_from_gguf(read_gguf_header(path))
+        assert (image_arch(meta), meta.has_baked_encoders) == ("sdxl", False)
+        ctx = attrs.evolve(context(path=str(path)), meta=meta)
+        entry = emit(ctx)
+        assert entry.comment[0].startswith("sd-server · sdxl")
+        assert "looks UNet-only" in entry.comment[1]
+
+    def test_checkpoint_with_baked_encoders_from_a_real_header(self, tmp_path):
+        path = write_gguf(tmp_path / "sd_xl_base_1.0-Q8_0.gguf", "sdxl", tensors=[
+            ("model.diffusion_model.input_blocks.0.0.weight", (3, 3, 4, 320), Q.F16),
+            ("model.diffusion_model.label_emb.0.0.weight", (2816, 1280), Q.F16),
+            ("conditioner.embedders.1.model.token_embedding.weight", (1280, 64), Q.F16)])
+        ctx = attrs.evolve(context(path=str(path)), meta=meta_from_gguf(read_gguf_header(path)))
+        entry = emit(ctx)
+        assert "full checkpoint (-m): text encoders and VAE are baked in" in entry.comment
+        assert not any("UNet-only" in line for line in entry.comment)
 
 
 class TestDetection:

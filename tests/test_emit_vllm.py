@@ -15,11 +15,14 @@ from autogen.backends import Resolved
 from autogen.emit_vllm import emit_vllm, size_vllm
 from autogen.emitcontext import EmitContext
 from autogen.entry import Entry
+from autogen.gguf_header import read_gguf_header
+from autogen.gguf_meta import meta_from_gguf
 from autogen.kvcost import KvCost, kv_cost
 from autogen.metadata import ModelMeta
 from autogen.numfmt import GIB
 from autogen.rows import ModelRow
 from autogen.settings import BackendRow, Override, Settings
+from gguf_fixtures import write_gguf
 
 # The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,
 # none of which these dense models have), slope = layers · kv_heads · (key + value) · 2 bytes.
@@ -501,3 +504,39 @@ def test_vllms_own_parser_accepts_our_commands():
     assert results[1]["values"]["model"] == "/m/meta/Llama 3 8B"
     assert results[2]["values"]["tensor_parallel_size"] == 2
     assert results[3]["values"]["gpu_memory_utilization"] == 0.5
+
+
+class TestChatTemplateEvidence:
+    """The GGUF's template markers reach the parser choice only when vLLM serves that template."""
+
+    #: Mistral-Nemo-Instruct-2407's tool lines (llama.cpp models/templates), trimmed.
+    MISTRAL_TOOLS = ('{%- if not tools is defined %}{%- set tools = none %}{%- endif %}'
+                     '{{- "[AVAILABLE_TOOLS][" }}{%- for tool in tools %}{%- endfor %}{{- "[TOOL_CALLS][" }}')
+
+    def ctx_from_file(self, tmp_path, template, name="model-Q4_K_M.gguf", **kw):
+        path = write_gguf(tmp_path / name, "llama", chat_template=template)
+        ctx = make_ctx(arch="llama", model_id="model-q4_k_m", path=str(path), **kw)
+        return attrs.evolve(ctx, meta=meta_from_gguf(read_gguf_header(path)))
+
+    def test_template_names_the_parser_of_an_ambiguous_arch(self, tmp_path):
+        entry = entry_of(self.ctx_from_file(tmp_path, self.MISTRAL_TOOLS))
+        assert flag(entry.argv, "--tool-call-parser") == "mistral"
+        assert "tool-call parser mistral (auto, chat template has [TOOL_CALLS]: llama)" in entry.comment
+
+    def test_template_without_tools_gets_no_parser(self, tmp_path):
+        ctx = self.ctx_from_file(tmp_path, "{{ bos_token }}{% for m in messages %}[INST]{% endfor %}",
+                                 name="Mistral-7B-Instruct-v0.1-Q4_K_M.gguf")
+        entry = entry_of(attrs.evolve(ctx, row=attrs.evolve(ctx.row, id="mistral-7b-instruct-v0.1")))
+        assert "--tool-call-parser" not in entry.argv and entry.capabilities.tools is None
+        assert any(line.startswith("no tool-call parser (the chat template never mentions tools")
+                   for line in entry.comment)
+
+    def test_another_served_template_makes_the_files_markers_irrelevant(self, tmp_path):
+        ctx = self.ctx_from_file(tmp_path, "{{ messages }}",
+                                 override=Override(match="*", vllm_tokenizer="mistralai/Mistral-7B-Instruct-v0.3"))
+        ctx = attrs.evolve(ctx, row=attrs.evolve(ctx.row, id="mistral-7b-instruct-v0.3"))
+        assert flag(entry_of(ctx).argv, "--tool-call-parser") == "mistral"
+
+    def test_hand_built_meta_is_not_taken_as_scanned(self):
+        """markers () with chat_template_scanned False means "not known", not "no tools"."""
+        assert flag(entry_of(make_ctx()).argv, "--tool-call-parser") == "hermes"

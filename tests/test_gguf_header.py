@@ -128,6 +128,44 @@ class TestReadsWriterFiles:
     def test_no_chat_template_means_absent(self, tmp_path):
         h = read_gguf_header(write_gguf(tmp_path / "t.gguf"))
         assert (h.has_chat_template, h.chat_template_bytes) == (False, 0)
+        assert h.chat_template_markers is None
+
+    def test_chat_template_markers_are_kept_not_the_text(self, tmp_path):
+        """Mistral-Nemo-Instruct-2407's tool lines (llama.cpp models/templates), trimmed."""
+        template = ('{%- if not tools is defined %}{%- set tools = none %}{%- endif %}'
+                    '{{- "[AVAILABLE_TOOLS][" }}{%- for tool in tools %}{%- endfor %}{{- "[TOOL_CALLS][" }}')
+        h = read_gguf_header(write_gguf(tmp_path / "t.gguf", chat_template=template, vocab=10))
+        assert h.chat_template_markers == ("tool_calls_token", "tools_var")
+        assert not any(isinstance(v, str) and "TOOL_CALLS" in v for v in h.kv.values())
+        assert h.array_lengths["tokenizer.ggml.tokens"] == 10  # reading goes on after it
+
+    def test_a_template_without_tools_is_scanned_and_shows_nothing(self, tmp_path):
+        h = read_gguf_header(write_gguf(tmp_path / "t.gguf", chat_template="{{ bos_token }}[INST]"))
+        assert h.chat_template_markers == ()
+
+    def test_template_scan_is_bounded(self, tmp_path):
+        """Up to MAX_SCANNED_TEMPLATE bytes are scanned; a longer template is skipped unscanned."""
+        limit = gguf_header.MAX_SCANNED_TEMPLATE
+        tail = "{% if tools %}<tool_call>"
+        at_limit = "x" * (limit - len(tail)) + tail
+        h = read_gguf_header(write_gguf(tmp_path / "a.gguf", chat_template=at_limit))
+        assert h.chat_template_markers == ("tool_call_xml", "tools_var")
+        h = read_gguf_header(write_gguf(tmp_path / "b.gguf", chat_template="x" + at_limit,
+                                        kv={"{arch}.block_count": 3}))
+        assert h.chat_template_markers is None
+        assert (h.has_chat_template, h.chat_template_bytes) == (True, limit + 1)
+        assert h.kv["llama.block_count"] == 3
+
+    def test_template_with_invalid_utf8_is_still_scanned(self, tmp_path):
+        data = pack_header(0, 1) + pack_string("tokenizer.chat_template") + struct.pack("<I", 8) + \
+            pack_string(b"\xff\xfe{% if tools %}\xc3[TOOL_CALLS]\xe2\x82")
+        assert read_gguf_header(_write(tmp_path, data)).chat_template_markers == ("tool_calls_token", "tools_var")
+
+    def test_the_last_template_wins(self, tmp_path):
+        data = pack_header(0, 2) + pack_kv_string("tokenizer.chat_template", "{{ tools }}<tool_call>") + \
+            pack_kv_string("tokenizer.chat_template", "{{ messages }}")
+        h = read_gguf_header(_write(tmp_path, data))
+        assert (h.chat_template_markers, h.chat_template_bytes) == ((), len("{{ messages }}"))
 
     def test_long_string_values_are_skipped_and_reading_goes_on(self, tmp_path):
         path = write_gguf(tmp_path / "m.gguf", kv={
@@ -184,7 +222,23 @@ class TestReadsWriterFiles:
             ("model.diffusion_model.label_emb.0.0.weight", (2816, 1280), Q.F16)])
         h = read_gguf_header(path)
         assert (h.has_unet_blocks, h.has_label_emb) == (True, True)
+        assert not h.has_baked_encoders
         assert h.token_embd_dims == ()
+
+    @pytest.mark.parametrize(("name", "baked"), [
+        ("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight", True),  # SD 1.x
+        ("cond_stage_model.1.transformer.text_model.final_layer_norm.weight", True),  # sd.cpp's SDXL names
+        ("conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight", True),  # SDXL
+        ("conditioner.embedders.1.model.ln_final.weight", True),
+        ("first_stage_model.decoder.conv_in.weight", False),  # a baked VAE is not a text encoder
+        ("text_encoders.clip_l.transformer.text_model.final_layer_norm.weight", False),
+        ("model.cond_stage_model.x.weight", False),  # under, not anywhere
+    ])
+    def test_baked_text_encoders_are_noted(self, tmp_path, name, baked):
+        path = write_gguf(tmp_path / "sd.gguf", "sd1", tensors=[
+            ("model.diffusion_model.input_blocks.0.0.weight", (3, 3, 4, 320), Q.F16), (name, (768, 8), Q.F16)])
+        h = read_gguf_header(path)
+        assert (h.has_unet_blocks, h.has_baked_encoders) == (True, baked)
 
     def test_unknown_ggml_type_is_counted_not_sized(self, tmp_path):
         path = tmp_path / "m.gguf"

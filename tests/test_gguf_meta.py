@@ -205,6 +205,19 @@ class TestOtherClasses:
         assert meta(tmp_path, chat_template="{{ messages }}").has_chat_template
         assert not meta(tmp_path, "qwen3").has_chat_template
 
+    def test_chat_template_markers_and_whether_the_template_was_read_whole(self, tmp_path):
+        """Qwen2.5-7B-Instruct's tool lines, trimmed: evidence for toolparsers."""
+        qwen = ('{%- if tools %}{%- for tool in tools %}{{- tool | tojson }}{%- endfor %}'
+                '{{- "<tool_call>" }}{%- endif %}')
+        m = meta(tmp_path, "qwen2", chat_template=qwen)
+        assert (m.chat_template_markers, m.chat_template_scanned) == (("tool_call_xml", "tools_var"), True)
+        m = meta(tmp_path, "llama", chat_template="{{ bos_token }}{{ messages }}")
+        assert (m.chat_template_markers, m.chat_template_scanned) == ((), True)
+        m = meta(tmp_path, "qwen3")
+        assert (m.chat_template_markers, m.chat_template_scanned) == ((), False)
+        m = meta(tmp_path, "qwen3", chat_template="{{ tools }}" * (1 << 15))  # 352 KiB: not scanned
+        assert (m.has_chat_template, m.chat_template_markers, m.chat_template_scanned) == (True, (), False)
+
     @pytest.mark.parametrize(("names", "kind"), [
         (["model.diffusion_model.input_blocks.0.0.weight"], "sd1"),
         (["model.diffusion_model.input_blocks.0.0.weight",
@@ -213,6 +226,12 @@ class TestOtherClasses:
     def test_diffusion_kind_from_tensor_names(self, tmp_path, names, kind):
         tensors = [(n, (320, 320), Q.F16) for n in names]
         assert meta(tmp_path, "sd", tensors=tensors).diffusion_kind == kind
+
+    def test_baked_encoders_from_tensor_names(self, tmp_path):
+        unet = ("model.diffusion_model.input_blocks.0.0.weight", (320, 320), Q.F16)
+        clip = ("cond_stage_model.transformer.text_model.embeddings.token_embedding.weight", (768, 64), Q.F16)
+        assert meta(tmp_path, "sd1", tensors=[unet, clip]).has_baked_encoders
+        assert not meta(tmp_path, "sd1", tensors=[unet]).has_baked_encoders
 
 
 class TestSizesAndLabels:

@@ -10,12 +10,15 @@ import pytest
 from autogen.toolparsers import (
     AMBIGUOUS,
     FAMILY_RULES,
+    TEMPLATE_MARKERS,
     TOOL_PARSERS,
     VLLM_CURRENT,
     VLLM_PARSERS_BY_VERSION,
     choose_tool_parser,
     known_at,
     parse_version,
+    template_markers,
+    template_parser,
 )
 
 #: ecosystem.md §6.3: the 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text).
@@ -357,3 +360,198 @@ class TestEvidenceFromTheFile:
 
     def test_pin_wins_over_a_missing_template(self):
         assert choose_tool_parser("qwen3", "q", has_chat_template=False, pin="hermes").parser == "hermes"
+
+
+# Trimmed real chat templates (the lines that carry the tool format), as published in each model's
+# tokenizer_config.json; copies in llama.cpp models/templates/ under the names given.
+#: meta-llama-Llama-3.3-70B-Instruct.jinja (Llama 3.1 has the same tool parts)
+LLAMA_3_3 = """{%- if custom_tools is defined %}{%- set tools = custom_tools %}{%- endif %}
+{%- if not tools is defined %}{%- set tools = none %}{%- endif %}
+{%- if builtin_tools is defined or tools is not none %}{{- "Environment: ipython\\n" }}{%- endif %}
+{{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+{%- for t in tools %}{{- t | tojson(indent=4) }}{%- endfor %}
+{%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+{{- "<|python_tag|>" + tool_call.name + ".call(" }}{%- endif %}"""
+#: meta-llama-Llama-3.2-3B-Instruct.jinja: the JSON instruction, no <|python_tag|>
+LLAMA_3_2 = """{%- if not tools is defined %}{%- set tools = none %}{%- endif %}
+{%- if tools is not none %}{{- "Environment: ipython\\n" }}{%- endif %}
+{{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+{{- '{"name": "' + tool_call.name + '", ' }}"""
+#: Meta-Llama-3-8B-Instruct (3.0): no tools at all
+LLAMA_3_0 = """{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = \
+'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}\
+{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}\
+{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}"""
+#: mistralai-Mistral-Nemo-Instruct-2407.jinja (Mistral-7B-Instruct-v0.3 has the same tool parts)
+MISTRAL_V3 = """{%- if not tools is defined %}{%- set tools = none %}{%- endif %}
+{%- if tools is not none and (message == user_messages[-1]) %}{{- "[AVAILABLE_TOOLS][" }}
+{%- for tool in tools %}{%- set tool = tool.function %}{{- '{"type": "function", "function": {' }}{%- endfor %}
+{{- "[/AVAILABLE_TOOLS]" }}{%- endif %}
+{%- elif (message.tool_calls is defined and message.tool_calls is not none) %}{{- "[TOOL_CALLS][" }}"""
+#: Mistral-7B-Instruct-v0.1 / v0.2: [INST] only
+MISTRAL_V1 = """{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}\
+{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}\
+{{ message['content'] + eos_token}}{% endif %}{% endfor %}"""
+#: Qwen-QwQ-32B.jinja (Qwen2.5-7B-Instruct has the same tool parts)
+QWEN2_5 = """{%- if tools %}{{- '<|im_start|>system\\n' }}
+{{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided \
+with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+{%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}
+{{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within \
+<tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n\
+</tool_call><|im_end|>\\n" }}{%- endif %}"""
+#: NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja (GGUF arch llama)
+HERMES_3 = """{{- "You are a function calling AI model. You are provided with function signatures within \
+<tools></tools> XML tags. Here are the available tools: <tools> " }}
+{%- for tool in tools %}{%- if tool.function is defined %}{%- set tool = tool.function %}{%- endif %}
+{%- endfor %}{{- "<tool_call>\\n" }}{{- '{"name": <function-name>, "arguments": <args-dict>}\\n' }}
+{{- '</tool_call><|im_end|>\\n' }}"""
+#: deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja: renders past tool calls, never the tools
+R1_DISTILL = """{%- for tool in message['tool_calls']%}{%- if not ns.is_first %}
+{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + \
+tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + \
+'<｜tool▁call▁end｜>'}}
+{%- endif %}{%- endfor %}"""
+#: meetkai-functionary-medium-v3.1.jinja (a Llama 3.1 finetune): python_tag beside <function=
+FUNCTIONARY_3_1 = """{%- if not tools is defined -%}{%- set tools = none -%}{%- endif -%}
+{%- if tools %}{{- "\\nYou have access to the following functions:\\n\\n" }}{%- endif %}
+{{ '<|start_header_id|>ipython<|end_header_id|>\\n\\n' + message['content'] + '<|eot_id|>' }}
+{%- if tool_call["function"]["name"] == "python" -%}{{ '<|python_tag|>' + tool_call['function']['arguments'] }}
+{%- else -%}{{ '<function=' + tool_call['function']['name'] + '>' + tool_call['function']['arguments'] + \
+'</function>' }}
+{%- endif -%}"""
+
+
+class TestTemplateMarkers:
+    @pytest.mark.parametrize(
+        ("template", "markers"),
+        [
+            (LLAMA_3_3, ("llama3_json_prompt", "python_tag", "tools_var")),
+            (LLAMA_3_2, ("llama3_json_prompt", "tools_var")),
+            (LLAMA_3_0, ()),
+            (MISTRAL_V3, ("tool_calls_token", "tools_var")),
+            (MISTRAL_V1, ()),
+            (QWEN2_5, ("tool_call_xml", "tools_var")),
+            (HERMES_3, ("tool_call_xml", "tools_var")),
+            (R1_DISTILL, ()),
+            (FUNCTIONARY_3_1, ("function_xml", "python_tag", "tools_var")),
+        ],
+    )
+    def test_real_templates(self, template, markers):
+        assert template_markers(template) == markers
+
+    @pytest.mark.parametrize(
+        ("template", "names_tools"),
+        [
+            ("{%- if tools %}", True),
+            ("{{-tools|tojson}}", True),
+            ("{% for t in tools %}", True),
+            ("{{ '<tools></tools>' }}", False),  # the tag in a string is not the variable
+            ("{{ message.tool_calls }}", False),
+            ("{% if custom_tools is defined %}", False),
+            ("{{ kwargs['tools'] }}", False),
+            ("Tools are great", False),  # case matters: Jinja names are case-sensitive
+            ("", False),
+        ],
+    )
+    def test_the_tools_variable(self, template, names_tools):
+        assert ("tools_var" in template_markers(template)) is names_tools
+
+    def test_hostile_text_costs_nothing_special(self):
+        assert template_markers("\x00\ufffd" * 50_000 + "[TOOL_CALLS") == ()
+        assert template_markers("{{" * 100_000 + "tools") == ("tools_var",)
+
+    def test_template_parser_needs_agreeing_format_markers(self):
+        assert template_parser(("python_tag", "llama3_json_prompt", "tools_var")) == (
+            "llama3_json", "<|python_tag|>, dictionary of argument name and its value")
+        assert template_parser(("tool_calls_token",)) == ("mistral", "[TOOL_CALLS]")
+        assert template_parser(("function_xml",)) == ("", "<function=")
+        assert template_parser(("tools_var",)) is None
+        assert template_parser(("tool_call_xml", "function_xml")) is None  # Qwen3-Coder's XML
+        assert template_parser(("no_such_marker", "tool_call_xml")) == ("hermes", "<tool_call>")
+
+    def test_every_implied_parser_is_a_registered_name(self):
+        assert {parser for _, parser in TEMPLATE_MARKERS.values()} - {""} <= set(VLLM_PARSERS_BY_VERSION)
+
+
+class TestTemplateEvidence:
+    """choose_tool_parser with the served template's markers (read whole from the GGUF)."""
+
+    @pytest.mark.parametrize(
+        ("arch", "template", "parser"),
+        [
+            ("llama", LLAMA_3_3, "llama3_json"),
+            ("llama", LLAMA_3_2, "llama3_json"),
+            ("llama", MISTRAL_V3, "mistral"),
+            ("mistral", MISTRAL_V3, "mistral"),
+            ("llama", HERMES_3, "hermes"),
+            ("qwen2", QWEN2_5, "hermes"),
+        ],
+    )
+    def test_the_template_decides_when_no_name_does(self, arch, template, parser):
+        choice = choose_tool_parser(arch, "model-q4_k_m", template_markers=template_markers(template))
+        assert choice.parser == parser
+        assert choice.note.startswith("auto, chat template has ")
+
+    def test_note_names_the_evidence(self):
+        choice = choose_tool_parser("llama", "m", template_markers=template_markers(MISTRAL_V3))
+        assert choice.note == "auto, chat template has [TOOL_CALLS]: llama"
+
+    @pytest.mark.parametrize("template", [LLAMA_3_0, MISTRAL_V1, R1_DISTILL])
+    def test_a_template_that_never_mentions_tools_gets_no_parser(self, template):
+        """Llama 3.0 is named like 3.x and Mistral v0.1 like a Mistral, but neither template shows
+        the model any tools."""
+        for arch, model_id in (("llama", "Meta-Llama-3-8B-Instruct"), ("llama", "Mistral-7B-Instruct-v0.1"),
+                               ("qwen3", "qwen3-8b")):
+            choice = choose_tool_parser(arch, model_id, template_markers=template_markers(template))
+            assert choice.parser == ""
+            assert choice.note.startswith("the chat template never mentions tools")
+
+    def test_no_tools_beats_the_settings_table_but_not_a_pin(self):
+        markers = template_markers(LLAMA_3_0)
+        assert choose_tool_parser("llama", "m", template_markers=markers, table={"llama": "llama3_json"}).parser == ""
+        assert choose_tool_parser("llama", "m", template_markers=markers, pin="llama3_json").parser == "llama3_json"
+
+    def test_template_overrides_a_contradicting_name(self):
+        """A file named like a Llama 3.1 distill whose template is Mistral's: the template is the
+        format the model was trained on, the name only a label."""
+        choice = choose_tool_parser("llama", "DeepSeek-R1-Distill-Llama-8B",
+                                    template_markers=template_markers(LLAMA_3_3))
+        assert choice.parser == "llama3_json"
+        assert "over the name rule: a finetune with its own chat format" in choice.note
+        choice = choose_tool_parser("llama", "Meta-Llama-3.1-8B", template_markers=template_markers(HERMES_3))
+        assert choice.parser == "hermes"
+
+    def test_qwen25_coder_ignores_its_hermes_template(self):
+        """vllm-project/vllm#32926: the template asks for <tool_call>, the model answers in code blocks."""
+        choice = choose_tool_parser("qwen2", "Qwen2.5-Coder-7B-Instruct", template_markers=template_markers(QWEN2_5))
+        assert choice.parser == ""
+        assert choice.note.startswith("Qwen2.5-Coder does not emit the hermes format")
+
+    def test_disagreeing_markers_leave_it_to_the_names(self):
+        markers = template_markers(FUNCTIONARY_3_1)
+        choice = choose_tool_parser("llama", "functionary-medium-v3.1", template_markers=markers)
+        assert choice.parser == ""
+        assert "neither a name nor the chat template says which" in choice.note
+        assert choose_tool_parser("llama", "Meta-Llama-3.1-8B", template_markers=markers).parser == "llama3_json"
+
+    def test_a_format_no_parser_reads_gets_none(self):
+        choice = choose_tool_parser("llama", "Meta-Llama-3.1-8B", template_markers=("function_xml", "tools_var"))
+        assert choice.parser == ""
+        assert choice.note.startswith("auto, chat template has <function= (over the name rule: Llama 3.x JSON "
+                                      "format), a format no parser reads on arch llama")
+
+    def test_markers_only_decide_shared_architectures(self):
+        """qwen3's table row stands: markers are evidence between formats an arch shares."""
+        markers = template_markers(MISTRAL_V3)
+        assert choose_tool_parser("qwen3", "qwen3-8b", template_markers=markers).parser == "hermes"
+        assert choose_tool_parser("granite", "granite-3.3-8b", template_markers=markers).parser == "granite"
+
+    def test_the_template_does_not_skip_the_vocabulary_check(self):
+        choice = choose_tool_parser("llama", "m", vocab_size=32000, template_markers=template_markers(MISTRAL_V3))
+        assert choice.parser == ""
+
+    def test_unknown_markers_change_nothing(self):
+        for markers in (None, ("tools_var",), ("tools_var", "from_a_newer_swapgen")):
+            assert choose_tool_parser("llama", "Mistral-7B-Instruct-v0.3", template_markers=markers).parser == "mistral"
+            assert choose_tool_parser("llama", "model-q4_k_m", template_markers=markers).parser == ""
