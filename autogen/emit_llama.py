@@ -23,24 +23,14 @@ same meaning, and its value pins the sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`,
 `-fa`, `-ctk`), so the estimates describe the command that really runs. `-fit` is left at its
 default: with `-c` and `-ngl` given, llama-server's fitting leaves them alone.
 
-Profiles (issue 12; reference §5.3, §8.5): extra entries of one chat model, each sized on its own,
-in this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`
-(override `variants`, then `default_variants` not shadowed by a model variant of the same name),
-and `<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`).
-A tier is the model's override with its context pinned. A variant is the model's override with
-every field the variant sets replaced: an unset field inherits (override, then settings), the
-budget too (the reference falls back to the global one); `unlisted` is the variant's own; its
-`extra_args` are appended, and a flag there or a field it sets drops the inherited flag of the
-same meaning. A profile whose id is already taken (another model, an earlier profile) is a
-`# SKIPPED` line. Embedding models and vLLM rows get no profiles.
+Profiles: ctx tiers, named variants and the vision profile of a chat model, each
+sized here as its own entry; their names, clashes and inheritance are `profiles_llama`'s.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Container, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 
 import attrs
 from attrs import frozen
@@ -50,9 +40,9 @@ from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.errors import ModelError
 from autogen.kvcost import kv_bytes
-from autogen.rows import ModelRow
-from autogen.settings import MMPROJ_MODES, Override, Settings, Variant
 from autogen.numfmt import GIB, format_g, gib, round_half_away
+from autogen.profiles_llama import note_profiles_ignored, profile_context, profiles, refused_before_sizing
+from autogen.settings import MMPROJ_MODES
 from autogen.sizing_llama import (BASE_OVERHEAD, LlamaKnobs, LlamaSizing, compute_buffer, gb,
                                   projector_charge, runtime_bytes, size_llama)
 
@@ -88,7 +78,7 @@ FLAG_KNOBS: dict[str, str] = {
     **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
 }
 #: Flags that take no value (the rest take exactly one).
-_SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
+SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
                        "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings"})
 
 
@@ -100,7 +90,7 @@ def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
         knob = FLAG_KNOBS.get(flag)
         if knob is None:
             continue
-        if flag in _SWITCHES:
+        if flag in SWITCHES:
             value = None
         elif eq:
             value = inline
@@ -116,7 +106,7 @@ def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
     out: list[str] = []
     for arg in extra_args:
         flag, eq, value = arg.partition("=")
-        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in _SWITCHES else [arg]
+        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in SWITCHES else [arg]
     return tuple(out)
 
 
@@ -161,7 +151,7 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
         ngl = blocks + 1 if value == "all" else _int(value)
     if "n_cpu_moe" in found:
         flag, value = found["n_cpu_moe"]
-        n_cpu_moe = blocks if flag in _SWITCHES else _int(value)
+        n_cpu_moe = blocks if flag in SWITCHES else _int(value)
     if "flash_attn" in found:
         flash_attn = found["flash_attn"][1]
     if "cache_type_k" in found:
@@ -194,11 +184,11 @@ def emit_llama(ctx: EmitContext) -> Plan:
     except ModelError as exc:
         return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
     entries, skips, all_notes = [entry], [], list(notes)
-    for profile in _profiles(row, ctx.override, ctx.settings):
-        reason = profile.refused or _outside_model(ctx, profile)
+    for profile in profiles(row, ctx.override, ctx.settings):
+        reason = profile.refused or refused_before_sizing(ctx, profile)
         if reason is None:
             try:
-                entry, notes = _chat_entry(_profile_context(ctx, profile))
+                entry, notes = _chat_entry(profile_context(ctx, profile))
             except ModelError as exc:
                 reason = str(exc)
         if reason is not None:
@@ -219,7 +209,7 @@ def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[st
 
 
 def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
-    """Program, model, address; over several devices (issue 11) layers split in proportion to
+    """Program, model, address; over several devices layers split in proportion to
     each card's VRAM, in the order the device variables list them."""
     exe = ctx.backend.exe or DEFAULT_EXE
     head = [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
@@ -242,10 +232,11 @@ def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str
         return None, "auto"
     if mode in MMPROJ_MODES:
         return ctx.row.mmproj, mode
-    return _checked_path(os.path.expanduser(mode)), "auto"
+    return checked_path(os.path.expanduser(mode)), "auto"
 
 
-def _checked_path(path: str) -> str:
+def checked_path(path: str) -> str:
+    """A user-given projector path, or ModelError when no command line can carry it safely."""
     if (reason := unsafe_arg_reason(path)) is not None:
         raise ModelError(f"mmproj path {path!r} cannot be passed safely: {reason}")
     return path
@@ -390,164 +381,3 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
              f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + base {gb(BASE_OVERHEAD)} + compute")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
-
-# -- profiles: ctx tiers, named variants, the vision profile (module docstring) ------------------
-
-#: The variant name that makes the `-vision` profile (reference §5.3 reserves it).
-VISION = "vision"
-#: Variant field → the flag meanings (`FLAG_KNOBS` values) it takes over from inherited extra_args.
-VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
-    "ctx": ("ctx",), "kv_type": ("cache_type_k", "cache_type_v"), "parallel": ("parallel",),
-    "flash_attn": ("flash_attn",), "threads": ("threads",), "ngl": ("ngl",), "mmproj": ("mmproj", "mmproj_offload"),
-}
-
-
-@lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
-def slugify(name: str) -> str:
-    """Reference §5.3: lowercase, each run of characters other than [a-z0-9] → one `-`, trimmed."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def ctx_tag(tokens: int) -> str:
-    """Tier suffix (reference §5.3): 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
-    if tokens % (1 << 20) == 0:
-        return f"{tokens >> 20}m"
-    if tokens % 1024 == 0:
-        return f"{tokens >> 10}k"
-    return str(tokens)
-
-
-@frozen
-class Profile:
-    """One extra entry of a chat model, before sizing."""
-
-    id: str
-    #: "ctx tier", "variant" or "vision".
-    kind: str
-    #: The tier's per-slot context (tiers only).
-    ctx: int | None = None
-    #: The variant that makes it (variants and the vision profile).
-    variant: Variant | None = None
-    #: Why it is not emitted (a name clash, no projector), or None.
-    refused: str | None = None
-
-    @property
-    def describe(self) -> str:
-        if self.kind == VISION:
-            return "vision profile (projector on the GPU)"
-        return f"ctx tier {self.ctx}" if self.variant is None else f"variant {self.variant.name!r}"
-
-
-def _vision_projector(row: ModelRow, override: Override | None, variant: Variant) -> tuple[str, str] | None:
-    """(projector file, placement) of the vision profile: the variant's `mmproj` (a keyword or a
-    file), else the GPU; the file is the variant's, else the model's pinned one, else the one beside
-    it. None when nothing would be attached (`none` on the variant or the model, no file)."""
-    model_pin = override.mmproj if override is not None else None
-    mode = variant.mmproj or ("none" if model_pin == "none" else "gpu")
-    if mode == "none":
-        return None
-    if mode not in MMPROJ_MODES:
-        return os.path.expanduser(mode), "gpu"
-    path = os.path.expanduser(model_pin) if model_pin and model_pin not in MMPROJ_MODES else row.mmproj
-    return (path, mode) if path else None
-
-
-def _profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[Profile]:
-    """Candidate profiles in emit order; within the model the first of an id wins."""
-    tiers = override.ctx_variants if override is not None else ()
-    own = override.variants if override is not None else ()
-    if not tiers and not own and not settings.default_variants:
-        return []
-    own_slugs = {slugify(v.name) for v in own}
-    variants = [(v, True) for v in own] + [(v, False) for v in settings.default_variants
-                                           if slugify(v.name) not in own_slugs]
-    out = [Profile(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
-    vision: tuple[Variant, bool] | None = None
-    for variant, is_own in variants:
-        slug = slugify(variant.name)
-        if slug == VISION:
-            vision = vision or (variant, is_own)
-            continue
-        refused = None if slug else f"variant name {variant.name!r} has no letter or digit to make an id of"
-        out.append(Profile(id=f"{row.id}-{slug or variant.name}", kind="variant", variant=variant, refused=refused))
-    if vision is not None:
-        variant, is_own = vision
-        refused = None if _vision_projector(row, override, variant) else "no projector to put on the GPU"
-        if refused is None or is_own:  # a default `vision` variant passes text-only models silently
-            out.append(Profile(id=f"{row.id}-{VISION}", kind=VISION, variant=variant, refused=refused))
-    first: dict[str, str] = {}
-    for i, p in enumerate(out):
-        if p.refused is None and p.id in first:
-            out[i] = attrs.evolve(p, refused=f"{p.describe} clashes with {first[p.id]} of this model (same id)")
-        first.setdefault(p.id, p.describe)
-    return out
-
-
-def profile_ids(row: ModelRow, override: Override | None, settings: Settings) -> list[str]:
-    """Ids of the profiles a chat model on llama-server gets (a clash with another model's id
-    still refuses one at emit time). Pure and cheap, no metadata: the caller checks that the model
-    is a chat model on llama-server (embeddings and vLLM rows have none)."""
-    return [p.id for p in _profiles(row, override, settings) if p.refused is None]
-
-
-def profile_clashes(row: ModelRow, override: Override | None, settings: Settings,
-                    taken_ids: Container[str]) -> frozenset[str]:
-    """The ids in `taken_ids` (other models' ids) that this model's profiles would take: what
-    `EmitContext.taken_ids` needs, and all of the id set its up-to-date key depends on."""
-    return frozenset(pid for pid in profile_ids(row, override, settings) if pid in taken_ids)
-
-
-def _outside_model(ctx: EmitContext, profile: Profile) -> str | None:
-    """A reason known before sizing: the id belongs to another model, or a tier above the
-    trained window (llama-server would run it, past what the model was trained for)."""
-    if profile.id in ctx.taken_ids:
-        return f"{profile.describe} clashes with another model's id"
-    trained = ctx.meta.context_length if ctx.meta is not None else 0
-    if profile.ctx and trained and profile.ctx > trained:
-        return f"ctx tier {profile.ctx} is above the trained context {trained}"
-    return None
-
-
-def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
-    """`args` (split at `=` already) without the flags of these meanings and their values."""
-    out, skip = [], False
-    for arg in args:
-        if skip:
-            skip = False
-        elif FLAG_KNOBS.get(arg) in knobs:
-            skip = arg not in _SWITCHES
-        else:
-            out.append(arg)
-    return tuple(out)
-
-
-def _profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
-    """The model's context with the profile's effective override (module docstring)."""
-    ov = ctx.override or Override(match="*")
-    inherited = split_equals(ov.extra_args)
-    if profile.variant is None:
-        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, {"ctx"}))
-        return attrs.evolve(ctx, override=tier)
-    v, row = profile.variant, ctx.row
-    sets = {name: getattr(v, name) for name in VARIANT_KNOBS if getattr(v, name) is not None}
-    if profile.kind == VISION:  # the file becomes the row's projector, so a keyword can place it
-        found = _vision_projector(row, ctx.override, v)
-        assert found is not None, "refused in _profiles"
-        path, sets["mmproj"] = found
-        if path != row.mmproj:
-            row = attrs.evolve(row, mmproj=_checked_path(path), mmproj_bytes=0)
-    own = split_equals(v.extra_args)
-    dropped = {knob for name in sets for knob in VARIANT_KNOBS[name]} | set(extra_flags(own))
-    effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,
-                             vram_budget_gb=v.vram_budget_gb or ov.vram_budget_gb)
-    return attrs.evolve(ctx, row=row, override=effective, budget_gb=v.vram_budget_gb or ctx.budget_gb)
-
-
-def note_profiles_ignored(plan: Plan, override: Override | None, why: str) -> Plan:
-    """A comment line on the entry when its override asks for profiles it cannot have (vLLM
-    rows, embedding models)."""
-    if override is None or not (override.ctx_variants or override.variants) or not plan.entries:
-        return plan
-    first = plan.entries[0]
-    line = f"ctx_variants and variants of the override are ignored: {why}"
-    return attrs.evolve(plan, entries=(attrs.evolve(first, comment=first.comment + (line,)), *plan.entries[1:]))

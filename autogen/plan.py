@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -211,22 +211,39 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
     return state
 
 
-def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str]) -> frozenset[str]:
-    """Other models' ids that this model's llama profiles would take."""
-    if job.role != LLM or job.engine != "llama" or job.error is not None:
-        return frozenset()
-    from autogen.emit_llama import profile_clashes
-
-    return profile_clashes(job.row, job.override, settings, taken_ids)
+def _has_profiles(job: Job) -> bool:
+    """A chat model on llama-server that will be emitted: the models llama profiles belong to."""
+    return (job.role == LLM and job.engine == "llama" and job.error is None
+            and not (job.override is not None and job.override.skip))
 
 
-def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Container[str] = frozenset()) -> str:
+def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
+    """Profile ids several models make → the model that keeps it (`profiles_llama.profile_owners`);
+    computed once per run for `model_inputs` and `build_plan` (cross-model profile clashes)."""
+    from autogen.profiles_llama import profile_owners as owners
+
+    return owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
+
+
+def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
+                     owners: Mapping[str, str] | None) -> dict[str, str]:
+    """This model's llama profile ids that another model's id ("") or profile (its model) takes."""
+    if not _has_profiles(job):
+        return {}
+    from autogen.profiles_llama import profile_clashes
+
+    return profile_clashes(job.row, job.override, settings, taken_ids, owners)
+
+
+def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Container[str] = frozenset(),
+                 owners: Mapping[str, str] | None = None) -> str:
     """The doit up-to-date key of one model (its files are `file_dep`s, not part of this).
 
     A repr of frozen records: stable across runs and far cheaper than unstructuring them.
-    `taken_ids` = every model's id; the key holds only those its profiles would clash with."""
+    `taken_ids` = every model's id, `owners` = `profile_owners`; the key holds only the ids its
+    profiles would clash with, and who has them."""
     return repr((
-        tuple(sorted(_profile_clashes(job, settings, taken_ids))),
+        tuple(sorted(_profile_clashes(job, settings, taken_ids, owners).items())),
         settings_key,
         job.row,
         job.override,
@@ -249,9 +266,10 @@ def _path_problem(row: ModelRow) -> str | None:
     return None
 
 
-def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset()) -> Plan:
-    """Run the emitter for one job (`taken_ids`: every model's id, for profile names). Per-model
-    problems become a Skip, never an exception."""
+def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset(),
+               owners: Mapping[str, str] | None = None) -> Plan:
+    """Run the emitter for one job (`taken_ids`: every model's id, `owners`: `profile_owners`,
+    for profile names). Per-model problems become a Skip, never an exception."""
     row = job.row
     if job.override is not None and job.override.skip:
         return Plan(model_id=row.id, notes=("skip: true in the matching override; not written",))
@@ -260,14 +278,16 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
     problem = _path_problem(row)
     if problem:
         return Plan(model_id=row.id, skips=(Skip(row.id, problem),))
+    clashes = _profile_clashes(job, settings, taken_ids, owners)
     ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta) if meta is not None else None,
                       override=job.override, settings=settings, backend=job.backend,
                       budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
-                      taken_ids=_profile_clashes(job, settings, taken_ids), devices=job.placement.gpus)
+                      taken_ids=frozenset(clashes), devices=job.placement.gpus,
+                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)))
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":
-            from autogen.emit_llama import note_profiles_ignored
+            from autogen.profiles_llama import note_profiles_ignored
 
             plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
         return plan

@@ -5,12 +5,19 @@ b11434). Speed first, then context:
 
 1. Overhead = a fixed base + the device runtime + the compute buffer (vocab, ubatch, width)
    + the projector when it sits on the GPU (§4.4).
-2. KV type: a pin wins; else f16 when the minimum context fits on the GPU at f16, else q8_0 (§4.3).
+2. KV type: a pin wins; else f16 when the minimum context fits on the GPU at f16 with every
+   layer there (the file size, as §4.3), else q8_0 — for MoE models too, decided before any
+   expert moves: a q8_0 cache costs no speed where each layer of CPU experts does, so experts are
+   never moved to keep f16; and once the minimum fits at f16, f16 stays and experts (not a
+   quantised cache) buy the context above it.
 3. Context: with every layer on the GPU, the largest context up to the trained length (and the
    ladder top) that fits. If that is under the minimum (32768 or the trained length), a dense
    model still takes the largest context ≥ 4096 that fits on the GPU, else offloads layers
-   (`-ngl`) to reach the minimum; a MoE model moves experts to the CPU (`--n-cpu-moe`) for up to
-   65536 tokens before giving up context (§4.7–4.9). A pinned ctx is used as given.
+   (`-ngl`) to reach the minimum. A MoE model whose whole-GPU context is under its target
+   (the trained length, at most 65536, `moeCtxTarget` §4.7) moves the experts of the fewest
+   layers to the CPU (`--n-cpu-moe`) that reach the target; only with every expert on the CPU
+   does the context shrink (to the minimum at least, offloading layers below it) (§4.7–4.9).
+   A pinned ctx is used as given.
 4. `--parallel N` multiplies the KV cost; `-c` is N × the per-slot context.
 
 Raises `ModelError` (→ a `# SKIPPED` line) instead of guessing when the header lacks what the
@@ -228,6 +235,19 @@ def choose_kv_type(cost: KvCost, knobs: LlamaKnobs, room: int, min_ctx: int) -> 
     return "q8_0", f"KV type q8_0: only {fits} of {min_ctx} tokens fit on the GPU at f16"
 
 
+def _moe_ctx(cost: KvCost, room_moe: int, element_bytes: float, parallel: int, target: int,
+             min_ctx: int) -> tuple[int, str]:
+    """(ctx, why) of a MoE model that misses its target on the GPU: the target when it fits with
+    every expert on the CPU (`_place` then moves the fewest), else the largest ctx that does, but
+    not under the minimum (layers leave the GPU too)."""
+    fits = fit_ctx(max_ctx(cost, room_moe, element_bytes, parallel), target)
+    if fits >= target:
+        return target, f"experts to the CPU for ctx {target}"
+    if fits >= min_ctx:
+        return fits, f"all experts on the CPU, largest ctx that fits, under {target}"
+    return min_ctx, f"experts and layers to the CPU for ctx {min_ctx}"
+
+
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
                runtime: int, projector: int = 0) -> LlamaSizing:
     """Size one chat model for llama-server. Raises ModelError when the header is insufficient."""
@@ -259,9 +279,12 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     eb = KV_TYPE_BYTES[kv_type]
     fits_full = max_ctx(cost, room_full, eb, parallel)
 
+    moe_target = min(top, MOE_CTX_TARGET)
     if knobs.ctx:
         ctx, why = knobs.ctx, "ctx pinned"
-    elif fits_full >= min_ctx or (not moe and fits_full >= min(CTX_STEP, model_max)):
+    elif moe and fits_full < moe_target:
+        ctx, why = _moe_ctx(cost, budget - (size - experts) - overhead, eb, parallel, moe_target, min_ctx)
+    elif fits_full >= min(CTX_STEP, model_max):
         ctx = fit_ctx(fits_full, top)
         if ctx == model_max:
             why = "trained length fits on the GPU"
@@ -271,10 +294,6 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
             why = "largest ctx that fits on the GPU"
         else:
             why = f"largest ctx that fits on the GPU, under {min_ctx}"
-    elif moe:
-        room_moe = budget - (size - experts) - overhead
-        ctx = max(min_ctx, fit_ctx(max_ctx(cost, room_moe, eb, parallel), min(top, MOE_CTX_TARGET)))
-        why = f"experts to the CPU for ctx {ctx}"
     else:
         ctx, why = min_ctx, f"layers offloaded for ctx {min_ctx}"
 

@@ -28,7 +28,7 @@ from autogen.fsutil import read_bytes, run_lock, write_if_changed
 from autogen.gpus import card_vram_gb
 from autogen.metacache import MetaCache, head_hash
 from autogen.metadata import ModelMeta
-from autogen.plan import AUDIOCPP, Job, build_plan, global_inputs, make_job, model_inputs
+from autogen.plan import AUDIOCPP, Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.router import Fragment, assemble, write_config
 from autogen.settings import Settings, load_settings
 
@@ -102,6 +102,8 @@ class Pipeline:
             self.jobs.append(make_job(settings, row, meta, error, self.card_vram_gb))
         self.cache.save()
         self.settings_key = _digest(global_inputs(settings))
+        #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
+        self.profile_owners = profile_owners(self.jobs, settings)
         self.keys_path = os.path.join(settings.cache_dir, EMITTED_KEYS)
         try:
             with open(self.keys_path, encoding="utf-8") as f:
@@ -130,7 +132,8 @@ class Pipeline:
     # -- actions ------------------------------------------------------------------------------
 
     def plan(self, job: Job) -> Plan:
-        return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys())  # keys: every model id
+        return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
+                          self.profile_owners)
 
     def emit_model(self, job: Job, key: str) -> bool:
         plan = self.plan(job)
@@ -193,8 +196,8 @@ class Pipeline:
         if job.error:
             return f"SKIPPED  {job.error}  ({where})"
         doc = f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
-        from autogen.emit_llama import profile_ids
         from autogen.plan import LLM
+        from autogen.profiles_llama import profile_ids
 
         if job.role == LLM and job.engine == "llama" and (ids := profile_ids(job.row, job.override, self.settings)):
             doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
@@ -205,7 +208,7 @@ class Pipeline:
         for job in self.jobs:
             # A plain bool, not doit's config_changed: doit inspects the signature of every
             # callable uptodate on every run, a third of a 1,000-model no-op.
-            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys()))
+            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners))
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),

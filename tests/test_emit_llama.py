@@ -92,6 +92,16 @@ class TestChatArgv:
         assert argv[i + 2:i + 6] == ("-ctk", "q8_0", "-ctv", "q8_0")
         assert "n-cpu-moe" in entry.comment[0]
 
+    def test_moe_moves_one_layer_of_experts_rather_than_give_up_context(self):
+        """qwen3moe 17.28 GB in 22 GB: f16 fits 39309 tokens whole; one layer's experts buy 40960."""
+        m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
+                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8)
+        entry, _ = only_entry(context(m, size_gb=17.28, budget=22.0))
+        assert entry.argv[len(HEAD):] == ("-c", "40960", "-ngl", "49", "--n-cpu-moe", "1")
+        md = meta_dict(entry)
+        assert (md["ctx"], md["n_cpu_moe"], md["kv_type"], md["est_ram_gb"]) == (40960, 1, "f16", 0.32)
+        assert md["est_vram_gb"] <= 22.0
+
     def test_settings_knobs_become_flags(self):
         s = Settings(roots=("/m",), flash_attn="on", threads=8, parallel=2, kv_type="q8_0")
         entry, _ = only_entry(context(settings=s))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import attrs
 import pytest
 from hypothesis import given, settings
@@ -9,7 +12,8 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from autogen import cli, tasks
-from autogen.emit_llama import ctx_tag, emit_llama, profile_clashes, profile_ids, slugify
+from autogen.emit_llama import emit_llama
+from autogen.profiles_llama import ctx_tag, profile_clashes, profile_ids, profile_owners, slugify
 from autogen.router import _groups
 from autogen.settings import Group, Override, Settings, Variant
 from autogen.validate import validate_text
@@ -65,7 +69,25 @@ class TestNames:
     def test_profile_clashes_keeps_only_taken_candidate_ids(self):
         ctx = context(override=tier_override(65536, variants=(Variant(name="fast"),)))
         taken = {"llama-8b", "llama-8b-fast", "other-model", "llama-8b-128k"}
-        assert profile_clashes(ctx.row, ctx.override, ctx.settings, taken) == {"llama-8b-fast"}
+        assert profile_clashes(ctx.row, ctx.override, ctx.settings, taken) == {"llama-8b-fast": ""}
+
+    def test_names_and_clashes_load_without_the_emitter(self):
+        """The task graph computes them for every model on every run, emitted or not."""
+        code = "import sys, autogen.profiles_llama; print(sorted(m for m in sys.modules if 'llama' in m))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == "['autogen.profiles_llama']"
+
+    def test_an_id_several_models_make_goes_to_the_model_that_sorts_first(self):
+        """Model `a` + variant `b-long` and model `a-b` + variant `long` both make `a-b-long`."""
+        ctx = context()
+        s = ctx.settings
+        a = (attrs.evolve(ctx.row, id="a"), Override(match="*", variants=(Variant(name="b-long"),)))
+        ab = (attrs.evolve(ctx.row, id="a-b"), Override(match="*", variants=(Variant(name="long"), Variant(name="x"))))
+        owners = profile_owners([ab, a], s)
+        assert owners == {"a-b-long": "a"}  # only shared ids; input order does not matter
+        assert profile_clashes(*ab, s, {"a", "a-b"}, owners) == {"a-b-long": "a"}
+        assert profile_clashes(*a, s, {"a", "a-b"}, owners) == {}
+        assert profile_clashes(*ab, s, {"a", "a-b", "a-b-long"}, owners) == {"a-b-long": ""}  # a model id first
 
 
 class TestSizing:
@@ -205,6 +227,14 @@ class TestRefusals:
         assert [(s.id, s.reason) for s in plan.skips] == [
             ("llama-8b-64k", "ctx tier 65536 clashes with another model's id"),
             ("llama-8b-x", "variant 'x' clashes with another model's id")]
+
+    def test_a_name_another_models_profile_keeps_is_refused_naming_that_model(self):
+        ctx = attrs.evolve(context(override=tier_override(65536, variants=(Variant(name="x"),))),
+                           taken_ids=frozenset({"llama-8b-x", "llama-8b-64k"}), taken_by=(("llama-8b-x", "llama"),))
+        plan, entries = plan_of(ctx)
+        assert [(s.id, s.reason) for s in plan.skips] == [
+            ("llama-8b-64k", "ctx tier 65536 clashes with another model's id"),
+            ("llama-8b-x", "variant 'x' clashes with a profile of model 'llama'")]
 
     def test_a_name_without_letters_or_digits_is_refused(self):
         plan, entries = plan_of(context(override=Override(match="*", variants=(Variant(name="!!"),))))
@@ -374,3 +404,42 @@ class TestPipeline:
         assert docs["alpha-q4_k_m"].endswith("(+ profiles: -64k, -coding, -long)")
         assert docs["beta-q4_k_m"].endswith("(+ profiles: -fast, -long)")
         assert "profiles" not in docs["gamma-q4_k_m"] and "profiles" not in docs["embed-f16"]
+
+
+CLASHING = """roots: [models]
+vram_budget_gb: 8
+card_vram_gb: 0
+backends:
+  - {id: llama, kind: llama, path: /opt/llama/llama-server, default: true}
+overrides:
+  - {match: "*/A.gguf", variants: [{name: b-long, ctx: 8192}]}
+  - {match: "*/A-B.gguf", variants: [{name: long, ctx: 16384}]}
+"""
+SKIP_LINE = '# SKIPPED "a-b-long": variant \'long\' clashes with a profile of model \'a\''
+
+
+class TestProfilesOfTwoModels:
+    def test_a_shared_profile_id_is_written_once_and_the_other_model_says_why(self, tmp_path):
+        add_llama(tmp_path / "models", "x/A.gguf")
+        add_llama(tmp_path / "models", "y/A-B.gguf")
+        (tmp_path / "swapgen.yaml").write_text(CLASHING)
+        rc, stats, text = run(tmp_path)
+        assert rc == 0 and stats["emitted"] == 2
+        assert validate_text(text, "config.yaml") == []
+        assert text.count(SKIP_LINE) == 1 and text.count("# SKIPPED") == 1
+        data = YAML(typ="safe").load(text)
+        assert sorted(data["models"]) == ["a", "a-b", "a-b-long"]
+        cmd = data["models"]["a-b-long"]["cmd"]
+        assert "/x/A.gguf\n" in cmd and "\n  -c 8192\n" in cmd  # model a's variant
+
+    def test_the_clash_re_emits_only_the_model_that_loses_the_id(self, tmp_path):
+        add_llama(tmp_path / "models", "y/A-B.gguf")
+        (tmp_path / "swapgen.yaml").write_text(CLASHING)
+        rc, _, text = run(tmp_path)
+        assert rc == 0 and "/y/A-B.gguf\n" in YAML(typ="safe").load(text)["models"]["a-b-long"]["cmd"]
+        add_llama(tmp_path / "models", "x/A.gguf")
+        rc, stats, text = run(tmp_path)
+        assert rc == 0 and stats["emitted"] == 2 and text.count(SKIP_LINE) == 1  # a is new, a-b loses the id
+        assert "/x/A.gguf\n" in YAML(typ="safe").load(text)["models"]["a-b-long"]["cmd"]
+        rc, stats, _ = run(tmp_path)
+        assert rc == 0 and stats["emitted"] == 0

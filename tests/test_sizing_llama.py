@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -122,6 +123,61 @@ class TestMoe:
         assert s.n_cpu_moe in (need, need + 1) and s.ngl == 49
         assert s.est_vram <= budget
         assert s.est_ram == pytest.approx(s.n_cpu_moe * per_layer, abs=2)
+
+    def test_qwen3_30b_on_22_gib_moves_one_layer_of_experts_for_the_trained_length(self):
+        """Whole-GPU f16 room is 39309 tokens (≥ the 32768 minimum → f16, < the trained 40960):
+        the experts of one layer (0.32 GB) go to the CPU instead of giving up 4096 tokens."""
+        meta = qwen3_30b_a3b()
+        cost = kv_cost(meta)
+        size, budget = gib(17.28), gib(22)
+        assert cost.bytes_per_token == 98304
+        room = budget - size - overhead(meta, CUDA)
+        assert 32768 <= room // 98304 < 40960
+        s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
+        per_layer = int(size * 0.90) / 48
+        need = math.ceil((size + 40960 * 98304 + overhead(meta, CUDA) - budget) / per_layer)
+        assert need == 1
+        assert (s.ctx, s.kv_type, s.ngl, s.n_cpu_moe) == (40960, "f16", 49, need)
+        assert s.why == "experts to the CPU for ctx 40960"
+        assert s.est_vram == size - math.ceil(per_layer) + 40960 * 98304 + overhead(meta, CUDA) <= budget
+        assert s.est_ram == math.ceil(per_layer)
+
+    def test_a_dense_model_of_the_same_shape_still_gives_up_context_on_the_gpu(self):
+        meta = qwen3_30b_a3b(arch="qwen3", expert_count=0, expert_used_count=0)
+        s = size_llama(meta, kv_cost(meta), size=gib(17.28), budget=gib(22), knobs=LlamaKnobs(), runtime=CUDA)
+        assert (s.ctx, s.kv_type, s.ngl, s.n_cpu_moe, s.est_ram) == (36864, "f16", 49, 0, 0)
+        assert s.why == "largest ctx that fits on the GPU"
+
+    def test_ram_estimate_grows_with_the_experts_moved(self):
+        meta = qwen3_30b_a3b()
+        runs = [size_llama(meta, kv_cost(meta), size=gib(17.28), budget=gib(b), knobs=LlamaKnobs(), runtime=CUDA)
+                for b in (24, 22, 19, 11.5)]
+        assert [s.n_cpu_moe for s in runs] == sorted(s.n_cpu_moe for s in runs) and runs[0].n_cpu_moe == 0
+        assert [s.est_ram for s in runs] == sorted(s.est_ram for s in runs) and runs[0].est_ram == 0
+        assert all(s.ctx == 40960 and s.est_vram <= s.budget for s in runs)
+
+    def test_moe_target_is_65536_and_a_larger_whole_gpu_context_is_kept(self):
+        long = qwen3_30b_a3b(context_length=262144)
+        cost = kv_cost(long)
+        tight = size_llama(long, cost, size=gib(17.28), budget=gib(22), knobs=LlamaKnobs(), runtime=CUDA)
+        assert (tight.ctx, tight.ngl) == (65536, 49) and tight.n_cpu_moe > 0
+        roomy = size_llama(long, cost, size=gib(17.28), budget=gib(36), knobs=LlamaKnobs(), runtime=CUDA)
+        room = gib(36) - gib(17.28) - overhead(long, CUDA)
+        assert roomy.ctx == room // 98304 // 4096 * 4096 > 65536 and roomy.n_cpu_moe == 0
+
+    def test_context_shrinks_only_with_every_expert_on_the_cpu(self):
+        """Budget for the non-expert weights + 36864 q8_0 tokens: all 48 layers' experts move,
+        every layer stays on the GPU, ctx is the largest that fits under the target."""
+        meta = qwen3_30b_a3b()
+        cost = kv_cost(meta)
+        size = gib(17.28)
+        non_expert = size - int(size * 0.90)
+        q8 = kv_bytes(cost, 36864 + 2000, element_bytes=KV_TYPE_BYTES["q8_0"])
+        budget = non_expert + q8 + overhead(meta, CUDA)
+        s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
+        assert (s.ctx, s.n_cpu_moe, s.ngl, s.kv_type) == (36864, 48, 49, "q8_0")
+        assert s.why == "all experts on the CPU, largest ctx that fits, under 40960"
+        assert s.est_vram <= budget and s.est_ram == int(size * 0.90)
 
     def test_expert_share_comes_from_the_tensor_scan_when_present(self):
         meta = qwen3_30b_a3b(tensor_bytes=gib(17), expert_tensor_bytes=gib(8.5))
@@ -244,3 +300,25 @@ def test_estimate_never_exceeds_the_budget(size, budget, blocks, kv_heads, train
     assert s.est_vram <= gib(budget)
     assert 0 < s.ctx <= trained
     assert s.kv_total == kv_bytes(kv_cost(meta), s.ctx, element_bytes=KV_TYPE_BYTES[s.kv_type], parallel=parallel)
+
+
+@settings(max_examples=150, deadline=None)
+@given(size=st.floats(0.5, 80), budget=st.floats(1.6, 96), blocks=st.integers(1, 96),
+       trained=st.sampled_from([8192, 40960, 131072, 262144]), parallel=st.integers(1, 3))
+def test_moe_keeps_at_least_the_whole_gpu_context_and_moves_the_fewest_experts(size, budget, blocks, trained,
+                                                                              parallel):
+    dense = ModelMeta(source="gguf", arch="x", context_length=trained, block_count=blocks, embedding_length=4096,
+                      head_count=32, head_count_kv=(4,) * blocks, key_length=128, value_length=128,
+                      vocab_size=151936)
+    moe = attrs.evolve(dense, expert_count=64)
+    args = dict(size=gib(size), budget=gib(budget), knobs=LlamaKnobs(parallel=parallel), runtime=CUDA)
+    try:
+        d = size_llama(dense, kv_cost(dense), **args)
+        m = size_llama(moe, kv_cost(moe), **args)
+    except ModelError:
+        return
+    if d.full_gpu:
+        assert m.ctx >= d.ctx
+    if m.n_cpu_moe and m.ngl > m.blocks:  # one layer's experts fewer would not fit
+        assert m.est_vram + m.est_ram / m.n_cpu_moe > m.budget - 2
+    assert m.est_vram <= m.budget
