@@ -327,12 +327,15 @@ def _extra_attaches_projector(choices: LlamaChoices) -> bool:
 
 
 def _metadata(ctx: EmitContext, sizing: LlamaSizing) -> list[tuple[str, MetaValue]]:
+    """`kv_bytes_per_token` is the model's own cost at f16, the same figure every engine's entry
+    reports for one model; the cache type actually used is `kv_type`."""
     meta = ctx.meta
     assert meta is not None
+    per_token = ctx.kv.bytes_per_token if ctx.kv is not None and ctx.kv.bytes_per_token else sizing.kv_bytes_per_token
     return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
             ("size_gb", _size_gb(ctx)), ("est_vram_gb", round_half_away(gib(sizing.est_vram), 2)),
             ("est_ram_gb", round_half_away(gib(sizing.est_ram), 2)),
-            ("kv_bytes_per_token", sizing.kv_bytes_per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
+            ("kv_bytes_per_token", per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
 
 
 def emit_llama_embedding(ctx: EmitContext) -> Plan:

@@ -68,6 +68,12 @@ class TestChatArgv:
         assert md["kv_bytes_per_token"] == 131072 and md["size_gb"] == 4.58
         assert 0 < md["est_vram_gb"] <= 11.5 and md["est_ram_gb"] == 0
 
+    def test_kv_bytes_per_token_is_the_models_f16_cost_whatever_the_cache_type(self):
+        """The same figure the vLLM entry of the same model reports; the cache type is `kv_type`."""
+        entry, _ = only_entry(context(override=Override(match="*", kv_type="q8_0")))
+        md = meta_dict(entry)
+        assert (md["kv_type"], md["kv_bytes_per_token"]) == ("q8_0", 131072)
+
     def test_capabilities_advertise_text_tools_and_context(self):
         entry, _ = only_entry(context())
         caps = entry.capabilities
