@@ -17,7 +17,7 @@ from pathlib import Path
 SAMPLE_DIR = "sample-library"
 MARKER = ".swapgen-sample"
 #: Bump when a recipe changes so existing sample libraries are rebuilt.
-SAMPLE_VERSION = "2"
+SAMPLE_VERSION = "3"
 
 Q4_K, Q8_0, F16 = 12, 8, 1  # ggml type ids (gguf.GGMLQuantizationType)
 _TYPE_SIZE = {Q4_K: (256, 144), Q8_0: (32, 34), F16: (1, 2)}
@@ -153,7 +153,10 @@ def build(root: Path) -> None:
     _gguf(root / "bartowski/Mistral-7B-Instruct-v0.3-GGUF/Mistral-7B-Instruct-v0.3-Q4_K_M.gguf", "llama",
           mistral, _llm_tensors(32, 4.07))
     sdxl = [("model.diffusion_model.input_blocks.0.0.weight", int(1.5 * gb), Q8_0),
-            ("model.diffusion_model.label_emb.0.0.weight", int(1.2 * gb), Q8_0)]
+            ("model.diffusion_model.label_emb.0.0.weight", int(1.2 * gb), Q8_0),
+            ("conditioner.embedders.0.transformer.text_model.embeddings.token_embedding.weight",
+             int(0.2 * gb), F16),
+            ("first_stage_model.decoder.conv_in.weight", int(0.1 * gb), F16)]
     _gguf(root / "stabilityai/sdxl/sd_xl_base_1.0-Q8_0.gguf", "sdxl", {"general.type": "diffusion"}, sdxl)
     # speech: a Parakeet ASR model (parakeet-server, CPU, coexistence group "asr")
     _gguf(root / "nvidia/parakeet-tdt-0.6b-v3-GGUF/parakeet-tdt-0.6b-v3-Q8_0.gguf", "parakeet", {},
