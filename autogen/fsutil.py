@@ -22,16 +22,23 @@ def read_bytes(path: str) -> bytes | None:
     try:
         with open(path, "rb") as f:
             return f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
 
 
 def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool = True) -> bool:
     """Atomically replace `path` with `data` unless it already holds exactly that. True = written.
 
+    A symlink is followed (its target is replaced, the link stays) and an existing file keeps
+    its permissions (a config holding API keys may be 0600); `mode` is for new files.
     `durable=False` skips the fsyncs: for cache files a lost write only costs a re-emit."""
+    path = os.path.realpath(path)
     if read_bytes(path) == data:
         return False
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
     folder = os.path.dirname(os.path.abspath(path)) or "."
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)

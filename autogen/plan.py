@@ -43,7 +43,8 @@ EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-
 
 
 @lru_cache(maxsize=1024)
-def _glob(pattern: str) -> re.Pattern[str]:
+def glob_pattern(pattern: str) -> re.Pattern[str]:
+    """A settings glob: case-insensitive, `*` crosses folders, `?` is one character."""
     return re.compile(fnmatch.translate(pattern.replace("\\", "/")), re.IGNORECASE | re.DOTALL)
 
 
@@ -53,7 +54,7 @@ def match_override(settings: Settings, row: ModelRow) -> Override | None:
     for ov in settings.overrides:
         if ov.quant and ov.quant.strip().lower() != row.quant.lower():
             continue
-        if _glob(ov.match).match(subject):
+        if glob_pattern(ov.match).match(subject):
             return ov
     return None
 
@@ -259,11 +260,21 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
 
 def _path_problem(row: ModelRow) -> str | None:
     for path in (row.path, row.mmproj, row.draft, row.codec):
+        if path and not _is_utf8(path):
+            return f"path {path!r} is not valid UTF-8, which a YAML config cannot carry; rename the file"
         if path:
             reason = unsafe_arg_reason(path)
             if reason:
                 return f"path {path!r} cannot be passed safely: {reason}"
     return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of a file name arrive as surrogate escapes
+        return False
+    return True
 
 
 def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset(),

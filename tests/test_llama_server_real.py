@@ -8,6 +8,7 @@ same path llama-swap uses: `render_cmd` text → `${PORT}` substituted → `spli
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -91,6 +92,23 @@ def wait_healthy(proc: subprocess.Popen, base: str, log: Path) -> None:
     pytest.fail(f"no healthy /health within {HEALTH_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
+@contextlib.contextmanager
+def serving(argv: list[str], base: str, log: Path):
+    """Start llama-server with exactly `argv`, wait for /health, stop it afterwards."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(proc, base, log)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("override", [
     None,
     Override(match="*", kv_type="q8_0", flash_attn="auto", parallel=2),
@@ -103,12 +121,8 @@ def test_emitted_command_starts_a_server_that_answers_a_chat(tiny_model, tmp_pat
     cmd = render_cmd(argv).replace("${PORT}", str(port))
     launched = split_command(cmd)
     assert launched == [a.replace("${PORT}", str(port)) for a in argv]
-    log = tmp_path / "llama-server.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(launched, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(proc, base, log)
+    base = f"http://127.0.0.1:{port}"
+    with serving(launched, base, tmp_path / "llama-server.log"):
         status, reply = get(f"{base}/v1/chat/completions", {
             "model": "tiny", "max_tokens": 8, "seed": 1,
             "messages": [{"role": "user", "content": "Say hello."}]}, timeout=120)
@@ -118,13 +132,6 @@ def test_emitted_command_starts_a_server_that_answers_a_chat(tiny_model, tmp_pat
         assert props["default_generation_settings"]["n_ctx"] == sized["ctx"]  # per slot, as sized
         if override is not None and override.parallel:
             assert props["total_slots"] == override.parallel
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
@@ -152,22 +159,11 @@ def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
         argv = split_command(entry["cmd"].replace("${PORT}", str(port)))
         if argv[0] != SERVER:
             continue
-        log = tmp_path / f"{model_id}.log"
-        with log.open("w") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            wait_healthy(proc, base, log)
+        base = f"http://127.0.0.1:{port}"
+        with serving(argv, base, tmp_path / f"{model_id}.log"):
             status, reply = get(f"{base}/v1/chat/completions", {
                 "model": model_id, "max_tokens": 4, "seed": 1,
                 "messages": [{"role": "user", "content": "Hi"}]}, timeout=120)
             assert status == 200 and reply["choices"][0]["message"]["content"] is not None
             launched_ids.append(model_id)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
     assert len(launched_ids) == 3, launched_ids  # the model, its -4k tier and its -two-slots variant
