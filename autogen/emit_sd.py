@@ -50,8 +50,8 @@ ROLE_FLAGS = (("vae", "--vae"), ("clip_l", "--clip_l"), ("clip_g", "--clip_g"), 
               ("llm", "--llm"))
 _ENCODER_ROLES = frozenset({"clip_l", "clip_g", "t5xxl", "llm"})
 #: Override field per role.
-_OVERRIDE_FIELD = {"vae": "vae", "clip_l": "clip_l", "clip_g": "clip_g", "t5xxl": "t5xxl",
-                   "llm": "llm_text_encoder"}
+OVERRIDE_FIELD = {"vae": "vae", "clip_l": "clip_l", "clip_g": "clip_g", "t5xxl": "t5xxl",
+                  "llm": "llm_text_encoder"}
 #: Name tokens of reference-edit models (take an input image), reference §4.6.
 _EDIT_TOKENS = ("edit", "rapid", "kontext")
 
@@ -160,7 +160,7 @@ def resolve_components(ctx: EmitContext, arch: str, file_size: FileSize) -> Comp
     picks: dict[str, str | None] = dict(wanted)
     required = set(wanted)
     ov = ctx.override
-    for role, field in _OVERRIDE_FIELD.items():
+    for role, field in OVERRIDE_FIELD.items():
         value = getattr(ov, field, None) if ov is not None else None
         if value is None:
             continue

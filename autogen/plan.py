@@ -29,7 +29,7 @@ from autogen.errors import ModelError
 from autogen.kvcost import kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import Gpu, Override, Settings
+from autogen.settings import SD_COMPONENT_FIELDS, Gpu, Override, Settings
 
 DEFAULT_BUDGET_GB = 8.0
 
@@ -193,16 +193,12 @@ def global_inputs(settings: Settings) -> str:
     return f"{GENERATOR_VERSION}|{shared!r}"
 
 
-#: Override fields naming image components (sd-server); their presence and size feed the plan.
-COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")
-
-
 def component_state(settings: Settings, override: Override | None) -> dict[str, int | None]:
     """Size (None = absent) of every declared image component: downloading a missing T5 later
     re-emits the image models that warned about it."""
     paths = [v for v in attrs.astuple(settings.encoders) if v]
     if override is not None:
-        paths += [getattr(override, name) for name in COMPONENT_FIELDS if getattr(override, name)]
+        paths += [getattr(override, name) for name in SD_COMPONENT_FIELDS if getattr(override, name)]
     state = {}
     for path in paths:
         try:

@@ -17,6 +17,7 @@ from attrs import field, frozen
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.errors import SettingsError
+from autogen.kvcost import KV_TYPE_BYTES
 from autogen.fsutil import write_if_changed
 
 SETTINGS_ENV = "SWAPGEN_SETTINGS"
@@ -206,11 +207,14 @@ class Settings:
     source: str = field(default="", kw_only=True)
 
 
-#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`).
-LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); one list with their sizes.
+LLAMA_KV_TYPES = tuple(KV_TYPE_BYTES)
 FLASH_ATTN_MODES = ("on", "off", "auto")
 #: `mmproj:` keywords; any other non-empty string is a projector path.
 MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
+#: Override fields naming a diffusion component file; "none" (any case) drops the component
+#: (mirrors `emit_sd.OVERRIDE_FIELD`).
+SD_COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")
 
 
 def find_settings(explicit: str | None = None) -> Path:
@@ -229,6 +233,28 @@ def _resolve_paths(base: Path, encoders: Encoders) -> Encoders:
     return attrs.evolve(encoders, **changes)
 
 
+def _path_or_keyword(base: Path, value: str | None, keywords: tuple[str, ...], fold: bool = False) -> str | None:
+    """A path value resolved like `roots`; a keyword (as the emitter reads it) stays as written."""
+    if value is None:
+        return None
+    word = value.strip().lower() if fold else value.strip()
+    return value if word in keywords else _resolve(base, value.strip())
+
+
+def _resolve_variant(base: Path, variant: Variant) -> Variant:
+    return attrs.evolve(variant, mmproj=_path_or_keyword(base, variant.mmproj, MMPROJ_MODES))
+
+
+def _resolve_override(base: Path, ov: Override) -> Override:
+    """Component, LoRA and projector paths; `none` and the `mmproj` modes are keywords
+    (`emit_sd.resolve_components`, `emit_llama._projector`)."""
+    components = {name: _path_or_keyword(base, getattr(ov, name), ("none",), fold=True)
+                  for name in SD_COMPONENT_FIELDS}
+    return attrs.evolve(ov, **components, lora_dir=_path_or_keyword(base, ov.lora_dir, ()),
+                        mmproj=_path_or_keyword(base, ov.mmproj, MMPROJ_MODES),
+                        variants=tuple(_resolve_variant(base, v) for v in ov.variants))
+
+
 def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
     """Rows of the machine-owned backends file (a YAML list, or `{backends: [...]}`)."""
     from autogen.structure import describe, read_yaml, structure
@@ -244,12 +270,14 @@ def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
     return holder.backends
 
 
-def _check_registry(rows: tuple[BackendRow, ...], where: str) -> list[str]:
+def _duplicates(rows: tuple, where: str, key: str) -> list[str]:
+    """Rows whose `key` repeats an earlier row's: backend ids, group names, GPU indices."""
     problems, seen = [], {}
     for i, row in enumerate(rows):
-        if row.id in seen:
-            problems.append(f"{where}[{i}].id: duplicate id {row.id!r} (also {where}[{seen[row.id]}])")
-        seen.setdefault(row.id, i)
+        value = getattr(row, key)
+        if value in seen:
+            problems.append(f"{where}[{i}].{key}: duplicate {key} {value!r} (also {where}[{seen[value]}])")
+        seen.setdefault(value, i)
     return problems
 
 
@@ -275,14 +303,15 @@ def _parse_settings(path: Path) -> Settings:
         data = {}
     settings: Settings = structure(data, Settings, str(path))
     base = path.parent
-    problems = _check_registry(settings.backends, "backends")
+    problems = (_duplicates(settings.backends, "backends", "id") + _duplicates(settings.groups, "groups", "name")
+                + _duplicates(settings.gpus or (), "gpus", "index"))
     if not settings.roots:
         problems.append("roots: list at least one model folder")
     backends_file = _resolve(base, settings.backends_file) if settings.backends_file else None
     backends = settings.backends
     if backends_file and os.path.exists(backends_file):
         file_rows = load_backends_file(Path(backends_file))
-        problems += _check_registry(file_rows, Path(backends_file).name)
+        problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
     if problems:
@@ -296,6 +325,8 @@ def _parse_settings(path: Path) -> Settings:
         backends=backends,
         backend_venvs=tuple(_resolve(base, v) for v in settings.backend_venvs),
         encoders=_resolve_paths(base, settings.encoders),
+        overrides=tuple(_resolve_override(base, ov) for ov in settings.overrides),
+        default_variants=tuple(_resolve_variant(base, v) for v in settings.default_variants),
         source=str(path),
     )
 
@@ -319,9 +350,10 @@ class _SettingsCache:
         name = xxhash.xxh3_64_hexdigest(str(path).encode("utf-8", "surrogatepass"))
         self.file = os.path.join(root, "swapgen", f"settings-{name}.pickle")
         self.path = path
-        code = os.stat(__file__)
+        # this module and the structuring rules in `structure.py` shape the result
+        code = [os.stat(os.path.join(os.path.dirname(__file__), name)) for name in ("settings.py", "structure.py")]
         # `~` in paths expands against HOME, so a different HOME is a different result
-        self.version = (GENERATOR_VERSION, __version__, code.st_size, code.st_mtime_ns, str(path),
+        self.version = (GENERATOR_VERSION, __version__, tuple((c.st_size, c.st_mtime_ns) for c in code), str(path),
                         os.path.expanduser("~"))
 
     def load(self) -> Settings | None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import difflib
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 import attrs
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
@@ -68,6 +69,24 @@ def _args(value: Any, _type: Any) -> tuple[str, ...]:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise ValueError(f"expected a list of strings or one string, got {describe(value)}")
+
+
+def _is_list_field(type_: Any) -> bool:
+    """`tuple[X, ...]`: how every list-valued settings key is typed."""
+    return get_origin(type_) is tuple and len(get_args(type_)) == 2 and get_args(type_)[1] is Ellipsis
+
+
+def _list_only(type_: Any, conv: cattrs.Converter):
+    """cattrs' tuple hook iterates whatever it gets, so `roots: models` would become
+    ('m', 'o', …) and `match: "*qwen*"` a bare `*`; only a YAML list is a list here."""
+    base = homogenous_tuple_structure_factory(type_, conv)
+
+    def hook(value: Any, _type: Any) -> tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"expected a list, got {describe(value)}")
+        return base(value, _type)
+
+    return hook
 
 
 def _str_map(value: Any, _type: Any) -> dict[str, str]:
@@ -159,6 +178,7 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook_factory(_is_list_field, _list_only)
 
     for cls, hooks in _FIELD_HOOKS.items():
         overrides = {name: override(struct_hook=hook) for name, hook in hooks.items()}

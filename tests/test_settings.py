@@ -7,7 +7,7 @@ import os
 import pytest
 
 from autogen.errors import SettingsError
-from autogen.settings import BackendRow, Settings, load_settings
+from autogen.settings import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Group, Override, Settings, load_settings
 
 
 def write(tmp_path, text: str, name: str = "swapgen.yaml"):
@@ -178,6 +178,177 @@ class TestErrors:
         with pytest.raises(SettingsError) as info:
             load_settings(write(tmp_path, "roots: [m]\nttl: x\n"))
         assert str(info.value) == f"{tmp_path / 'swapgen.yaml'}: invalid settings\n  ttl: expected an integer, got 'x'"
+
+
+#: The smallest valid mapping per class with list fields (extra_args deliberately takes a string).
+MINIMAL = {Settings: {"roots": ["m"]}, Override: {"match": "a"}, Group: {"name": "g"}}
+
+
+def list_fields(cls) -> list[str]:
+    """Fields typed `tuple[...]` (or `tuple[...] | None`), extra_args aside."""
+    import typing
+
+    return [name for name, hint in typing.get_type_hints(cls).items() if name != "extra_args"
+            and any(typing.get_origin(t) is tuple for t in (hint, *typing.get_args(hint)))]
+
+
+class TestLists:
+    """cattrs iterates a string into a tuple of characters; a list key takes only a YAML list."""
+
+    def test_a_string_root_is_not_split_into_characters(self, tmp_path):
+        """`roots: models` names the key instead of scanning folders m, o, d, …"""
+        assert problems(tmp_path, "roots: models\n") == ["roots: expected a list, got 'models'"]
+
+    def test_a_string_group_match_is_not_a_bare_star(self, tmp_path):
+        """`match: "*qwen*"` would otherwise contain the glob `*` and take every model."""
+        assert problems(tmp_path, 'roots: [m]\ngroups: [{name: q, match: "*qwen*"}]\n') == [
+            "groups[0].match: expected a list, got '*qwen*'"]
+
+    def test_integer_lists_refuse_strings_and_single_numbers(self, tmp_path):
+        assert problems(tmp_path, 'roots: [m]\ndevices: "01"\noverrides: [{match: a, devices: 0, ctx_variants: "4096"}]\n') == [
+            "overrides[0].devices: expected a list, got 0",
+            "overrides[0].ctx_variants: expected a list, got '4096'",
+            "devices: expected a list, got '01'",
+        ]
+
+    def test_record_lists_refuse_a_single_mapping_or_string(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\noverrides: {match: a}\ngroups: big\ngpus: {index: 0, vram_gb: 24}\n"
+                                  "default_variants: long\nbackends: {id: a, kind: llama, path: x}\n") == [
+            "backends: expected a list, got a mapping",
+            "overrides: expected a list, got a mapping",
+            "groups: expected a list, got 'big'",
+            "gpus: expected a list, got a mapping",
+            "default_variants: expected a list, got 'long'",
+        ]
+        assert problems(tmp_path, "roots: [m]\noverrides: [{match: a, variants: coding}]\n") == [
+            "overrides[0].variants: expected a list, got 'coding'"]
+
+    def test_a_mapping_is_not_a_list_of_its_keys(self, tmp_path):
+        assert problems(tmp_path, "roots: {models: 1}\nbackend_venvs: {venv: x}\n") == [
+            "roots: expected a list, got a mapping", "backend_venvs: expected a list, got a mapping"]
+
+    def test_items_are_still_checked_with_their_index(self, tmp_path):
+        assert problems(tmp_path, "roots: [m, 3]\ngroups: [{name: g, match: [a, [b]]}]\n") == [
+            "roots[1]: expected a string, got 3", "groups[0].match[1]: expected a string, got a list"]
+
+    def test_extra_args_still_takes_one_string_split_like_a_shell(self, tmp_path):
+        s = load_settings(write(tmp_path, "roots: [m]\noverrides: [{match: a, extra_args: \"--seed '1 2'\", "
+                                          "variants: [{name: v, extra_args: --jinja}]}]\n"))
+        assert s.overrides[0].extra_args == ("--seed", "1 2")
+        assert s.overrides[0].variants[0].extra_args == ("--jinja",)
+
+    @pytest.mark.parametrize("cls", list(MINIMAL))
+    def test_every_list_field_refuses_a_string(self, cls):
+        """Guards list keys added later, whatever their item type."""
+        from autogen.structure import structure
+
+        assert list_fields(cls)
+        for name in list_fields(cls):
+            with pytest.raises(SettingsError) as info:
+                structure({**MINIMAL[cls], name: "ab"}, cls, "x")
+            assert info.value.problems == [f"{name}: expected a list, got 'ab'"]
+
+    def test_the_guard_covers_every_settings_class_with_a_list_field(self):
+        import attrs
+
+        import autogen.settings as module
+
+        classes = {c for c in vars(module).values() if isinstance(c, type) and attrs.has(c)}
+        assert {c for c in classes if list_fields(c)} == set(MINIMAL)
+
+
+class TestOverridePaths:
+    """Override and variant paths resolve like `roots`: relative → settings folder, `~` → home."""
+
+    COMPONENTS = """
+roots: [m]
+overrides:
+  - match: "*flux*"
+    vae: ae.safetensors
+    clip_l: ~/enc/clip_l.safetensors
+    clip_g: /abs/clip_g.safetensors
+    t5xxl: enc/t5xxl.safetensors
+    llm_text_encoder: ~/llm.gguf
+    lora_dir: loras
+  - match: "*vl*"
+    mmproj: proj/mmproj.gguf
+    variants: [{name: a, mmproj: ~/p.gguf}, {name: b, mmproj: cpu}]
+default_variants: [{name: long, mmproj: ../shared/mmproj.gguf}, {name: short}]
+"""
+
+    @pytest.fixture
+    def home(self, tmp_path, monkeypatch):
+        home = tmp_path / "home"
+        monkeypatch.setenv("HOME", str(home))
+        return home
+
+    def test_relative_and_home_paths_come_back_absolute(self, tmp_path, home):
+        s = load_settings(write(tmp_path, self.COMPONENTS))
+        flux, vl = s.overrides
+        assert flux.vae == str(tmp_path / "ae.safetensors")
+        assert flux.clip_l == str(home / "enc/clip_l.safetensors")
+        assert flux.clip_g == "/abs/clip_g.safetensors"
+        assert flux.t5xxl == str(tmp_path / "enc/t5xxl.safetensors")
+        assert flux.llm_text_encoder == str(home / "llm.gguf")
+        assert flux.lora_dir == str(tmp_path / "loras")
+        assert vl.mmproj == str(tmp_path / "proj/mmproj.gguf")
+        assert [v.mmproj for v in vl.variants] == [str(home / "p.gguf"), "cpu"]
+        assert [v.mmproj for v in s.default_variants] == [str(tmp_path / "../shared/mmproj.gguf"), None]
+
+    def test_unset_paths_stay_unset(self, tmp_path):
+        ov = load_settings(write(tmp_path, "roots: [m]\noverrides: [{match: a}]\n")).overrides[0]
+        assert (ov.vae, ov.lora_dir, ov.mmproj) == (None, None, None)
+
+    def test_none_keeps_dropping_a_component_in_any_case(self, tmp_path):
+        """emit_sd reads `value.strip().lower() == "none"` as "drop this component"."""
+        s = load_settings(write(tmp_path, "roots: [m]\noverrides: [{match: a, vae: none, clip_l: NONE, "
+                                          "t5xxl: ' None ', llm_text_encoder: none}]\n"))
+        ov = s.overrides[0]
+        assert (ov.vae, ov.clip_l, ov.t5xxl, ov.llm_text_encoder) == ("none", "NONE", " None ", "none")
+
+    @pytest.mark.parametrize("mode", MMPROJ_MODES)
+    def test_mmproj_modes_stay_keywords(self, tmp_path, mode):
+        s = load_settings(write(tmp_path, f"roots: [m]\noverrides: [{{match: a, mmproj: {mode}, "
+                                          f"variants: [{{name: v, mmproj: {mode}}}]}}]\n"
+                                          f"default_variants: [{{name: d, mmproj: {mode}}}]\n"))
+        assert s.overrides[0].mmproj == s.overrides[0].variants[0].mmproj == s.default_variants[0].mmproj == mode
+
+    def test_component_fields_match_what_emit_sd_reads(self):
+        from autogen.emit_sd import OVERRIDE_FIELD
+
+        assert set(SD_COMPONENT_FIELDS) == set(OVERRIDE_FIELD.values())
+
+    def test_a_cached_load_keeps_resolved_paths(self, tmp_path, home):
+        path = write(tmp_path, self.COMPONENTS)
+        assert load_settings(path) == load_settings(path)
+        assert load_settings(path).overrides[0].vae == str(tmp_path / "ae.safetensors")
+
+
+class TestDuplicates:
+    def test_duplicate_group_names(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\ngroups: [{name: big, match: ['*70b*']}, {name: small}, "
+                                  "{name: big, match: ['*72b*']}]\n") == [
+            "groups[2].name: duplicate name 'big' (also groups[0])"]
+
+    def test_duplicate_gpu_indices(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\ngpus: [{index: 0, vram_gb: 24}, {index: 1, vram_gb: 24}, "
+                                  "{index: 0, vram_gb: 12}]\n") == [
+            "gpus[2].index: duplicate index 0 (also gpus[0])"]
+
+    def test_every_duplicate_is_reported_in_one_pass(self, tmp_path):
+        assert problems(tmp_path, "roots: [m]\nbackends: [{id: a, kind: llama, path: x}, {id: a, kind: vllm, path: y}]\n"
+                                  "groups: [{name: g}, {name: g}, {name: g}]\n"
+                                  "gpus: [{index: 1, vram_gb: 8}, {index: 1, vram_gb: 8}]\n") == [
+            "backends[1].id: duplicate id 'a' (also backends[0])",
+            "groups[1].name: duplicate name 'g' (also groups[0])",
+            "groups[2].name: duplicate name 'g' (also groups[0])",
+            "gpus[1].index: duplicate index 1 (also gpus[0])",
+        ]
+
+    def test_distinct_names_and_indices_load(self, tmp_path):
+        s = load_settings(write(tmp_path, "roots: [m]\ngroups: [{name: a}, {name: b}]\n"
+                                          "gpus: [{index: 0, vram_gb: 24}, {index: 1, vram_gb: 24}]\n"))
+        assert [g.name for g in s.groups] == ["a", "b"] and [g.index for g in s.gpus] == [0, 1]
 
 
 def test_settings_are_frozen(tmp_path):
