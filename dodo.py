@@ -1,23 +1,18 @@
 """doit entry point: `doit` generates the llama-swap config; `doit list` shows the models.
 
 Settings: `doit settings=PATH`, else $SWAPGEN_SETTINGS, else ./swapgen.yaml. Everything else
-lives in `autogen/`.
+lives in `autogen/` (the repo's own swapgen.yaml builds the sample library on first use).
 """
 
 import sys
-from pathlib import Path
 
 from doit import get_var
 
 from autogen.errors import SwapgenError
-from autogen.sample import ensure_for_settings
-from autogen.settings import find_settings
 from autogen.tasks import load
 
-_settings = find_settings(get_var("settings", None))
 try:
-    ensure_for_settings(_settings, Path(__file__).parent)
-    globals().update(load(str(_settings)).namespace())
+    globals().update(load(get_var("settings", None)).namespace())
 except SwapgenError as exc:
     print(f"swapgen: {exc}", file=sys.stderr)
     sys.exit(1)

@@ -21,6 +21,7 @@ mixed-vendor host: NVIDIA 0, 1 and AMD 2 → `HIP_VISIBLE_DEVICES=0` for device 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import attrs
@@ -47,13 +48,21 @@ VARIANT_FAMILY = {"cuda": CUDA, "rocm": ROCM, "hip": ROCM, "vulkan": VULKAN, "cp
 FAMILY_VENDOR = {CUDA: "nvidia", ROCM: "amd"}
 
 
+#: Vendor → the words naming it in a declared `vendor` or a driver's text, matched as whole
+#: words ("Intel Corporation" holds "ati" but not the word): lspci's "NVIDIA Corporation",
+#: "Advanced Micro Devices, Inc. [AMD/ATI]", "Intel Corporation", "Apple".
+VENDOR_WORDS = {
+    "nvidia": re.compile(r"\bnvidia\b"),
+    "amd": re.compile(r"\b(amd|ati|radeon|amdgpu|advanced micro devices)\b"),
+    "intel": re.compile(r"\bintel\b"),
+    "apple": re.compile(r"\bapple\b"),
+}
+
+
 def vendor_of(gpu: Gpu) -> str:
-    """"nvidia", "amd", "intel" or the declared text lower-cased; "" counts as NVIDIA."""
+    """"nvidia", "amd", "intel", "apple" or the declared text lower-cased; "" counts as NVIDIA."""
     v = gpu.vendor.strip().lower()
-    for name, words in (("nvidia", ("nvidia",)), ("amd", ("amd", "ati", "radeon")), ("intel", ("intel",))):
-        if any(w in v for w in words):
-            return name
-    return v or "nvidia"
+    return next((name for name, words in VENDOR_WORDS.items() if words.search(v)), v or "nvidia")
 
 
 @frozen

@@ -4,7 +4,10 @@ Rules: reference `spec-discovery-generate.md` §2 and `spec-backends-vllm-hf.md`
 PRODUCT §4's decisions: symlinked roots and folders are followed (loops are detected and
 reported), hidden folders and the HF cache's `blobs/` are not walked, unreadable entries are
 reported and never fatal. Projectors (GGUF arch `clip`), drafts and codecs are paired with the
-models of their folder and never listed as models. Problems are collected, not raised.
+models of their folder and never listed as models. A split set is one row: without shard 1
+it is named after the set and skipped as missing it, and every shard's header is read (through
+the metadata cache; headers of shards 2+ are tiny), so a shard cut short makes the set an
+incomplete download. Problems are collected, not raised.
 """
 
 from __future__ import annotations
@@ -57,6 +60,27 @@ class HeaderInfo:
 
 #: Reads a GGUF header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
 HeaderProbe = Callable[[str, int, int], HeaderInfo]
+
+
+@frozen
+class ConfigInfo:
+    """What discovery needs from an HF folder's `config.json`, or from the `hf_quant_config.json`
+    beside it (through the metadata cache, so a no-op run opens neither)."""
+
+    #: Not a servable model: why (BERT, T5, …); None for a causal LM.
+    reason: str | None = None
+    #: Quant label: the config's method or dtype; ModelOpt's `quant_algo` for hf_quant_config.json.
+    quant: str = ""
+    #: The file could not be read or parsed: why.
+    error: str | None = None
+
+
+#: Reads an HF config file through the metadata cache: (path, size, mtime_ns) -> ConfigInfo.
+ConfigProbe = Callable[[str, int, int], ConfigInfo]
+#: Records a model input's signature in the metadata cache, for the doit file checker:
+#: (path, size, mtime_ns) -> its head hash. May raise OSError.
+Signer = Callable[[str, int, int], str]
+MODELOPT_CONFIG = "hf_quant_config.json"
 
 
 @frozen
@@ -118,8 +142,10 @@ def _hf_cache_repo(folder: str) -> tuple[str, str] | None:
 
 
 class _Walker:
-    def __init__(self, probe: HeaderProbe):
+    def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None):
         self.probe = probe
+        self.config = config
+        self.sign = sign
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
         self.row_keys: list[tuple[int, int]] = []
@@ -128,9 +154,17 @@ class _Walker:
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.visited: dict[tuple[int, int], str] = {}
 
-    def _add(self, row: ModelRow, st: os.stat_result) -> ModelRow:
+    def _add(self, row: ModelRow, st: os.stat_result, stats: dict[str, os.stat_result]) -> ModelRow:
+        """Record the row, and the signature of each of its inputs (the doit checker's file_deps)."""
         self.rows.append(row)
         self.row_keys.append((st.st_dev, st.st_ino))
+        for path in row.inputs if self.sign is not None else ():
+            est = stats.get(path)
+            if est is not None:
+                try:
+                    self.sign(path, est.st_size, est.st_mtime_ns)
+                except OSError:
+                    pass  # unreadable: the checker meets it and says so
         return row
 
     # -- folders ------------------------------------------------------------------------------
@@ -185,36 +219,39 @@ class _Walker:
         weight_bytes = sum(st.st_size for _, st in weights)
         if weight_bytes <= 0:
             return
-        config_entry = names["config.json"][0]
+        stats = {e.path: st for e, st in files}
+        config_entry, config_st = names["config.json"]
         cache = _hf_cache_repo(folder)
         publisher, base = cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
         inputs = tuple(sorted([config_entry.path] + [e.path for e, _ in weights]))
-        try:
-            config = read_config_json(config_entry.path)
-        except ModelError as exc:
+        info = self.config(config_entry.path, config_st.st_size, config_st.st_mtime_ns)
+        if info.error is not None:
             row = self._add(ModelRow(id=clean_id(base), format="hf", path=folder, size_bytes=weight_bytes,
-                                     publisher=publisher, repo=base, inputs=inputs), folder_st)
-            self.row_errors.append((row, str(exc)))
+                                     publisher=publisher, repo=base, inputs=inputs), folder_st, stats)
+            self.row_errors.append((row, info.error))
             return
-        reason = hf_model_reason(config)
-        if reason is not None:
-            self.ignored.append(Ignored(folder, reason))
+        if info.reason is not None:
+            self.ignored.append(Ignored(folder, info.reason))
             return
-        quant = hf_quant(config)
-        if "hf_quant_config.json" in names:  # ModelOpt declares its quantisation beside config.json
-            quant = _modelopt_quant(names["hf_quant_config.json"][0].path) or quant
-            inputs = tuple(sorted(inputs + (names["hf_quant_config.json"][0].path,)))
+        quant = info.quant
+        if MODELOPT_CONFIG in names:  # ModelOpt declares its quantisation beside config.json
+            entry, st = names[MODELOPT_CONFIG]
+            quant = self.config(entry.path, st.st_size, st.st_mtime_ns).quant or quant
+            inputs = tuple(sorted(inputs + (entry.path,)))
         model_id = clean_id(base)
         if quant and not _contains_part(model_id, quant.lower()):
             model_id = f"{model_id}-{quant.lower()}"
         self._add(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=weight_bytes,
-                           publisher=publisher, repo=base, inputs=inputs), folder_st)
+                           publisher=publisher, repo=base, inputs=inputs), folder_st, stats)
 
     # -- files --------------------------------------------------------------------------------
 
     def _gguf_files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
-        sizes = {e.name: st.st_size for e, st in files}
-        candidates: list[tuple[str, str, os.stat_result, HeaderInfo]] = []
+        stats = {e.path: st for e, st in files}
+        names = {e.name for e, _ in files}
+        #: (file name, stat, header) per model: a split set's shard 1, else (headless) its lowest shard.
+        candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
+        headless: dict[str, tuple[str, os.stat_result]] = {}
         draft = codec = mmproj = None
         mmproj_bytes = 0
         for entry, st in files:
@@ -224,7 +261,7 @@ class _Walker:
                 stem = clean_id(name[: -len(".ggml")].replace("_", "-"))
                 self._add(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
                                    publisher=os.path.basename(os.path.dirname(folder)),
-                                   repo=os.path.basename(folder), inputs=(entry.path,)), st)
+                                   repo=os.path.basename(folder), inputs=(entry.path,)), st, stats)
                 continue
             if not lower.endswith(".gguf") or BIREFNET_NAME.search(name) or FAST_MTP_NAME.search(name):
                 continue
@@ -239,6 +276,9 @@ class _Walker:
                 continue
             shard = SHARD_NAME.search(name)
             if shard and int(shard.group(2)) > 1 and shard.group(1) != "00001":
+                first = _shard_names(name[: shard.start()], int(shard.group(2)))[0]
+                if first not in names:
+                    headless.setdefault(first, (name, st))  # files come sorted: the lowest shard
                 continue  # shard 1 represents the set
             info = self.probe(entry.path, st.st_size, st.st_mtime_ns)
             arch = info.arch.lower()
@@ -248,49 +288,76 @@ class _Walker:
             if arch in ENCODER_ARCHS:
                 self.ignored.append(Ignored(entry.path, f"text encoder (arch {arch}), not a model"))
                 continue
-            candidates.append((entry.path, name, st, info))
-        for path, name, st, info in candidates:
+            candidates.append((name, st, info))
+        candidates += [(name, st, None) for name, st in headless.values()]
+        sidecars = tuple(p for p in (mmproj, draft, codec) if p)
+        for name, st, info in candidates:
+            path = os.path.join(folder, name)
             shard = SHARD_NAME.search(name)
+            id_name = name[: shard.start()] + ".gguf" if shard else name
             shards: tuple[str, ...] = ()
-            missing: tuple[str, ...] = ()
-            size = st.st_size
-            id_name = name
+            present: tuple[str, ...] = (path,)
             if shard and int(shard.group(2)) > 1:
-                total = int(shard.group(2))
-                prefix = name[: shard.start()]
-                id_name = prefix + ".gguf"
-                names = [f"{prefix}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
-                shards = tuple(os.path.join(folder, n) for n in names)
-                missing = tuple(os.path.join(folder, n) for n in names if n not in sizes)
-                size = sum(sizes.get(n, 0) for n in names)
-            elif shard:
-                id_name = name[: shard.start()] + ".gguf"
+                shards = tuple(os.path.join(folder, n) for n in _shard_names(name[: shard.start()], int(shard.group(2))))
+                present = tuple(s for s in shards if s in stats)
+            missing = tuple(s for s in shards if s not in stats)
             model_id, quant = gguf_ids(id_name)
-            present_shards = tuple(s for s in shards if s not in missing)
-            inputs = tuple(dict.fromkeys((present_shards or (path,)) + tuple(p for p in (mmproj, draft, codec) if p)))
-            row = ModelRow(id=model_id, format="gguf", path=path, quant=quant, size_bytes=size,
+            row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
+                           size_bytes=sum(stats[s].st_size for s in present),
                            publisher=os.path.basename(os.path.dirname(folder)), repo=os.path.basename(folder),
                            shards=shards, missing_shards=missing, mmproj=mmproj, mmproj_bytes=mmproj_bytes,
-                           draft=draft, codec=codec,
-                           inputs=inputs)
-            self._add(row, st)
-            if info.error is not None:
-                self.row_errors.append((row, info.error))
-            elif info.expected_size > st.st_size:
-                self.row_errors.append((row, f"incomplete download ({st.st_size / GIB:.2f} of "
-                                             f"{info.expected_size / GIB:.2f} GB)"))
-            elif missing:
-                shown = ", ".join(os.path.basename(m) for m in missing)
-                self.row_errors.append((row, f"split set is missing {len(missing)} of {len(shards)} shards ({shown})"))
+                           draft=draft, codec=codec, inputs=tuple(dict.fromkeys(present + sidecars)))
+            self._add(row, st, stats)
+            reason = self._gguf_reason(row, info, stats)
+            if reason is not None:
+                self.row_errors.append((row, reason))
+
+    def _gguf_reason(self, row: ModelRow, info: HeaderInfo | None, stats: dict[str, os.stat_result]) -> str | None:
+        """Why a GGUF model or split set cannot be served: its header unreadable, shards missing,
+        or any file shorter than its header says (every shard's header is probed: a download
+        cut short in shard 3 leaves shard 1 whole)."""
+        if info is not None and info.error is not None:
+            return info.error
+        if row.missing_shards:
+            shown = ", ".join(os.path.basename(m) for m in row.missing_shards)
+            return f"split set is missing {len(row.missing_shards)} of {len(row.shards)} shards ({shown})"
+        have = want = 0
+        for path in row.shards or (row.path,):
+            st = stats[path]
+            found = info if path == row.path else self.probe(path, st.st_size, st.st_mtime_ns)
+            if found.error is not None:
+                return f"{os.path.basename(path)}: {found.error}"
+            have += st.st_size
+            want += max(found.expected_size, st.st_size)
+        if want > have:
+            return f"incomplete download ({have / GIB:.2f} of {want / GIB:.2f} GB)"
+        return None
 
 
-def _modelopt_quant(path: str) -> str:
-    """`hf_quant_config.json` → `quantization.quant_algo` ("FP8", "NVFP4"), "" when unreadable."""
+def _shard_names(prefix: str, total: int) -> list[str]:
+    """Every file name of a split set, in order (llama.cpp's `llama_split_path`)."""
+    return [f"{prefix}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
+
+
+def read_config_info(path: str) -> ConfigInfo:
+    """Read an HF config file (uncached): `config.json` → detection reason (spec-backends §6.1)
+    and quant label (§6.4); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
+    ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
+    if os.path.basename(path).lower() == MODELOPT_CONFIG:
+        try:
+            algo = read_config_json(path).get("quantization", {}).get("quant_algo")
+        except (ModelError, AttributeError):
+            return ConfigInfo()
+        return ConfigInfo(quant=algo.strip().upper() if isinstance(algo, str) else "")
     try:
-        algo = read_config_json(path).get("quantization", {}).get("quant_algo")
-    except (ModelError, AttributeError):
-        return ""
-    return algo.strip().upper() if isinstance(algo, str) else ""
+        config = read_config_json(path)
+    except ModelError as exc:
+        return ConfigInfo(error=str(exc))
+    return ConfigInfo(reason=hf_model_reason(config), quant=hf_quant(config))
+
+
+def _uncached_config(path: str, size: int, mtime_ns: int) -> ConfigInfo:
+    return read_config_info(path)
 
 
 def _slug(text: str) -> str:
@@ -323,9 +390,12 @@ def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
     return out
 
 
-def discover(roots: tuple[str, ...], probe: HeaderProbe) -> Discovery:
-    """Walk every root (in order; a path seen under an earlier root wins)."""
-    walker = _Walker(probe)
+def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
+             sign: Signer | None = None) -> Discovery:
+    """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
+    its metadata cache's `gguf`, `config` and `head`; `sign` records each model input's head
+    there, for the doit file checker."""
+    walker = _Walker(probe, config, sign)
     for root in roots:
         if not os.path.exists(root):
             walker.problems.append(f"{root}: model root does not exist")

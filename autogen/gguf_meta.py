@@ -7,6 +7,8 @@ formula for every architecture.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from autogen.gguf_header import GGUFError, GGUFHeader
 from autogen.gguf_keys import GGMLType, Keys
 from autogen.metadata import ModelMeta
@@ -27,6 +29,23 @@ MAX_BLOCKS = 1 << 16
 #: default llama.cpp uses when the key is absent (`load_hparams` for qwen3next / qwen35 /
 #: qwen35moe: `recurrent_layer_arr[i] = ((i + 1) % full_attn_interval != 0)`, default 4).
 INTERVAL_DEFAULTS = {"qwen3next": 4, "qwen35": 4, "qwen35moe": 4}
+
+#: Hybrids whose 0-KV-head layers are recurrent only where the per-layer feed_forward_length
+#: is 0 too (the rest are MLP / MoE blocks): llama.cpp `load_hparams` for nemotron_h.
+FFN_MARKS_MLP_LAYERS = frozenset({"nemotron_h", "nemotron_h_moe"})
+#: Every layer runs attention and a mamba mixer side by side (llama.cpp: all recurrent).
+PARALLEL_HYBRIDS = frozenset({"falcon-h1"})
+
+# Keys `gguf_keys.Keys` does not carry, spelled as in `gguf.Keys` (tests compare them).
+KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
+VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
+SSM_CONV_KERNEL = "{arch}.ssm.conv_kernel"
+SSM_INNER_SIZE = "{arch}.ssm.inner_size"
+SSM_STATE_SIZE = "{arch}.ssm.state_size"
+SSM_GROUP_COUNT = "{arch}.ssm.group_count"
+WKV_HEAD_SIZE = "{arch}.wkv.head_size"
+TOKEN_SHIFT_COUNT = "{arch}.token_shift_count"
+SHORTCONV_L_CACHE = "{arch}.shortconv.l_cache"
 
 
 def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
@@ -72,6 +91,9 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         value_length = value_length or embedding // head_count
 
     heads_kv, layout_note = _kv_layout(header, arch, block_count)
+    sliding = _bool_array(key(Keys.Attention.SLIDING_WINDOW_PATTERN))
+    ssm = _ssm_sizes(key, embedding)
+    recurrent = _recurrent_layers(arch, heads_kv, key(Keys.LLM.FEED_FORWARD_LENGTH)) if any(ssm) else 0
     vocab = header.array_lengths.get(Keys.Tokenizer.LIST, 0) or _int(key(Keys.LLM.VOCAB_SIZE))
     if not vocab and len(embd_dims) >= 2:
         vocab = embd_dims[1]
@@ -110,6 +132,17 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         chat_template_markers=header.chat_template_markers or (),
         chat_template_scanned=header.chat_template_markers is not None,
         has_baked_encoders=header.has_baked_encoders,
+        leading_dense_blocks=_int(key("{arch}.leading_dense_block_count")),  # gguf Keys.LLM
+        key_length_swa=_int(key(KEY_LENGTH_SWA)),
+        value_length_swa=_int(key(VALUE_LENGTH_SWA)),
+        sliding_layers=sliding if sliding is not None and len(sliding) == block_count else (),
+        recurrent_layers=recurrent,
+        ssm_conv_kernel=ssm[0],
+        ssm_inner_size=ssm[1],
+        ssm_state_size=ssm[2],
+        ssm_group_count=ssm[3],
+        wkv_head_size=ssm[4],
+        token_shift_count=ssm[5],
     )
 
 
@@ -147,6 +180,32 @@ def _kv_layout(header: GGUFHeader, arch: str, blocks: int) -> tuple[tuple[int, .
     return heads, note
 
 
+def _ssm_sizes(key: Callable[[str], object], embedding: int) -> tuple[int, int, int, int, int, int]:
+    """(conv kernel, inner, state, groups, wkv head, token shift) as llama.cpp loads them.
+
+    LFM2's short conv is a kernel of `l_cache` over the embedding (`n_embd_r` =
+    n_embd × (l_cache − 1)); RWKV's token shift count defaults to 2 (`load_hparams`).
+    """
+    wkv = _int(key(WKV_HEAD_SIZE))
+    if wkv:
+        return 0, 0, 0, 0, wkv, _int(key(TOKEN_SHIFT_COUNT)) or 2
+    l_cache = _int(key(SHORTCONV_L_CACHE))
+    if l_cache:
+        return l_cache, embedding, 0, 0, 0, 0
+    return (_int(key(SSM_CONV_KERNEL)), _int(key(SSM_INNER_SIZE)), _int(key(SSM_STATE_SIZE)),
+            _int(key(SSM_GROUP_COUNT)), 0, 0)
+
+
+def _recurrent_layers(arch: str, heads: tuple[int, ...], raw_ffn: object) -> int:
+    """Layers without KV heads hold recurrent state (llama.cpp `recurrent_layer_arr`)."""
+    if arch in PARALLEL_HYBRIDS:
+        return len(heads)
+    ffn = _int_array(raw_ffn)
+    if arch in FFN_MARKS_MLP_LAYERS and ffn is not None and len(ffn) == len(heads):
+        return sum(1 for h, f in zip(heads, ffn) if h == 0 and f == 0)
+    return sum(1 for h in heads if h == 0)
+
+
 def _fit(values: tuple[int, ...], n: int) -> tuple[int, ...]:
     """A per-layer array of the wrong length: cut it, or pad with its largest entry."""
     return values[:n] + (max(values),) * (n - len(values))
@@ -181,6 +240,12 @@ def _int_array(value: object) -> tuple[int, ...] | None:
     """A non-empty integer array, negatives read as 0; None for anything else."""
     if isinstance(value, tuple) and value and all(_is_int(v) for v in value):
         return tuple(max(v, 0) for v in value)
+    return None
+
+
+def _bool_array(value: object) -> tuple[bool, ...] | None:
+    if isinstance(value, tuple) and value and all(isinstance(v, bool) for v in value):
+        return value
     return None
 
 

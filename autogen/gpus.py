@@ -1,4 +1,4 @@
-"""GPU inventory: declared in settings, or probed once per process.
+"""GPU inventory: declared in settings, or probed once per boot.
 
 NVIDIA cards come from NVML, else `nvidia-smi`; AMD cards from `rocm-smi --showmeminfo vram
 --json`, else sysfs (`/sys/class/drm/card*/device/mem_info_vram_total`, amdgpu's file). A probed
@@ -7,6 +7,11 @@ cards. Ineligible cards (under 3 GiB: display adapters, small iGPUs) stay in the
 because the driver still counts them when it numbers devices, but they are never sized against
 nor placed on. The card reading vLLM sizes against by default is the pooled total of the
 eligible GPUs. Tests replace the probe functions and never need a GPU.
+
+A probe costs 0.1–1 s, so its inventory is kept in `cache_dir/gpus.json` with the kernel's
+boot id: GPUs change with a reboot, and the next boot probes again. Within one boot, a card
+added or a driver installed is seen after `rm cache/gpus.json`, or by declaring `gpus:`
+(never probed). Without a boot id (not Linux) every run probes.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ import subprocess
 from collections.abc import Callable
 from functools import lru_cache
 
+import attrs
+
+from autogen.fsutil import write_if_changed
 from autogen.settings import Gpu, Settings
 
 MIN_ELIGIBLE_GIB = 3.0
@@ -30,6 +38,9 @@ SYSFS_DRM = "/sys/class/drm"
 #: `rocm-smi --json` key of a card's VRAM size in bytes (rocm_smi.py `showMemInfo`).
 ROCM_VRAM_KEY = "VRAM Total Memory (B)"
 _CARD = re.compile(r"card(\d+)$")
+GPU_CACHE_FILE = "gpus.json"
+#: Changes at every boot (proc(5)); tests point it elsewhere.
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def _probe_nvml() -> tuple[Gpu, ...] | None:
@@ -142,13 +153,57 @@ def probe_gpus() -> tuple[Gpu, ...]:
     return _renumber(nvidia, 0) + _renumber(amd, len(nvidia))
 
 
+def _boot_id() -> str | None:
+    try:
+        with open(BOOT_ID, encoding="ascii") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+def remembered_gpus(cache_dir: str, probe: Callable[[], tuple[Gpu, ...]] | None = None) -> tuple[Gpu, ...]:
+    """The inventory probed in this boot (`cache_dir/gpus.json`), else probed now (`probe`,
+    default `probe_gpus`) and stored."""
+    probe = probe or probe_gpus
+    boot = _boot_id()
+    if boot is None:
+        return probe()
+    path = os.path.join(cache_dir, GPU_CACHE_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data["boot_id"] == boot:
+            return tuple(Gpu(index=int(g["index"]), vram_gb=float(g["vram_gb"]), name=str(g["name"]),
+                             vendor=str(g["vendor"])) for g in data["gpus"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = probe()
+    text = json.dumps({"boot_id": boot, "gpus": [attrs.asdict(g) for g in found]}, indent=1, sort_keys=True)
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        write_if_changed(path, text.encode(), durable=False)
+    except OSError:
+        pass  # a read-only cache only costs a probe per run
+    return found
+
+
+@lru_cache(maxsize=4)
+def _remembered(cache_dir: str) -> tuple[Gpu, ...]:
+    """Once per process and cache: placement asks for the inventory once per model."""
+    return remembered_gpus(cache_dir)
+
+
 def eligible(gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
     return tuple(g for g in gpus if g.vram_gb >= MIN_ELIGIBLE_GIB)
 
 
 def inventory(settings: Settings, probe: Callable[[], tuple[Gpu, ...]] | None = None) -> tuple[Gpu, ...]:
-    """Every GPU, eligible or not, by index: the declared `gpus`, else the probed ones."""
-    gpus = settings.gpus if settings.gpus is not None else (probe or probe_gpus)()
+    """Every GPU, eligible or not, by index: the declared `gpus`, else the probed ones (`probe`,
+    else this boot's inventory in `cache_dir`)."""
+    if settings.gpus is not None:
+        gpus = settings.gpus
+    else:
+        gpus = probe() if probe is not None else _remembered(settings.cache_dir)
     return tuple(sorted(gpus, key=lambda g: g.index))
 
 

@@ -20,6 +20,11 @@ from autogen.metadata import ModelMeta
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 #: No real model has more layers; guards the per-layer tuple against hostile counts.
 MAX_LAYERS = 65536
+#: Exclusive bounds on integers read from config.json: counts and widths, then token counts
+#: (context, sliding window). Past these a number is hostile, and a 1e308 would overflow
+#: float arithmetic downstream.
+MAX_COUNT = 1 << 31
+MAX_TOKENS = 1 << 40
 
 # -- detection (spec §6.1 rule 1) ---------------------------------------------------------
 
@@ -48,11 +53,14 @@ ENCODER_ONLY_MODEL_TYPES = frozenset(
 TEXT_TOWER_KEYS = ("text_config", "llm_config", "language_config")
 #: Text model_type a wrapper assumes when its sub-config names none
 #: (transformers `LlavaConfig` / `LlavaNextConfig` → llama, `Gemma3Config` → gemma3_text).
-WRAPPER_TEXT_TYPE = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3_text"}
+WRAPPER_TEXT_TYPE = {"llava": "llama", "llava_next": "llama", "gemma3": "gemma3_text",
+                     "gemma4": "gemma4_text"}
 #: transformers' constructor defaults for keys a config.json may omit (a LLaVA text tower
 #: often names only max_position_embeddings). Sources: `configuration_llama.py`,
 #: `configuration_mistral.py`, `configuration_qwen2.py`, `configuration_gemma3.py`
-#: (Gemma3TextConfig), `configuration_falcon.py`. num_key_value_heads absent → heads.
+#: (Gemma3TextConfig), `configuration_gemma4.py` (Gemma4TextConfig; `global_head_dim` is a
+#: constructor kwarg defaulting to 512), `configuration_falcon.py`. num_key_value_heads absent
+#: → heads.
 LIBRARY_DEFAULTS: dict[str, dict[str, int]] = {
     "llama": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
               "max_position_embeddings": 2048, "vocab_size": 32000, "intermediate_size": 11008},
@@ -65,6 +73,10 @@ LIBRARY_DEFAULTS: dict[str, dict[str, int]] = {
     "gemma3_text": {"hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8,
                     "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
                     "sliding_window": 4096, "vocab_size": 262208, "intermediate_size": 9216},
+    "gemma4_text": {"hidden_size": 2304, "num_hidden_layers": 30, "num_attention_heads": 8,
+                    "num_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
+                    "max_position_embeddings": 131072, "sliding_window": 512,
+                    "vocab_size": 262144, "intermediate_size": 9216},
     "falcon": {"hidden_size": 4544, "num_hidden_layers": 32, "num_attention_heads": 71,
                "vocab_size": 65024},
 }
@@ -111,6 +123,16 @@ NO_KV_MARKERS = ("linear", "mamba", "ssm", "conv", "recurrent", "rwkv")
 NO_KV_NAMES = frozenset({"moe", "mlp"})
 #: Nemotron-H `hybrid_override_pattern`: `*` attention, `M` mamba, `-` MLP, `E` MoE.
 PATTERN_ATTENTION = "*"
+PATTERN_MAMBA = "M"
+#: Every layer runs attention and a mamba mixer side by side (vLLM `FalconH1DecoderLayer`).
+PARALLEL_HYBRID_MODEL_TYPES = frozenset({"falcon_h1"})
+
+# -- recurrent state sizes (vLLM `mamba_utils.MambaStateShapeCalculator`; llama.cpp converters
+#    `conversion/mamba.py`, `granite.py`, `nemotron.py`, `qwen.py`) -------------------------
+
+SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "d_conv")
+SSM_STATE_KEYS = ("ssm_state_size", "state_size", "mamba_d_state", "d_state")
+SSM_GROUP_KEYS = ("n_groups", "mamba_n_groups", "mamba_ngroups", "ngroups")
 
 
 def read_config_json(path: str) -> dict:
@@ -173,6 +195,15 @@ def hf_quant(config: dict) -> str:
     return ""
 
 
+def meta_from_config_file(path: str) -> ModelMeta:
+    """`meta_from_hf_config` of the file at `path`; every error names the file."""
+    config = read_config_json(path)  # its errors already start with the path
+    try:
+        return meta_from_hf_config(config)
+    except ModelError as exc:
+        raise ModelError(f"{path}: {exc}") from None
+
+
 def meta_from_hf_config(config: dict) -> ModelMeta:
     """Normalise a config.json (its text tower, with library defaults) into a `ModelMeta`."""
     tower, prefix = _text_tower(config)
@@ -199,10 +230,25 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
         kv_heads = _kv_heads(get, model_type, heads)
         key_len = get.count(HEAD_DIM_KEYS) or (hidden // heads if heads else 0)
         value_len = key_len
-    keeps, layout = _kv_layers(get, model_type, layers)
+    keeps, recurrent, layout = _kv_layers(get, model_type, layers)
+    sliding_layers = _sliding_layers(get, layers)
+    # Gemma 4: full layers have their own head width and (with attention_k_eq_v) KV heads
+    # (transformers `Gemma4TextConfig`, vLLM `Gemma4DecoderLayer`); where the sliding layers
+    # are not marked, every layer is charged at the larger of each.
+    global_len = get.count(("global_head_dim",))
+    global_kv = get.count(("num_global_key_value_heads",)) if get.flag("attention_k_eq_v") else 0
+    full_kv = [kv_heads] * layers
+    if global_kv and sliding_layers:
+        full_kv = [kv_heads if swa else global_kv for swa in sliding_layers]
+    elif global_kv:
+        full_kv = [max(kv_heads, global_kv)] * layers
+    swa_len = 0
+    if global_len and global_len != key_len:
+        swa_len, key_len, value_len = key_len, global_len, global_len
     # No head count at all is "unknown", never "attention-free": kvcost must not guess 0.
-    per_layer = tuple(kv_heads if keep else 0 for keep in keeps) if kv_heads or not any(keeps) else ()
-    sliding = get.count(("sliding_window",)) if get.flag("use_sliding_window") is not False else 0
+    per_layer = tuple(n if keep else 0 for keep, n in zip(keeps, full_kv)) if kv_heads or not any(keeps) else ()
+    sliding = get.count(("sliding_window",), MAX_TOKENS) if get.flag("use_sliding_window") is not False else 0
+    ssm = _ssm_sizes(get, model_type, hidden) if any(recurrent) else (0, 0, 0, 0)
 
     return ModelMeta(
         source="hf",
@@ -226,6 +272,15 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
         vocab_size=get.count(VOCAB_KEYS),
         quant_label=hf_quant(config),
         layout_note=layout,
+        leading_dense_blocks=get.count(("first_k_dense_replace",)),
+        key_length_swa=swa_len,
+        value_length_swa=swa_len,
+        sliding_layers=sliding_layers,
+        recurrent_layers=sum(recurrent),
+        ssm_conv_kernel=ssm[0],
+        ssm_inner_size=ssm[1],
+        ssm_state_size=ssm[2],
+        ssm_group_count=ssm[3],
     )
 
 
@@ -280,50 +335,89 @@ def _kv_heads(get: _Reader, model_type: str, heads: int) -> int:
     return get.count(KV_HEADS_KEYS) or heads
 
 
-def _kv_layers(get: _Reader, model_type: str, layers: int) -> tuple[list[bool], str]:
-    """Which layers keep a per-token cache, and a note saying how the file told us."""
+def _kv_layers(get: _Reader, model_type: str, layers: int) -> tuple[list[bool], list[bool], str]:
+    """Which layers keep a per-token cache, which hold recurrent state, and how we know."""
     if model_type in STATE_SPACE_MODEL_TYPES:
-        return [False] * layers, f"{model_type}: state-space model, no per-token KV cache"
+        return [False] * layers, [True] * layers, f"{model_type}: state-space model, no per-token KV cache"
+    everywhere = [model_type in PARALLEL_HYBRID_MODEL_TYPES] * layers
     for key in ("layer_types", "layers_block_type"):
         entries = get.string_list(key)
         if entries is not None:
             if len(entries) != layers:
-                return [True] * layers, f"{key} has {len(entries)} entries for {layers} layers: ignored, every layer charged"
+                return [True] * layers, everywhere, f"{key} has {len(entries)} entries for {layers} layers: ignored, every layer charged"
             if model_type == "zamba2":  # vLLM: only "hybrid" blocks carry the shared attention
-                keeps = [e == "hybrid" for e in entries]
+                keeps, recurrent = [e == "hybrid" for e in entries], [True] * layers
             else:
-                keeps = [_keeps_kv(e) for e in entries]
-            return keeps, _note(key, keeps)
+                keeps, recurrent = [_keeps_kv(e) for e in entries], [_is_recurrent(e) for e in entries]
+            return keeps, recurrent, _note(key, keeps)
     pattern = get.text("hybrid_override_pattern")
     if pattern:
         if len(pattern) != layers:
-            return [True] * layers, f"hybrid_override_pattern has {len(pattern)} layers, config {layers}: ignored"
+            return [True] * layers, everywhere, f"hybrid_override_pattern has {len(pattern)} layers, config {layers}: ignored"
         keeps = [c == PATTERN_ATTENTION for c in pattern]
-        return keeps, _note("hybrid_override_pattern", keeps)
+        return keeps, [c == PATTERN_MAMBA for c in pattern], _note("hybrid_override_pattern", keeps)
     kinds = get.int_list("attn_type_list")  # MiniMax: 1 = softmax attention, 0 = linear
     if kinds is not None and len(kinds) == layers:
         keeps = [k == 1 for k in kinds]
-        return keeps, _note("attn_type_list", keeps)
+        return keeps, _others(keeps), _note("attn_type_list", keeps)
     indices = get.int_list("attn_layer_indices")  # Bamba
     if indices:
         wanted = set(indices)
         keeps = [i in wanted for i in range(layers)]
-        return keeps, _note("attn_layer_indices", keeps)
+        return keeps, _others(keeps), _note("attn_layer_indices", keeps)
     period = get.count(("attn_layer_period",))  # Jamba: layer i attends when i % period == offset
     if period:
         offset = get.count(("attn_layer_offset",))
         keeps = [i % period == offset for i in range(layers)]
-        return keeps, _note(f"attn_layer_period {period} offset {offset}", keeps)
+        return keeps, _others(keeps), _note(f"attn_layer_period {period} offset {offset}", keeps)
     interval = get.count(("full_attention_interval",))  # Qwen3-Next: every N-th layer attends
     if interval:
         keeps = [(i + 1) % interval == 0 for i in range(layers)]
-        return keeps, _note(f"full_attention_interval {interval}", keeps)
-    return [True] * layers, ""
+        return keeps, _others(keeps), _note(f"full_attention_interval {interval}", keeps)
+    return [True] * layers, everywhere, ""
+
+
+def _sliding_layers(get: _Reader, layers: int) -> tuple[bool, ...]:
+    """Per layer, True where `layer_types` says sliding; () when it does not say."""
+    entries = get.string_list("layer_types")
+    if entries is None or len(entries) != layers or not any("sliding" in e for e in entries):
+        return ()
+    return tuple("sliding" in e for e in entries)
+
+
+def _ssm_sizes(get: _Reader, model_type: str, hidden: int) -> tuple[int, int, int, int]:
+    """(conv kernel, inner width, state width, groups) in llama.cpp's `ssm.*` terms."""
+    if get.count(("linear_conv_kernel_dim",)):  # gated delta net: Qwen3-Next, Qwen3.5
+        inner = get.count(("linear_num_value_heads",)) * get.count(("linear_value_head_dim",))
+        sizes = (get.count(("linear_conv_kernel_dim",)), inner, get.count(("linear_key_head_dim",)),
+                 get.count(("linear_num_key_heads",)))
+    elif get.count(("conv_L_cache",)):  # LFM2 short conv over the hidden width
+        sizes = (get.count(("conv_L_cache",)), hidden, 0, 0)
+    else:
+        # Inner width: Nemotron-H heads × head dim, Falcon-H1 mamba_d_ssm, else expand × hidden
+        # (Jamba, Bamba, Granite-4, Zamba2, Mamba-2), Mamba-1 its intermediate_size.
+        inner = (get.count(("mamba_num_heads",)) * get.count(("mamba_head_dim",))
+                 or get.count(("mamba_d_ssm",))
+                 or get.count(("mamba_expand", "expand")) * hidden
+                 or (get.count(("intermediate_size",)) if model_type in STATE_SPACE_MODEL_TYPES else 0))
+        sizes = (get.count(SSM_CONV_KEYS), inner, get.count(SSM_STATE_KEYS), get.count(SSM_GROUP_KEYS))
+    if sizes[1] >= MAX_COUNT:
+        raise ModelError(f"{get.prefix}SSM inner width {sizes[1]} (a product of config values) is not a real model")
+    return sizes
 
 
 def _keeps_kv(entry: str) -> bool:
     low = entry.lower()
     return low not in NO_KV_NAMES and not any(m in low for m in NO_KV_MARKERS)
+
+
+def _is_recurrent(entry: str) -> bool:
+    low = entry.lower()
+    return any(m in low for m in NO_KV_MARKERS)
+
+
+def _others(keeps: list[bool]) -> list[bool]:
+    return [not k for k in keeps]
 
 
 def _note(source: str, keeps: list[bool]) -> str:
@@ -347,8 +441,8 @@ class _Reader:
         self.prefix = prefix
         self.found = ""  # the key the last count() read, for follow-up messages
 
-    def count(self, keys: tuple[str, ...]) -> int:
-        """First non-null key as a non-negative integer (4096.0 accepted), 0 when absent."""
+    def count(self, keys: tuple[str, ...], limit: int = MAX_COUNT) -> int:
+        """First non-null key as an integer in [0, limit) (4096.0 accepted), 0 when absent."""
         for key in keys:
             value = self.data.get(key)
             if value is None:
@@ -356,14 +450,14 @@ class _Reader:
             self.found = self.prefix + key
             if isinstance(value, list) and value and all(_is_int(v) for v in value):
                 value = max(value)  # per-layer lists (Ernie VL experts): the largest
-            if not _is_int(value) or value < 0:
-                raise ModelError(f"{self.found} must be a non-negative integer (got {value!r})")
+            if not _is_int(value) or not 0 <= value < limit:
+                raise ModelError(f"{self.found} must be a non-negative integer below {limit} (got {value!r})")
             return int(value)
         return 0
 
     def context(self) -> int:
         """Trained window: the smallest of vLLM's context keys (`derive_max_model_len`)."""
-        values = [self.count((k,)) for k in CONTEXT_KEYS]
+        values = [self.count((k,), MAX_TOKENS) for k in CONTEXT_KEYS]
         return min((v for v in values if v > 0), default=0)
 
     def flag(self, key: str) -> bool | None:
@@ -390,8 +484,8 @@ class _Reader:
         value = self.data.get(key)
         if value is None:
             return None
-        if not isinstance(value, list) or not all(_is_int(v) and v >= 0 for v in value):
-            raise ModelError(f"{self.prefix}{key} must be a list of non-negative integers")
+        if not isinstance(value, list) or not all(_is_int(v) and 0 <= v < MAX_COUNT for v in value):
+            raise ModelError(f"{self.prefix}{key} must be a list of non-negative integers below {MAX_COUNT}")
         return [int(v) for v in value]
 
 

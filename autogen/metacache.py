@@ -1,8 +1,14 @@
 """Persistent metadata cache in `cache_dir`, so a no-op run reads no model file.
 
-Keyed by path; an entry is reused while (size, mtime_ns) match, or — after a `touch`, a copy
-without `-p`, an rsync without `-t` — while the size matches and an xxhash of the first MiB is
-unchanged. Failed reads are cached too (with their reason), so a corrupt file costs one read.
+One signature store, keyed by path: (size, mtime_ns, head), head being an xxhash of the first
+MiB. An entry is current while (size, mtime_ns) match, or — after a `touch`, a copy without
+`-p`, an rsync without `-t` — while the size matches and the head is unchanged (then the new
+mtime is recorded, so the file is not read again). Beside the signature an entry keeps what was
+parsed from the file, per kind: a GGUF header ("gguf"), an HF config.json's metadata ("hf") or
+discovery's reading of it ("config"). The doit file checker asks the same store for heads
+(`MetaCache.head`), and discovery records the head of every model input, so a touched
+safetensors file is read once, not on every later run. Failed reads are cached too (with their
+reason), so a corrupt file costs one read.
 """
 
 from __future__ import annotations
@@ -11,13 +17,13 @@ import json
 import os
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
 import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION
-from autogen.discovery import HeaderInfo
+from autogen.discovery import ConfigInfo, HeaderInfo, read_config_info
 from autogen.errors import ModelError
 from autogen.fsutil import write_if_changed
 from autogen.metadata import ModelMeta
@@ -25,7 +31,8 @@ from autogen.metadata import ModelMeta
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
-_FORMAT = f"{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+_FORMAT = (f"2:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+           + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo)))
 
 
 def head_hash(path: str) -> str:
@@ -41,21 +48,32 @@ def _meta_from_json(data: dict[str, Any]) -> ModelMeta:
     return ModelMeta(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-def _read_gguf(path: str) -> tuple[ModelMeta, int]:
+def _read_gguf(path: str) -> dict[str, Any]:
     from autogen.gguf_header import GGUFError, read_gguf_header
     from autogen.gguf_meta import meta_from_gguf
 
     try:
         header = read_gguf_header(path)
-    except GGUFError as exc:
-        raise ModelError(str(exc)) from None
-    return meta_from_gguf(header), header.expected_file_size
+        return {"meta": _meta_to_json(meta_from_gguf(header)), "expected": header.expected_file_size, "error": None}
+    except (GGUFError, ModelError) as exc:
+        return {"meta": None, "expected": 0, "error": str(exc)}
 
 
-def _read_hf(config_path: str) -> tuple[ModelMeta, int]:
-    from autogen.hf_config import meta_from_hf_config, read_config_json
+def _read_hf(config_path: str) -> dict[str, Any]:
+    from autogen.hf_config import meta_from_config_file
 
-    return meta_from_hf_config(read_config_json(config_path)), 0
+    try:
+        return {"meta": _meta_to_json(meta_from_config_file(config_path)), "error": None}
+    except ModelError as exc:
+        return {"meta": None, "error": str(exc)}
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    return attrs.asdict(read_config_info(path))
+
+
+#: Kind → reader: path → JSON-able result, reporting failures in its "error" field (never raising).
+_READERS: dict[str, Callable[[str], dict[str, Any]]] = {"gguf": _read_gguf, "hf": _read_hf, "config": _read_config}
 
 
 class Progress:
@@ -101,7 +119,7 @@ class MetaCache:
         self.entries: dict[str, dict[str, Any]] = {}
         self.used: set[str] = set()
         self.dirty = False
-        #: Files actually opened this run (benchmarks and tests read this).
+        #: Files parsed this run (benchmarks and tests read this).
         self.reads = 0
         self.progress = progress if progress is not None else Progress(sys.stderr)
         try:
@@ -112,40 +130,54 @@ class MetaCache:
         except (OSError, ValueError, AttributeError):
             self.entries = {}
 
-    def _lookup(self, path: str, size: int, mtime_ns: int, reader) -> dict[str, Any]:
-        self.used.add(path)
+    def _current(self, path: str, size: int, mtime_ns: int) -> dict[str, Any] | None:
         entry = self.entries.get(path)
-        if entry is not None and entry["size"] == size:
-            if entry["mtime_ns"] == mtime_ns:
-                return entry
-            try:
-                if entry["head"] == head_hash(path):
-                    entry["mtime_ns"] = mtime_ns
-                    self.dirty = True
-                    return entry
-            except OSError:
-                pass
-        self.reads += 1
-        self.progress.update(self.reads, len(self.used))
-        entry = {"size": size, "mtime_ns": mtime_ns, "head": "", "meta": None, "error": None, "expected": 0}
-        try:
-            entry["head"] = head_hash(path)
-            meta, expected = reader(path)
-            entry["meta"] = _meta_to_json(meta)
-            entry["expected"] = expected
-        except ModelError as exc:
-            entry["error"] = str(exc)
-        except OSError as exc:
-            entry["error"] = f"cannot read: {exc.strerror or exc}"
-        self.entries[path] = entry
+        self.used.add(path)
+        return entry if entry is not None and entry["size"] == size and entry["mtime_ns"] == mtime_ns else None
+
+    def _signed(self, path: str, size: int, mtime_ns: int) -> dict[str, Any]:
+        """The path's entry with its head known, reading the head only when (size, mtime_ns)
+        are new; a changed head drops what was parsed. Raises OSError."""
+        entry = self._current(path, size, mtime_ns)
+        if entry is not None and entry["head"]:
+            return entry
+        head = head_hash(path)
+        entry = self.entries.get(path)
+        if entry is None or entry["size"] != size or entry["head"] != head:
+            entry = self.entries[path] = {"size": size, "mtime_ns": mtime_ns, "head": head}
+        entry["mtime_ns"] = mtime_ns
         self.dirty = True
         return entry
 
+    def head(self, path: str, size: int, mtime_ns: int) -> str:
+        """xxhash of the file's first MiB at this (size, mtime_ns); read only when unknown.
+        The doit checker's and discovery's signer. Raises OSError."""
+        return self._signed(path, size, mtime_ns)["head"]
+
+    def _lookup(self, path: str, size: int, mtime_ns: int, kind: str) -> dict[str, Any]:
+        entry = self._current(path, size, mtime_ns)
+        if entry is not None and kind in entry:
+            return entry[kind]
+        try:
+            entry = self._signed(path, size, mtime_ns)
+        except OSError:  # unreadable: the reader says why, and the reason is cached
+            entry = self.entries[path] = {"size": size, "mtime_ns": mtime_ns, "head": ""}
+        if kind not in entry:
+            self.reads += 1
+            self.progress.update(self.reads, len(self.used))
+            entry[kind] = _READERS[kind](path)
+            self.dirty = True
+        return entry[kind]
+
     def gguf(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
         """The discovery probe: arch, expected size or the read error."""
-        entry = self._lookup(path, size, mtime_ns, _read_gguf)
-        arch = (entry["meta"] or {}).get("arch", "")
-        return HeaderInfo(arch=arch, expected_size=entry["expected"], error=entry["error"])
+        found = self._lookup(path, size, mtime_ns, "gguf")
+        return HeaderInfo(arch=(found["meta"] or {}).get("arch", ""), expected_size=found["expected"],
+                          error=found["error"])
+
+    def config(self, path: str, size: int, mtime_ns: int) -> ConfigInfo:
+        """Discovery's config probe: an HF folder's detection reason and quant label."""
+        return ConfigInfo(**self._lookup(path, size, mtime_ns, "config"))
 
     def meta(self, path: str, *, hf: bool = False) -> ModelMeta:
         """Metadata of a GGUF file, or of an HF folder (its config.json). Raises ModelError."""
@@ -154,10 +186,10 @@ class MetaCache:
             st = os.stat(target)
         except OSError as exc:
             raise ModelError(f"{target}: cannot read ({exc.strerror or exc})") from None
-        entry = self._lookup(target, st.st_size, st.st_mtime_ns, _read_hf if hf else _read_gguf)
-        if entry["error"] is not None:
-            raise ModelError(entry["error"])
-        return _meta_from_json(entry["meta"])
+        found = self._lookup(target, st.st_size, st.st_mtime_ns, "hf" if hf else "gguf")
+        if found["error"] is not None:
+            raise ModelError(found["error"])
+        return _meta_from_json(found["meta"])
 
     def save(self, *, prune: bool = True) -> None:
         """Write the cache if anything changed; entries not used this run are dropped."""

@@ -86,3 +86,27 @@ class ModelMeta:
     #: Image checkpoints: text encoders baked in (tensors under `cond_stage_model.` or
     #: `conditioner.embedders.`); an SD/SDXL file without them is a bare UNet.
     has_baked_encoders: bool = False
+    #: Per-head key / value widths on sliding-window layers when they differ from the full
+    #: layers' (Gemma 4: GGUF `key_length_swa` 256 vs `key_length` 512; HF `head_dim` vs
+    #: `global_head_dim`); 0 = the same as key_length / value_length.
+    key_length_swa: int = 0
+    value_length_swa: int = 0
+    #: Per layer, True for a sliding-window layer (GGUF `sliding_window_pattern`, HF
+    #: `layer_types`); () = not given. Only read to pick the `_swa` widths.
+    sliding_layers: tuple[bool, ...] = ()
+    #: Layers that hold a recurrent state (mamba / linear attention / short conv / RWKV): HF
+    #: from the layer layout; GGUF only when the file carries the sizes below.
+    recurrent_layers: int = 0
+    #: Recurrent state sizes as llama.cpp names them (`{arch}.ssm.*`; `llama_hparams::n_embd_r`
+    #: / `n_embd_s`): conv kernel, inner width, state width, B/C groups. LFM2's short conv is
+    #: kernel = `shortconv.l_cache`, inner = embedding_length, state 0.
+    ssm_conv_kernel: int = 0
+    ssm_inner_size: int = 0
+    ssm_state_size: int = 0
+    ssm_group_count: int = 0
+    #: RWKV: `{arch}.wkv.head_size` and `{arch}.token_shift_count` (state = n_embd × both).
+    wkv_head_size: int = 0
+    token_shift_count: int = 0
+    #: MoE: leading layers with a dense FFN and no experts (GGUF `{arch}.leading_dense_block_count`,
+    #: HF `first_k_dense_replace`; DeepSeek V2/V3, Kimi K2, GLM-4.5). `--n-cpu-moe N` counts them.
+    leading_dense_blocks: int = 0

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import xxhash
@@ -22,7 +24,7 @@ from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
 from autogen.discovery import discover
-from autogen.entry import Plan
+from autogen.entry import Plan, Skip
 from autogen.errors import ModelError, SwapgenError
 from autogen.fsutil import read_bytes, run_lock, write_if_changed
 from autogen.gpus import card_vram_gb
@@ -30,7 +32,8 @@ from autogen.metacache import MetaCache, head_hash
 from autogen.metadata import ModelMeta
 from autogen.plan import AUDIOCPP, Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.router import Fragment, assemble, write_config
-from autogen.settings import Settings, load_settings
+from autogen.sample import ensure_for_settings
+from autogen.settings import Settings, find_settings, load_settings
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
@@ -41,8 +44,17 @@ SUMMARY = "summary.json"
 
 class SwapgenFileChecker(FileChangedChecker):
     """Size + mtime, and on an mtime-only change an xxhash of the first MiB (never the whole
-    file: doit's md5 checker would read terabytes after a `touch`). Keep the class name stable:
-    doit stores it per task and a rename re-runs every task."""
+    file: doit's md5 checker would read terabytes after a `touch`). Heads come from the loaded
+    pipeline's metadata cache (`_ACTIVE.cache.head`), where discovery has recorded every model
+    input: doit keeps no new state for an up-to-date task, so without it a touched file would
+    be hashed again on every later run. Without a loaded pipeline it hashes the file itself.
+    Keep the class name stable: doit stores it per task and a rename re-runs every task."""
+
+    @staticmethod
+    def _head(path: str, size: int, mtime_ns: int) -> str:
+        if _ACTIVE is not None:
+            return _ACTIVE.cache.head(path, size, mtime_ns)
+        return head_hash(path)
 
     def check_modified(self, file_path, file_stat, state):
         size, mtime_ns, head = state
@@ -50,13 +62,13 @@ class SwapgenFileChecker(FileChangedChecker):
             return True
         if file_stat.st_mtime_ns == mtime_ns:
             return False
-        return head != head_hash(file_path)
+        return head != self._head(file_path, file_stat.st_size, file_stat.st_mtime_ns)
 
     def get_state(self, dep, current_state):
         st = os.stat(dep)
         if current_state and current_state[0] == st.st_size and current_state[1] == st.st_mtime_ns:
             return None
-        return [st.st_size, st.st_mtime_ns, head_hash(dep)]
+        return [st.st_size, st.st_mtime_ns, self._head(dep, st.st_size, st.st_mtime_ns)]
 
 
 def _digest(text: str) -> str:
@@ -76,18 +88,36 @@ def side_files(settings: Settings, job: Job) -> list[str]:
     return []
 
 
+def check_roots(settings: Settings) -> None:
+    """A root that is missing or cannot be listed (a typo, an unmounted disk) stops the run:
+    writing a config without its models would unload them all from llama-swap."""
+    for i, root in enumerate(settings.roots):
+        try:
+            with os.scandir(root):
+                pass
+        except OSError as exc:
+            raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
+
+
 class Pipeline:
     """One run's loaded state: settings, discovered models and their resolved jobs."""
 
     def __init__(self, settings: Settings, *, lock: bool = True, notify=None):
         self.settings = settings
+        check_roots(settings)
         self._lock = run_lock(settings.cache_dir, notify=notify or (lambda m: print(m, file=sys.stderr)))
         if lock:
-            self._lock.__enter__()
+            try:
+                self._lock.__enter__()
+            except OSError as exc:
+                raise SwapgenError(f"{settings.cache_dir}: cannot use the cache folder ({exc.strerror or exc}); "
+                                   "check `cache_dir` in the settings file") from None
         self._locked = lock
         self.cache = MetaCache(settings.cache_dir)
         self.card_vram_gb = card_vram_gb(settings)
-        self.discovery = discover(settings.roots, self.cache.gguf)
+        self.discovery = discover(settings.roots, self.cache.gguf, self.cache.config, self.cache.head)
+        for problem in self.discovery.problems:
+            print(f"swapgen: warning: {problem}", file=sys.stderr)
         self.metas: dict[str, ModelMeta | None] = {}
         self.jobs: list[Job] = []
         for row in self.discovery.models:
@@ -136,7 +166,12 @@ class Pipeline:
                           self.profile_owners)
 
     def emit_model(self, job: Job, key: str) -> bool:
-        plan = self.plan(job)
+        try:
+            plan = self.plan(job)
+        except Exception as exc:  # noqa: BLE001 - a bug in one emitter must not cost the whole config
+            traceback.print_exc(file=sys.stderr)
+            plan = Plan(model_id=job.row.id, skips=(Skip(job.row.id, f"internal error while planning "
+                                                               f"({type(exc).__name__}: {exc}); please report it"),))
         summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
                    "entries": [e.id for e in plan.entries],
@@ -152,7 +187,17 @@ class Pipeline:
 
     def assemble(self) -> dict[str, str] | TaskFailed:
         paths = [fragment_path(self.settings.cache_dir, job.row.id) for job in self.jobs]
-        fragments = [Fragment.load(p) for p in paths]
+        fragments = []
+        for job, path in zip(self.jobs, paths):
+            try:
+                fragments.append(Fragment.load(path))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                try:
+                    os.unlink(path)  # its model task re-runs next time (its target is gone)
+                except OSError:
+                    pass
+                return TaskFailed(f"{path}: unreadable fragment of model {job.row.id!r} ({exc}); removed, "
+                                  "run swapgen again")
         text = assemble(self.settings, fragments)
         try:
             written = write_config(self.settings.output, text)
@@ -203,12 +248,21 @@ class Pipeline:
             doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
         return doc
 
+    def _meta_stamp(self, job: Job) -> str:
+        """The size and head hash the model's metadata was read from: a file changed between
+        loading and the task's run is recorded by doit as seen, so the key must say what the
+        fragment used (the head, not the mtime: a `touch` alone re-emits nothing)."""
+        path = os.path.join(job.row.path, "config.json") if job.row.format == "hf" else job.row.path
+        entry = self.cache.entries.get(path) or {}
+        return f"|{entry.get('size')},{entry.get('head')}"
+
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.jobs:
             # A plain bool, not doit's config_changed: doit inspects the signature of every
             # callable uptodate on every run, a third of a 1,000-model no-op.
-            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners))
+            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
+                          + self._meta_stamp(job))
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),
@@ -244,6 +298,8 @@ class Pipeline:
                 # doit's default is the sys.stdout of the moment doit was imported
                 "outfile": sys.stdout,
                 "verbosity": 1,
+                # `-n N` runs tasks in threads: actions update this pipeline's keys and stats
+                "par_type": "thread",
                 "subtasks": True,
             },
             "task_model": self.task_model,
@@ -292,6 +348,12 @@ _ACTIVE: Pipeline | None = None
 
 
 def load(settings_path: str | None = None, **kwargs) -> Pipeline:
+    """Settings → pipeline (the bundled sample library is built on first use of its settings)."""
     global _ACTIVE
-    _ACTIVE = Pipeline(load_settings(settings_path), **kwargs)
+    for stream in (sys.stdout, sys.stderr):  # paths that are not valid UTF-8 print escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    path = find_settings(settings_path)
+    ensure_for_settings(path, Path(__file__).resolve().parent.parent)
+    _ACTIVE = Pipeline(load_settings(path), **kwargs)
     return _ACTIVE

@@ -154,12 +154,95 @@ class TestProbe:
         assert gpus.inventory(settings_of(gpus=(RTX3060, RTX4090)), probe=boom) == (RTX4090, RTX3060)
 
 
+class TestRememberedInventory:
+    """The probed inventory is kept in cache_dir per boot: one probe per boot, not per run."""
+
+    @pytest.fixture
+    def boot(self, tmp_path, monkeypatch):
+        path = tmp_path / "boot_id"
+        path.write_text("4e372466-70ea-4949-8daf-9c4aca556f93\n")
+        monkeypatch.setattr(gpus, "BOOT_ID", str(path))
+        gpus._remembered.cache_clear()
+        yield path
+        gpus._remembered.cache_clear()
+
+    @staticmethod
+    def counting(found=(RTX4090, IGPU)):
+        calls = []
+        return calls, lambda: calls.append(1) or found
+
+    def test_probed_once_per_boot_across_runs(self, tmp_path, boot):
+        calls, probe = self.counting()
+        cache = str(tmp_path / "cache")
+        assert gpus.remembered_gpus(cache, probe) == (RTX4090, IGPU)
+        assert gpus.remembered_gpus(cache, probe) == (RTX4090, IGPU)
+        assert calls == [1]
+        assert json.loads((tmp_path / "cache" / gpus.GPU_CACHE_FILE).read_text())["boot_id"] == boot.read_text().strip()
+
+    def test_a_reboot_probes_again(self, tmp_path, boot):
+        calls, probe = self.counting()
+        gpus.remembered_gpus(str(tmp_path), probe)
+        boot.write_text("0b9c7a52-0000-4000-8000-000000000000\n")
+        gpus.remembered_gpus(str(tmp_path), probe)
+        assert calls == [1, 1]
+
+    def test_removing_the_file_probes_again(self, tmp_path, boot):
+        calls, probe = self.counting()
+        gpus.remembered_gpus(str(tmp_path), probe)
+        (tmp_path / gpus.GPU_CACHE_FILE).unlink()
+        gpus.remembered_gpus(str(tmp_path), probe)
+        assert calls == [1, 1]
+
+    @pytest.mark.parametrize("text", ["{broken", "[]", '{"boot_id": "x"}', '{"gpus": [{"index": "a"}]}'])
+    def test_an_unreadable_file_probes_again(self, tmp_path, boot, text):
+        (tmp_path / gpus.GPU_CACHE_FILE).write_text(text.replace('"x"', json.dumps(boot.read_text().strip())))
+        calls, probe = self.counting()
+        assert gpus.remembered_gpus(str(tmp_path), probe) == (RTX4090, IGPU) and calls == [1]
+
+    def test_without_a_boot_id_every_call_probes(self, tmp_path, monkeypatch):
+        monkeypatch.setattr(gpus, "BOOT_ID", str(tmp_path / "absent"))
+        calls, probe = self.counting()
+        gpus.remembered_gpus(str(tmp_path), probe)
+        gpus.remembered_gpus(str(tmp_path), probe)
+        assert calls == [1, 1] and not (tmp_path / gpus.GPU_CACHE_FILE).exists()
+
+    def test_no_gpu_is_remembered_too(self, tmp_path, boot):
+        calls, probe = self.counting(())
+        gpus.remembered_gpus(str(tmp_path), probe)
+        assert gpus.remembered_gpus(str(tmp_path), probe) == () and calls == [1]
+
+    def test_settings_without_gpus_read_the_stored_inventory(self, tmp_path, boot, monkeypatch):
+        calls, probe = self.counting((RTX4090, RTX3060))
+        monkeypatch.setattr(gpus, "probe_gpus", probe)
+        settings = settings_of(gpus=None, cache_dir=str(tmp_path / "cache"))
+        assert gpus.card_vram_gb(settings) == 36.0
+        gpus._remembered.cache_clear()  # a later run (a new process)
+        assert gpus.inventory(settings) == (RTX4090, RTX3060) and calls == [1]
+
+
 # ---------------------------------------------------------------------------------------------
 # placement and vendor variables
 
 
 def placed(override=None, row=CUDA_ROW, engine="llama", inventory=MIXED, **kw) -> Placement:
     return place(settings_of(**kw), override, row, engine, inventory)
+
+
+class TestVendorOf:
+    @pytest.mark.parametrize("vendor, expected", [
+        ("nvidia", "nvidia"), ("NVIDIA Corporation", "nvidia"), ("", "nvidia"),
+        ("amd", "amd"), ("Advanced Micro Devices, Inc. [AMD/ATI]", "amd"), ("ATI Technologies Inc.", "amd"),
+        ("AMD Radeon", "amd"), ("Intel Corporation", "intel"), ("intel", "intel"), ("Apple", "apple"),
+        ("Moore Threads", "moore threads"), ("Corporation", "corporation"), ("Innovation Lab", "innovation lab"),
+    ])
+    def test_vendor_names_match_as_whole_words(self, vendor, expected):
+        """"Intel Corporation" holds "ati" only inside a word: it is Intel, not AMD."""
+        assert devices.vendor_of(Gpu(index=0, vram_gb=8.0, vendor=vendor)) == expected
+
+    def test_an_intel_card_is_counted_as_intel_by_vulkan_pins(self):
+        arc = Gpu(index=1, vram_gb=16.0, name="Arc A770", vendor="Intel Corporation")
+        p = placed(Override(match="*", devices=(1,)), row=PLAIN_ROW, inventory=(RTX4090, arc))
+        assert p.family == "vulkan" and p.env == ("GGML_VK_VISIBLE_DEVICES=1",)
 
 
 class TestVendorVariables:

@@ -284,3 +284,120 @@ def test_unreadable_model_file_is_a_row_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", guarded_open)
     found = run(tmp_path)
     assert ids(found) == ["a-q4_0"] and "Permission denied" in found.row_errors["a-q4_0"]
+
+
+class TestSplitSets:
+    """Every shard counts: a set without shard 1 is still a row, a later shard cut short is seen."""
+
+    GIB_TENSORS = [(f"blk.{i}.w", (4096, 4096 * 32), Q.F16) for i in range(3)]  # 1 GiB each, sparse
+
+    def _set(self, tmp_path, tensors=None):
+        folder = tmp_path / "models/big"
+        folder.mkdir(parents=True)
+        return write_split_set(folder, "Big-Q8_0", "llama", shards=3, kv=LLAMA_KV,
+                               tensors=tensors or [(f"blk.{i}.w", (64, 64), Q.F16) for i in range(6)])
+
+    def test_missing_first_shard_is_a_row_named_after_the_set(self, tmp_path):
+        shards = self._set(tmp_path)
+        os.unlink(shards[0])
+        found = run(tmp_path)
+        (row,) = found.models
+        assert row.id == "big-q8_0" and row.quant == "Q8_0"
+        assert row.path == str(shards[1]) and row.inputs == (str(shards[1]), str(shards[2]))
+        assert row.size_bytes == os.path.getsize(shards[1]) + os.path.getsize(shards[2])
+        assert found.row_errors == {"big-q8_0": "split set is missing 1 of 3 shards (Big-Q8_0-00001-of-00003.gguf)"}
+
+    def test_every_missing_shard_is_named(self, tmp_path):
+        shards = self._set(tmp_path)
+        os.unlink(shards[0])
+        os.unlink(shards[1])
+        found = run(tmp_path)
+        assert found.row_errors == {"big-q8_0": "split set is missing 2 of 3 shards "
+                                                "(Big-Q8_0-00001-of-00003.gguf, Big-Q8_0-00002-of-00003.gguf)"}
+
+    def test_a_later_shard_cut_short_is_an_incomplete_download_of_the_set(self, tmp_path):
+        shards = self._set(tmp_path, self.GIB_TENSORS)
+        full = [os.path.getsize(s) for s in shards]
+        os.truncate(shards[2], full[2] - (1 << 29))  # half a GiB never arrived
+        found = run(tmp_path)
+        assert found.row_errors == {"big-q8_0": "incomplete download (2.50 of 3.00 GB)"}
+
+    def test_a_whole_set_of_gigabyte_shards_has_no_reason(self, tmp_path):
+        self._set(tmp_path, self.GIB_TENSORS)
+        assert run(tmp_path).row_errors == {}
+
+    def test_a_corrupt_later_shard_is_named_in_the_reason(self, tmp_path):
+        shards = self._set(tmp_path)
+        with open(shards[1], "r+b") as f:
+            f.write(b"NOPE")
+        reason = run(tmp_path).row_errors["big-q8_0"]
+        assert reason.startswith("Big-Q8_0-00002-of-00003.gguf: ") and "magic" in reason
+
+    def test_later_shards_are_probed_through_the_cache_once(self, tmp_path):
+        self._set(tmp_path, self.GIB_TENSORS)
+        cache = MetaCache(str(tmp_path / "cache"))
+        discover((str(tmp_path / "models"),), cache.gguf, cache.config, cache.head)
+        assert cache.reads == 3
+        cache.save()
+        warm = MetaCache(str(tmp_path / "cache"))
+        assert discover((str(tmp_path / "models"),), warm.gguf, warm.config, warm.head).row_errors == {}
+        assert warm.reads == 0
+
+
+class TestThroughTheCache:
+    """With the pipeline's cache, a no-op discovery parses no config.json and every model input
+    has its head recorded for the doit file checker."""
+
+    def _discover(self, tmp_path):
+        cache = MetaCache(str(tmp_path / "cache"))
+        found = discover((str(tmp_path / "models"),), cache.gguf, cache.config, cache.head)
+        cache.save()
+        return found, cache
+
+    def _count_config_reads(self, monkeypatch):
+        import autogen.discovery as discovery
+
+        opened = []
+        real = discovery.read_config_json
+        monkeypatch.setattr(discovery, "read_config_json", lambda p: opened.append(p) or real(p))
+        return opened
+
+    def test_a_warm_run_reads_no_config_json(self, tmp_path, monkeypatch):
+        folder = tmp_path / "models/nvidia/Llama-FP8"
+        hf_folder(folder, {**LLAMA_CONFIG, "quantization_config": {"quant_method": "awq"}})
+        (folder / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "FP8"}}')
+        hf_folder(tmp_path / "models/x/bert", {"architectures": ["BertModel"], "model_type": "bert"})
+        opened = self._count_config_reads(monkeypatch)
+        first, _ = self._discover(tmp_path)
+        assert len(opened) == 3
+        opened.clear()
+        again, cache = self._discover(tmp_path)
+        assert opened == [] and cache.reads == 0
+        assert again == first and ids(again) == ["llama-fp8"] and again.models[0].quant == "FP8"
+        assert len(again.ignored) == 1
+
+    def test_a_touched_config_is_not_parsed_again_and_a_changed_one_is(self, tmp_path, monkeypatch):
+        folder = tmp_path / "models/meta/M"
+        hf_folder(folder, LLAMA_CONFIG)
+        self._discover(tmp_path)
+        opened = self._count_config_reads(monkeypatch)
+        os.utime(folder / "config.json", ns=(1, 1))
+        assert ids(self._discover(tmp_path)[0]) == ["m-bf16"] and opened == []
+        (folder / "config.json").write_text(json.dumps({**LLAMA_CONFIG, "torch_dtype": "float16"}))
+        assert ids(self._discover(tmp_path)[0]) == ["m-f16"] and len(opened) == 1
+
+    def test_a_broken_config_is_remembered_with_its_reason(self, tmp_path):
+        hf_folder(tmp_path / "models/x/Broken", "{not json")
+        first, _ = self._discover(tmp_path)
+        again, cache = self._discover(tmp_path)
+        assert cache.reads == 0 and again.row_errors == first.row_errors
+        assert "not valid JSON" in again.row_errors["broken"]
+
+    def test_every_model_input_gets_its_head_recorded(self, tmp_path):
+        hf_folder(tmp_path / "models/meta/M", LLAMA_CONFIG, weights=("a.safetensors", "b.safetensors"))
+        model(tmp_path / "models/g/gemma-Q4_0.gguf", "gemma3")
+        model(tmp_path / "models/g/mmproj-F16.gguf", "clip", kv={"clip.has_vision_encoder": True})
+        found, cache = self._discover(tmp_path)
+        inputs = {p for row in found.models for p in row.inputs}
+        assert len(inputs) == 5
+        assert all(cache.entries[p]["head"] for p in inputs)

@@ -188,6 +188,92 @@ class TestHybridAndRecurrent:
         assert m.layout_note == f"recurrent architecture {arch}: no per-token KV"
 
 
+def test_local_key_names_match_gguf_py():
+    import gguf
+
+    from autogen import gguf_meta
+    assert (gguf_meta.KEY_LENGTH_SWA, gguf_meta.VALUE_LENGTH_SWA) == (
+        gguf.Keys.Attention.KEY_LENGTH_SWA, gguf.Keys.Attention.VALUE_LENGTH_SWA)
+    assert (gguf_meta.SSM_CONV_KERNEL, gguf_meta.SSM_INNER_SIZE, gguf_meta.SSM_STATE_SIZE,
+            gguf_meta.SSM_GROUP_COUNT) == (gguf.Keys.SSM.CONV_KERNEL, gguf.Keys.SSM.INNER_SIZE,
+                                           gguf.Keys.SSM.STATE_SIZE, gguf.Keys.SSM.GROUP_COUNT)
+    assert (gguf_meta.WKV_HEAD_SIZE, gguf_meta.TOKEN_SHIFT_COUNT, gguf_meta.SHORTCONV_L_CACHE) == (
+        gguf.Keys.WKV.HEAD_SIZE, gguf.Keys.LLM.TOKEN_SHIFT_COUNT, gguf.Keys.ShortConv.L_CACHE)
+
+
+class TestSlidingWidths:
+    """Gemma 4 (conversion/gemma.py `Gemma4Model`): global widths as key_length, head_dim as
+    key_length_swa, layer_types as a bool sliding_window_pattern."""
+
+    PATTERN = ([True] * 5 + [False]) * 2
+
+    def test_swa_widths_and_pattern_are_read(self, tmp_path):
+        m = meta(tmp_path, "gemma4", kv={
+            "{arch}.block_count": 12, "{arch}.attention.head_count": 32,
+            "{arch}.attention.head_count_kv": [16 if s else 4 for s in self.PATTERN],
+            "{arch}.attention.key_length": 512, "{arch}.attention.value_length": 512,
+            "{arch}.attention.key_length_swa": 256, "{arch}.attention.value_length_swa": 256,
+            "{arch}.attention.sliding_window_pattern": self.PATTERN})
+        assert (m.key_length, m.key_length_swa, m.value_length_swa) == (512, 256, 256)
+        assert m.sliding_layers == tuple(self.PATTERN)
+        assert m.head_count_kv[:6] == (16, 16, 16, 16, 16, 4)
+
+    @pytest.mark.parametrize("pattern", [[True, False], [1, 0] * 6, "yes"])
+    def test_pattern_of_the_wrong_length_or_type_is_dropped(self, tmp_path, pattern):
+        m = meta(tmp_path, "gemma4", kv={"{arch}.block_count": 12, "{arch}.attention.head_count": 8,
+                                         "{arch}.attention.sliding_window_pattern": pattern})
+        assert m.sliding_layers == ()
+
+    def test_models_without_swa_widths_keep_zero(self, tmp_path):
+        m = meta(tmp_path, kv=llama_kv())
+        assert (m.key_length_swa, m.value_length_swa, m.sliding_layers) == (0, 0, ())
+
+
+class TestRecurrentState:
+    def test_nemotron_h_mlp_layers_hold_no_state(self, tmp_path):
+        """llama.cpp: recurrent iff n_head_kv == 0 and n_ff == 0 ('M', not '-' or '*')."""
+        pattern = "M-M*-M"
+        m = meta(tmp_path, "nemotron_h", kv={
+            "{arch}.block_count": 6, "{arch}.attention.head_count": 8,
+            "{arch}.attention.head_count_kv": [2 if c == "*" else 0 for c in pattern],
+            "{arch}.feed_forward_length": [1024 if c == "-" else 0 for c in pattern],
+            "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.inner_size": 1024,
+            "{arch}.ssm.state_size": 128, "{arch}.ssm.group_count": 8})
+        assert m.recurrent_layers == 3
+        assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 1024, 128, 8)
+
+    def test_zero_head_layers_without_ssm_sizes_are_not_recurrent(self, tmp_path):
+        """DeciLM-style no-attention layers: no state keys, so no recurrent layers."""
+        m = meta(tmp_path, "deci", kv={"{arch}.block_count": 4, "{arch}.attention.head_count": 8,
+                                       "{arch}.attention.head_count_kv": [8, 0, 8, 0]})
+        assert m.recurrent_layers == 0
+
+    def test_interval_hybrid_counts_its_linear_layers(self, tmp_path):
+        m = meta(tmp_path, "qwen35", kv={
+            "{arch}.block_count": 8, "{arch}.attention.head_count_kv": 4,
+            "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.inner_size": 4096,
+            "{arch}.ssm.state_size": 128, "{arch}.ssm.group_count": 16})
+        assert m.recurrent_layers == 6
+
+    def test_rwkv_reads_wkv_head_and_defaults_token_shift_to_two(self, tmp_path):
+        m = meta(tmp_path, "rwkv6", kv={"{arch}.block_count": 24, "{arch}.embedding_length": 2048,
+                                        "{arch}.wkv.head_size": 64})
+        assert (m.recurrent_layers, m.wkv_head_size, m.token_shift_count) == (24, 64, 2)
+
+    def test_lfm2_short_conv_is_a_kernel_over_the_embedding(self, tmp_path):
+        """llama.cpp `n_embd_r` = n_embd × (l_cache − 1), no ssm state."""
+        m = meta(tmp_path, "lfm2", kv={"{arch}.block_count": 4, "{arch}.embedding_length": 2048,
+                                       "{arch}.attention.head_count_kv": [0, 0, 8, 0],
+                                       "{arch}.shortconv.l_cache": 3})
+        assert (m.recurrent_layers, m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size) == (3, 3, 2048, 0)
+
+    def test_falcon_h1_layers_attend_and_recur(self, tmp_path):
+        m = meta(tmp_path, "falcon-h1", kv={"{arch}.block_count": 4, "{arch}.attention.head_count_kv": 2,
+                                            "{arch}.ssm.conv_kernel": 4, "{arch}.ssm.inner_size": 1024,
+                                            "{arch}.ssm.state_size": 16})
+        assert (m.recurrent_layers, m.head_count_kv) == (4, (2,) * 4)
+
+
 class TestOtherClasses:
     def test_embedding_model_reports_its_pooling(self, tmp_path):
         m = meta(tmp_path, "bert", kv={"{arch}.block_count": 12, "{arch}.pooling_type": 1,

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from autogen import hf_config
 from autogen.errors import ModelError
-from autogen.hf_config import hf_model_reason, hf_quant, meta_from_hf_config, read_config_json
+from autogen.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
+                               read_config_json)
 from autogen.kvcost import kv_cost
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")
@@ -333,8 +334,8 @@ class TestMetaFromHfConfig:
             meta_from_hf_config({**LLAMA, **extra})
 
     def test_absurd_layer_count_is_refused_before_allocating(self):
-        with pytest.raises(ModelError, match="num_hidden_layers: 1000000000000 layers"):
-            meta_from_hf_config({**LLAMA, "num_hidden_layers": 10**12})
+        with pytest.raises(ModelError, match="num_hidden_layers: 1000000 layers"):
+            meta_from_hf_config({**LLAMA, "num_hidden_layers": 10**6})
 
     def test_null_values_count_as_absent(self):
         m = meta_from_hf_config({**LLAMA, "num_key_value_heads": None, "head_dim": None})
@@ -345,8 +346,140 @@ class TestMetaFromHfConfig:
                                  "n_shared_experts": 1, "num_nextn_predict_layers": 1})
         assert (m.expert_count, m.expert_used_count, m.expert_shared_count, m.nextn_layers) == (256, 8, 1, 1)
 
+    @pytest.mark.parametrize("key, value", [
+        ("num_key_value_heads", 1e308), ("num_key_value_heads", 2**31), ("hidden_size", 2.0**40),
+        ("num_attention_heads", 10**30), ("max_position_embeddings", 2**40),
+        ("max_position_embeddings", 1e300), ("vocab_size", 2**63), ("sliding_window", 2**41),
+        ("head_dim", [128, 2**31]), ("n_routed_experts", 2**31),
+    ])
+    def test_out_of_range_numbers_name_the_key(self, key, value):
+        """1e308 passed once and overflowed float arithmetic in the vLLM emitter."""
+        with pytest.raises(ModelError, match=f"^{key} must be a non-negative integer below "):
+            meta_from_hf_config({**LLAMA, key: value})
+
+    def test_largest_accepted_numbers_still_map(self):
+        m = meta_from_hf_config({**LLAMA, "vocab_size": 2**31 - 1, "max_position_embeddings": 2**40 - 1,
+                                 "num_key_value_heads": float(2**20)})
+        assert (m.vocab_size, m.context_length, m.head_count_kv[0]) == (2**31 - 1, 2**40 - 1, 2**20)
+
+    def test_out_of_range_list_entries_are_refused(self):
+        with pytest.raises(ModelError, match="^attn_layer_indices must be a list of non-negative integers below"):
+            meta_from_hf_config({**LLAMA, "attn_layer_indices": [1, 2**40]})
+
     def test_architectures_string_is_not_split_into_letters(self):
         assert meta_from_hf_config({**LLAMA, "architectures": "LlamaForCausalLM"}).architectures == ()
+
+
+class TestConfigFile:
+    def test_mapping_errors_name_the_config_file(self, tmp_path):
+        path = _write(tmp_path, json.dumps({**LLAMA, "num_key_value_heads": 1e308}))
+        with pytest.raises(ModelError, match=rf"^{path}: num_key_value_heads must be a non-negative"):
+            meta_from_config_file(path)
+
+    def test_read_errors_name_the_file_once(self, tmp_path):
+        path = _write(tmp_path, "{")
+        with pytest.raises(ModelError) as info:
+            meta_from_config_file(path)
+        assert str(info.value).startswith(f"{path}: not valid JSON") and str(info.value).count(path) == 1
+
+    def test_a_good_file_maps(self, tmp_path):
+        assert meta_from_config_file(_write(tmp_path, json.dumps(LLAMA))).block_count == 32
+
+
+_GEMMA4_LAYERS = (["sliding_attention"] * 5 + ["full_attention"]) * 2
+GEMMA4_TEXT = {"model_type": "gemma4_text", "hidden_size": 5376, "num_hidden_layers": 12,
+               "num_attention_heads": 32, "num_key_value_heads": 16,
+               "num_global_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
+               "attention_k_eq_v": True, "sliding_window": 1024, "layer_types": _GEMMA4_LAYERS}
+
+
+class TestGemma4:
+    """transformers `Gemma4TextConfig` / vLLM `Gemma4DecoderLayer`: full layers use
+    global_head_dim and, with attention_k_eq_v, num_global_key_value_heads."""
+
+    def wrap(self, **text):
+        return {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+                "text_config": {**GEMMA4_TEXT, **text}, "vision_config": {}}
+
+    def test_full_layers_get_global_width_and_heads(self):
+        m = meta_from_hf_config(self.wrap())
+        assert (m.key_length, m.value_length, m.key_length_swa, m.value_length_swa) == (512, 512, 256, 256)
+        assert m.head_count_kv[:6] == (16, 16, 16, 16, 16, 4)
+        assert m.sliding_layers == tuple(t == "sliding_attention" for t in _GEMMA4_LAYERS)
+
+    def test_global_heads_need_attention_k_eq_v(self):
+        assert meta_from_hf_config(self.wrap(attention_k_eq_v=False)).head_count_kv == (16,) * 12
+
+    def test_absent_global_head_dim_defaults_to_512(self):
+        text = {k: v for k, v in GEMMA4_TEXT.items() if k != "global_head_dim"}
+        m = meta_from_hf_config({"model_type": "gemma4", "text_config": text})
+        assert (m.key_length, m.key_length_swa) == (512, 256)
+
+    def test_unmarked_layers_take_the_larger_head_count(self):
+        m = meta_from_hf_config(self.wrap(layer_types=None, num_global_key_value_heads=32))
+        assert (m.head_count_kv, m.sliding_layers) == ((32,) * 12, ())
+
+    def test_equal_global_width_is_not_a_second_width(self):
+        m = meta_from_hf_config(self.wrap(global_head_dim=256))
+        assert (m.key_length, m.key_length_swa) == (256, 0)
+
+
+class TestRecurrentState:
+    def test_nemotron_h_sizes_from_mamba_heads(self):
+        path = HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"
+        if not path.exists():
+            pytest.skip("shared hf-configs not present")
+        m = meta_from_hf_config(read_config_json(str(path)))
+        assert m.recurrent_layers == 54  # 'M' only: '-' MLP and '*' attention hold no state
+        assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 16384, 256, 8)
+
+    def test_qwen35_gated_delta_net_sizes(self):
+        path = HF_CONFIGS / "qwen3.5-27b" / "config.json"
+        if not path.exists():
+            pytest.skip("shared hf-configs not present")
+        m = meta_from_hf_config(read_config_json(str(path)))
+        assert m.recurrent_layers == 48
+        assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 6144, 128, 16)
+
+    def test_bamba_sizes_from_prefixed_keys(self):
+        """ibm-ai-platform/Bamba-9B: d_inner = mamba_expand × hidden; mamba_d_head may be "auto"."""
+        m = meta_from_hf_config({"model_type": "bamba", "num_hidden_layers": 4, "hidden_size": 4096,
+                                 "num_attention_heads": 32, "num_key_value_heads": 8,
+                                 "attn_layer_indices": [2], "mamba_d_conv": 4, "mamba_d_state": 128,
+                                 "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 128,
+                                 "mamba_d_head": "auto"})
+        assert m.recurrent_layers == 3
+        assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 8192, 128, 1)
+
+    def test_lfm2_short_conv(self):
+        m = meta_from_hf_config({"model_type": "lfm2", "num_hidden_layers": 4, "hidden_size": 2048,
+                                 "num_attention_heads": 32, "num_key_value_heads": 8,
+                                 "conv_L_cache": 3, "layer_types": ["conv", "conv", "full_attention", "conv"]})
+        assert (m.recurrent_layers, m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size) == (3, 3, 2048, 0)
+
+    def test_mlp_and_moe_blocks_are_not_recurrent(self):
+        m = meta_from_hf_config({"num_hidden_layers": 4, "num_attention_heads": 4, "hidden_size": 256,
+                                 "layers_block_type": ["mamba", "moe", "attention", "mlp"],
+                                 "conv_kernel": 4, "ssm_state_size": 16, "mamba_expand": 2})
+        assert m.recurrent_layers == 1
+
+    def test_zamba2_and_falcon_h1_recur_on_every_layer(self):
+        zamba = meta_from_hf_config({"model_type": "zamba2", "num_hidden_layers": 3, "hidden_size": 256,
+                                     "num_attention_heads": 4, "layers_block_type": ["mamba", "hybrid", "mamba"]})
+        falcon = meta_from_hf_config({"model_type": "falcon_h1", "num_hidden_layers": 3, "hidden_size": 256,
+                                      "num_attention_heads": 4, "mamba_d_ssm": 512})
+        assert (zamba.recurrent_layers, falcon.recurrent_layers, falcon.ssm_inner_size) == (3, 3, 512)
+
+    def test_absurd_inner_width_product_is_refused(self):
+        with pytest.raises(ModelError, match=r"^SSM inner width 4611686014132420609 \(a product"):
+            meta_from_hf_config({"model_type": "nemotron_h", "num_hidden_layers": 1, "hidden_size": 256,
+                                 "num_attention_heads": 4, "hybrid_override_pattern": "M",
+                                 "mamba_num_heads": 2**31 - 1, "mamba_head_dim": 2**31 - 1})
+
+    def test_attention_only_models_read_no_ssm_keys(self):
+        """A stray conv_kernel list (an audio tower's) is never read when nothing recurs."""
+        m = meta_from_hf_config({**LLAMA, "conv_kernel": [[3, 3]], "state_size": "x"})
+        assert (m.recurrent_layers, m.ssm_conv_kernel) == (0, 0)
 
 
 def test_library_defaults_table_is_complete():
@@ -375,13 +508,19 @@ READ_KEYS = sorted({
     "attn_layer_indices", "attn_layer_period", "attn_layer_offset", "full_attention_interval",
     "multi_query", "new_decoder_architecture", "multi_query_attention", "kv_lora_rank",
     "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window", "use_sliding_window",
+    "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "linear_conv_kernel_dim",
+    "linear_num_value_heads", "linear_value_head_dim", "linear_key_head_dim", "linear_num_key_heads",
+    "conv_L_cache", "mamba_num_heads", "mamba_head_dim", "mamba_d_ssm", "mamba_expand", "expand",
+    "intermediate_size", *hf_config.SSM_CONV_KEYS, *hf_config.SSM_STATE_KEYS, *hf_config.SSM_GROUP_KEYS,
     *hf_config.LAYERS_KEYS, *hf_config.HIDDEN_KEYS, *hf_config.HEADS_KEYS,
     *hf_config.KV_HEADS_KEYS, *hf_config.HEAD_DIM_KEYS, *hf_config.CONTEXT_KEYS,
     *hf_config.EXPERT_KEYS, *hf_config.VOCAB_KEYS, *hf_config.NEXTN_KEYS,
 })
 _scalars = (st.none() | st.booleans() | st.integers(-3, 70) | st.integers(-(2**70), 2**70)
-            | st.floats() | st.sampled_from(["llama", "mamba", "deepseek_v3", "zamba2", "M*-",
-                                             "full_attention", "LlamaForCausalLM", "bfloat16"]))
+            | st.floats() | st.sampled_from([1e308, 2**31, 2**40, 2.0**31, 2**31 - 1])
+            | st.sampled_from(["llama", "mamba", "deepseek_v3", "zamba2", "M*-", "gemma4_text",
+                               "falcon_h1", "full_attention", "sliding_attention",
+                               "LlamaForCausalLM", "bfloat16"]))
 _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=5)
                        | st.dictionaries(st.sampled_from(READ_KEYS), inner, max_size=5),
                        max_leaves=25)
@@ -399,5 +538,11 @@ def test_any_config_gives_a_meta_or_a_model_error(config):
     except ModelError as e:
         assert str(e)
         return
+    counts = (meta.block_count, meta.embedding_length, meta.head_count, meta.key_length,
+              meta.value_length, meta.vocab_size, meta.expert_count, meta.ssm_inner_size,
+              meta.ssm_state_size, meta.ssm_conv_kernel, *meta.head_count_kv)
+    assert all(type(n) is int and 0 <= n < hf_config.MAX_COUNT for n in counts)
+    assert all(type(n) is int and 0 <= n < hf_config.MAX_TOKENS for n in (meta.context_length, meta.sliding_window))
     cost = kv_cost(meta)
     assert cost.bytes_per_token is None or cost.bytes_per_token >= 0
+    assert cost.state_bytes_per_seq >= 0

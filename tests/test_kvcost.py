@@ -2,7 +2,8 @@
 
 Expected values are vLLM's page size per token (`vllm/v1/kv_cache_interface.py`):
 full attention = kv_heads × (head_size + head_size_v) × 2 B per layer; MLA = 1 × (kv_lora_rank +
-qk_rope_head_dim) × 2 B per layer; mamba / linear-attention layers add nothing per token.
+qk_rope_head_dim) × 2 B per layer; mamba / linear-attention layers add nothing per token. Their
+state is per sequence, in llama.cpp's f32 element counts (`n_embd_r` + `n_embd_s` per layer).
 """
 
 from __future__ import annotations
@@ -62,10 +63,11 @@ CHATGLM3 = {  # THUDM/chatglm3-6b
 STARCODER = {  # bigcode/starcoder: GPT-BigCode multi_query
     "architectures": ["GPTBigCodeForCausalLM"], "model_type": "gpt_bigcode", "n_embd": 6144,
     "n_head": 48, "n_layer": 40, "n_positions": 8192, "multi_query": True}
-JAMBA = {  # ai21labs/Jamba-v0.1: attention on layers 4, 12, 20, 28
+JAMBA = {  # ai21labs/Jamba-v0.1: attention on layers 4, 12, 20, 28, mamba-1 elsewhere
     "architectures": ["JambaForCausalLM"], "model_type": "jamba", "hidden_size": 4096,
     "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
-    "attn_layer_period": 8, "attn_layer_offset": 4, "max_position_embeddings": 262144}
+    "attn_layer_period": 8, "attn_layer_offset": 4, "max_position_embeddings": 262144,
+    "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_expand": 2, "mamba_dt_rank": 256}
 LLAVA_15 = {  # llava-hf/llava-1.5-7b-hf: text tower = LlamaConfig defaults
     "architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
     "text_config": {"architectures": ["LlamaForCausalLM"], "max_position_embeddings": 4096,
@@ -89,6 +91,25 @@ GEMMA3_27B = {  # google/gemma-3-27b-it
 MAMBA = {  # state-spaces/mamba-2.8b-hf
     "architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 2560,
     "num_hidden_layers": 64, "state_size": 16, "expand": 2, "conv_kernel": 4}
+_GEMMA4_31B_LAYERS = (["sliding_attention"] * 5 + ["full_attention"]) * 10
+GEMMA4_31B = {  # google/gemma-4-31B-it: full layers 4 KV heads of 512 (k_eq_v), sliding 16 of 256
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+    "text_config": {"model_type": "gemma4_text", "hidden_size": 5376, "num_hidden_layers": 60,
+                    "num_attention_heads": 32, "num_key_value_heads": 16,
+                    "num_global_key_value_heads": 4, "head_dim": 256, "global_head_dim": 512,
+                    "attention_k_eq_v": True, "sliding_window": 1024,
+                    "max_position_embeddings": 262144, "num_kv_shared_layers": 0,
+                    "layer_types": _GEMMA4_31B_LAYERS},
+    "vision_config": {"model_type": "gemma4_vision"}}
+_GEMMA4_E2B_LAYERS = (["sliding_attention"] * 4 + ["full_attention"]) * 7
+GEMMA4_E2B = {  # google/gemma-4-E2B-it: one KV head everywhere, 512 wide on the full layers
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+    "text_config": {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35,
+                    "num_attention_heads": 8, "num_key_value_heads": 1,
+                    "num_global_key_value_heads": None, "head_dim": 256, "global_head_dim": 512,
+                    "attention_k_eq_v": False, "sliding_window": 512,
+                    "max_position_embeddings": 131072, "layer_types": _GEMMA4_E2B_LAYERS},
+    "vision_config": {}}
 
 SHAPE_BYTES = [
     (MISTRAL_NEMO, 163840),  # 40 × 8 × (128 + 128) × 2 (hidden / heads would give 204800)
@@ -102,6 +123,8 @@ SHAPE_BYTES = [
     (GEMMA3_4B, 139264),  # 34 × 4 × (256 + 256) × 2
     (GEMMA3_27B, 507904),  # 62 × 16 × (128 + 128) × 2
     (MAMBA, 0),  # attention-free: recurrent state only
+    (GEMMA4_31B, 901120),  # (50 × 16 × (256 + 256) + 10 × 4 × (512 + 512)) × 2
+    (GEMMA4_E2B, 43008),  # (28 × 1 × (256 + 256) + 7 × 1 × (512 + 512)) × 2
 ]
 
 
@@ -122,7 +145,11 @@ class TestKvCost:
             "layers: attn_layer_period 8 offset 4: 4 of 32 layers keep KV",
             "8 KV heads per attention layer, key 128 + value 128 per head",
             "4 layers × 8 × (128 + 128) × 2 B = 16384 B per token",
+            "recurrent state per layer: conv (4 - 1) × (8192 + 2 × 0 × 16) + state 16 × 8192"
+            " = 155648 elements",
+            "28 recurrent layers × 155648 × 4 B = 17432576 B per sequence (constant in context length)",
         )
+        assert cost.state_bytes_per_seq == 17432576
 
     def test_sliding_window_is_charged_and_said(self):
         cost = kv_cost(meta_from_hf_config(GEMMA2_9B))
@@ -147,6 +174,54 @@ class TestKvCost:
         cost = kv_cost(meta_from_hf_config(MAMBA))
         assert (cost.bytes_per_token, cost.attention_layers, cost.total_layers) == (0, 0, 64)
         assert "no per-token KV cache" in cost.note
+
+    def test_state_space_state_is_charged_per_sequence(self):
+        """mamba-2.8b: 64 layers × ((4 − 1) × 5120 + 16 × 5120) f32; vLLM's mamba1 shapes are
+        (5120, 3) conv + (5120, 16) temporal, the same element counts."""
+        cost = kv_cost(meta_from_hf_config(MAMBA))
+        assert cost.state_bytes_per_seq == 64 * (3 * 5120 + 16 * 5120) * 4 == 24903680
+        assert cost.derivation[-1] == ("64 recurrent layers × 97280 × 4 B = 24903680 B per"
+                                       " sequence (constant in context length)")
+
+    def test_attention_only_models_hold_no_state(self):
+        assert kv_cost(meta_from_hf_config(MISTRAL_NEMO)).state_bytes_per_seq == 0
+
+    def test_recurrent_layers_without_sizes_are_said_not_guessed(self):
+        meta = ModelMeta(source="hf", block_count=2, head_count_kv=(4, 0), key_length=64,
+                         value_length=64, recurrent_layers=1)
+        cost = kv_cost(meta)
+        assert cost.state_bytes_per_seq == 0
+        assert cost.derivation[-1] == "1 recurrent layers: state sizes not given, not charged"
+
+    def test_rwkv_state_is_token_shift_plus_wkv_heads(self):
+        """llama.cpp `n_embd_r` = token_shift_count × n_embd, `n_embd_s` = n_embd × head_size."""
+        meta = ModelMeta(source="gguf", arch="rwkv6", block_count=24, head_count_kv=(0,) * 24,
+                         embedding_length=2048, recurrent_layers=24, wkv_head_size=64,
+                         token_shift_count=2)
+        assert kv_cost(meta).state_bytes_per_seq == 24 * (2 * 2048 + 2048 * 64) * 4
+
+    def test_gemma4_layers_are_charged_at_their_own_widths(self):
+        cost = kv_cost(meta_from_hf_config(GEMMA4_31B))
+        assert (cost.key_length, cost.value_length, cost.attention_layers) == (512, 512, 60)
+        assert cost.derivation[1:3] == (
+            "sliding-window layers: key 256 + value 256 per head; full layers: key 512 + value 512",
+            "(50 × 16 × (256 + 256) + 10 × 4 × (512 + 512)) × 2 B = 901120 B per token",
+        )
+
+    def test_unmarked_sliding_layers_are_charged_at_the_wider_width(self):
+        """key_length_swa without a per-layer pattern: every layer at the full width."""
+        meta = ModelMeta(source="gguf", block_count=6, head_count_kv=(2,) * 6, key_length=512,
+                         value_length=512, key_length_swa=256, value_length_swa=256)
+        cost = kv_cost(meta)
+        assert cost.bytes_per_token == 6 * 2 * (512 + 512) * 2
+        assert cost.derivation[1] == "sliding layers not marked: every layer charged at the wider key 512 + value 512"
+
+    def test_gemma4_without_layer_types_is_charged_conservatively(self):
+        """No layer_types: every layer at 512 wide and at the larger KV head count."""
+        text = {k: v for k, v in GEMMA4_31B["text_config"].items() if k != "layer_types"}
+        cost = kv_cost(meta_from_hf_config({**GEMMA4_31B, "text_config": text}))
+        assert cost.bytes_per_token == 60 * 16 * (512 + 512) * 2
+        assert cost.bytes_per_token > kv_cost(meta_from_hf_config(GEMMA4_31B)).bytes_per_token
 
     @pytest.mark.parametrize("meta, reason", [
         (ModelMeta(source="hf"), "no layer count"),
@@ -225,9 +300,25 @@ def _head_dim(dim: int) -> dict:  # TextModel.set_gguf_parameters: written when 
     return {K.Attention.KEY_LENGTH: dim, K.Attention.VALUE_LENGTH: dim}
 
 
-def _nemotron_kv() -> list[int]:
+def _nemotron_pattern() -> str:
     config = read_config_json(str(HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"))
-    return [8 if c == "*" else 0 for c in config["hybrid_override_pattern"]]
+    return config["hybrid_override_pattern"]
+
+
+def _ssm(conv: int, inner: int, state: int, groups: int | None, rank: int) -> dict:
+    keys = {"{arch}.ssm.conv_kernel": conv, "{arch}.ssm.inner_size": inner,
+            "{arch}.ssm.state_size": state, "{arch}.ssm.time_step_rank": rank}
+    return keys if groups is None else {**keys, "{arch}.ssm.group_count": groups}
+
+
+def _gemma4(layers: int, ctx: int, embd: int, heads: int, kv_heads, pattern: list[str],
+            window: int) -> dict:
+    """Gemma4Model.set_gguf_parameters: global widths as key_length, head_dim as `_swa`,
+    the layer_types as a bool pattern, per-layer KV heads only with num_global_key_value_heads."""
+    return {**_common(layers, ctx, embd, heads, kv_heads), **_head_dim(512),
+            K.Attention.KEY_LENGTH_SWA: 256, K.Attention.VALUE_LENGTH_SWA: 256,
+            K.Attention.SLIDING_WINDOW: window,
+            K.Attention.SLIDING_WINDOW_PATTERN: [t == "sliding_attention" for t in pattern]}
 
 
 # (shared config name or inline config, gguf arch, header keys as the converter writes them)
@@ -244,12 +335,17 @@ PARITY = [
         K.Attention.VALUE_LENGTH: 512, K.Attention.KEY_LENGTH_MLA: 192,
         K.Attention.VALUE_LENGTH_MLA: 128, K.Attention.KV_LORA_RANK: 512,
         K.Rope.DIMENSION_COUNT: 64}),
-    # NemotronHModel (GraniteHybridModel): per-layer head_count_kv, 0 off the '*' layers
+    # NemotronHModel (GraniteHybridModel): per-layer head_count_kv, 0 off the '*' layers;
+    # feed_forward_length per layer, 0 off the '-' layers; d_inner = mamba heads × head dim
     ("nemotron-h-56b-base-8k", "nemotron_h", lambda: {
-        **_common(118, 8192, 8192, 64, _nemotron_kv()), **_head_dim(128)}),
-    # Qwen3.5: scalar head_count_kv, hybrid layout from full_attention_interval
+        **_common(118, 8192, 8192, 64, [8 if c == "*" else 0 for c in _nemotron_pattern()]),
+        **_head_dim(128), **_ssm(4, 256 * 64, 256, 8, 256),
+        K.LLM.FEED_FORWARD_LENGTH: [32768 if c == "-" else 0 for c in _nemotron_pattern()]}),
+    # Qwen3.5: scalar head_count_kv, hybrid layout from full_attention_interval; gated delta
+    # net as ssm keys (state = key head dim, groups = key heads, inner = value heads × dim)
     ("qwen3.5-27b", "qwen35", lambda: {**_common(64, 262144, 5120, 24, 4), **_head_dim(256),
-                                       K.LLM.FULL_ATTENTION_INTERVAL: 4}),
+                                       K.LLM.FULL_ATTENTION_INTERVAL: 4,
+                                       **_ssm(4, 48 * 128, 128, 16, 48)}),
     # GptOssModel: sliding_window written, layers charged in full on both sides
     ("gpt-oss-20b", "gpt-oss", lambda: {**_common(24, 131072, 2880, 64, 8), **_head_dim(64),
                                         K.Attention.SLIDING_WINDOW: 128}),
@@ -262,9 +358,18 @@ PARITY = [
     (CHATGLM3, "chatglm", lambda: _common(28, 8192, 4096, 32, 2)),
     # FalconModel: num_kv_heads or n_head_kv or 1
     (FALCON_7B, "falcon", lambda: _common(32, 2048, 4544, 71, 1)),
-    # JambaModel: head_count_kv per layer, 0 on mamba layers
-    (JAMBA, "jamba", lambda: _common(32, 262144, 4096, 32,
-                                     [8 if i % 8 == 4 else 0 for i in range(32)])),
+    # JambaModel: head_count_kv per layer, 0 on mamba layers; mamba-1 ssm keys, no groups
+    (JAMBA, "jamba", lambda: {**_common(32, 262144, 4096, 32,
+                                        [8 if i % 8 == 4 else 0 for i in range(32)]),
+                              **_ssm(4, 2 * 4096, 16, None, 256)}),
+    # MambaModel: head_count 0, d_inner = 2 × d_model
+    (MAMBA, "mamba", lambda: {**_common(64, 1 << 20, 2560, 0, 0), **_ssm(4, 5120, 16, None, 160)}),
+    # Gemma4Model, 31B: num_global_key_value_heads present, so head_count_kv per layer
+    (GEMMA4_31B, "gemma4", lambda: _gemma4(60, 262144, 5376, 32,
+                                           [16 if t == "sliding_attention" else 4 for t in _GEMMA4_31B_LAYERS],
+                                           _GEMMA4_31B_LAYERS, 1024)),
+    # Gemma4Model, E2B: no global KV head count, scalar head_count_kv from Gemma3Model
+    (GEMMA4_E2B, "gemma4", lambda: _gemma4(35, 131072, 1536, 8, 1, _GEMMA4_E2B_LAYERS, 512)),
 ]
 
 
@@ -286,3 +391,23 @@ def test_gguf_header_and_hf_config_agree(tmp_path, source, arch, keys):
     gg = kv_cost(gguf_meta.meta_from_gguf(gguf_header.read_gguf_header(written)))
     assert hf.bytes_per_token is not None
     assert (gg.bytes_per_token, gg.attention_layers, gg.mla) == (hf.bytes_per_token, hf.attention_layers, hf.mla)
+    assert gg.state_bytes_per_seq == hf.state_bytes_per_seq
+
+
+#: Recurrent state per sequence of the hybrid parity models, f32 (llama.cpp n_embd_r + n_embd_s).
+PARITY_STATE = {
+    # 54 'M' layers × ((4 − 1) × (16384 + 2 × 8 × 256) + 256 × 16384)
+    "nemotron-h-56b-base-8k": 54 * (3 * (16384 + 2 * 8 * 256) + 256 * 16384) * 4,
+    # 48 linear layers × ((4 − 1) × (6144 + 2 × 16 × 128) + 128 × 6144); vLLM's gated delta
+    # net: conv (10240, 3) + temporal (48, 128, 128), the same element counts
+    "qwen3.5-27b": 48 * (3 * (6144 + 2 * 16 * 128) + 128 * 6144) * 4,
+}
+
+
+@pytest.mark.parametrize("name, expected", sorted(PARITY_STATE.items()))
+def test_real_hybrid_configs_state_per_sequence(name, expected):
+    path = HF_CONFIGS / name / "config.json"
+    if not path.exists():
+        pytest.skip("shared hf-configs not present")
+    cost = kv_cost(meta_from_hf_config(read_config_json(str(path))))
+    assert cost.state_bytes_per_seq == expected > 0

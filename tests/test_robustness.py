@@ -1,0 +1,146 @@
+"""Inputs and accidents that must never cost a config or print a traceback for a user mistake."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from ruamel.yaml import YAML
+
+from autogen import cli, tasks
+from autogen.validate import validate_text
+from tests.test_pipeline import SETTINGS, add_model, llama_kv
+
+
+@pytest.fixture
+def library(tmp_path):
+    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
+    (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+    return tmp_path
+
+
+def run(tmp_path, *args) -> int:
+    return cli.main(["--settings", str(tmp_path / "swapgen.yaml"), *args])
+
+
+def served(tmp_path) -> list[str]:
+    return list(YAML(typ="safe").load((tmp_path / "config.yaml").read_text())["models"] or {})
+
+
+class TestRoots:
+    def test_a_missing_root_stops_the_run_and_keeps_the_config(self, library, capsys):
+        assert run(library) == 0
+        before = (library / "config.yaml").read_bytes()
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("roots: [models]", "roots: [modles]"))
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert "roots[0]: cannot list" in err and "nothing was written" in err and "Traceback" not in err
+        assert (library / "config.yaml").read_bytes() == before
+
+    def test_other_walk_problems_are_warnings(self, library, capsys):
+        (library / "models/loop").symlink_to(library / "models")
+        assert run(library) == 0
+        err = capsys.readouterr().err
+        assert "swapgen: warning:" in err and "symlink loop" in err
+        assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+
+
+class TestIncrementalEdges:
+    def test_parallel_runs_keep_their_bookkeeping(self, library):
+        assert run(library, "-n", "2") == 0
+        assert run(library, "-n", "2") == 0
+        assert tasks._ACTIVE.stats["emitted"] == 0
+
+    def test_a_file_changed_after_loading_is_re_emitted_next_time(self, library):
+        """doit records a file's state after the task ran; the key must carry what was read."""
+        from doit.cmd_base import ModuleTaskLoader
+        from doit.doit_cmd import DoitMain
+
+        assert run(library) == 0
+        pipeline = tasks.load(str(library / "swapgen.yaml"))
+        target = library / "models/pub/A-GGUF/Alpha-Q4_K_M.gguf"
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("ttl: 601\n")  # every model has work to do in this run
+        kv = llama_kv(ctx=4096)
+        from tests.gguf_fixtures import Q, write_gguf
+
+        write_gguf(target, "llama", kv=kv, tensors=[("token_embd.weight", (256, 1024), Q.F16)])
+        try:
+            DoitMain(ModuleTaskLoader(pipeline.namespace())).run([])
+        finally:
+            pipeline.close()
+        assert run(library) == 0
+        config = YAML(typ="safe").load((library / "config.yaml").read_text())
+        assert config["models"]["alpha-q4_k_m"]["metadata"]["ctx"] <= 4096
+
+    def test_a_corrupt_fragment_is_removed_and_the_next_run_recovers(self, library, capsys):
+        assert run(library) == 0
+        fragment = tasks.fragment_path(str(library / "cache"), "alpha-q4_k_m")
+        with open(fragment, "w") as f:
+            f.write("{not json")
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("ttl: 601\n")
+        tasks._ACTIVE = None
+        assert run(library) == 0  # the model task rewrote its fragment before the config task read it
+        with open(fragment, "w") as f:
+            f.write("{not json")
+        (library / "config.yaml").unlink()  # only the config task has work to do
+        assert run(library) == 1
+        assert "unreadable fragment" in capsys.readouterr().err
+        assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+
+
+class TestOneBadModel:
+    def test_an_emitter_bug_costs_one_model_not_the_config(self, library, monkeypatch, capsys):
+        from autogen import emit_llama
+
+        real = emit_llama.emit_llama
+
+        def flaky(ctx):
+            if ctx.row.id == "alpha-q4_k_m":
+                raise RuntimeError("boom")
+            return real(ctx)
+
+        monkeypatch.setattr(emit_llama, "emit_llama", flaky)
+        assert run(library) == 0
+        text = (library / "config.yaml").read_text()
+        assert served(library) == ["beta-q8_0"] and validate_text(text) == []
+        assert '# SKIPPED "alpha-q4_k_m": internal error while planning (RuntimeError: boom)' in text
+        assert "Traceback" in capsys.readouterr().err  # a bug still shows where it is
+
+    def test_a_file_name_that_is_not_utf8_is_skipped_with_a_reason(self, library):
+        name = os.fsdecode(b"pub/X/Bad\xff-Q4_0.gguf")
+        add_model(library / "models", name)
+        assert run(library) == 0
+        text = (library / "config.yaml").read_text()
+        assert "is not valid UTF-8" in text and validate_text(text) == []
+        assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+        assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
+
+
+class TestOutput:
+    def test_a_symlinked_config_keeps_its_link_and_its_mode(self, library):
+        real = library / "repo" / "config.yaml"
+        real.parent.mkdir()
+        real.write_text("models: {}\n")
+        real.chmod(0o600)
+        (library / "config.yaml").symlink_to(real)
+        assert run(library) == 0
+        assert (library / "config.yaml").is_symlink()
+        assert "alpha-q4_k_m" in real.read_text() and stat.S_IMODE(real.stat().st_mode) == 0o600
+
+    def test_an_output_that_cannot_be_written_is_a_clear_error(self, library, capsys):
+        (library / "blocker").write_text("a file, not a folder")
+        (library / "swapgen.yaml").write_text(SETTINGS + "output: blocker/config.yaml\n")
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert "cannot write the config" in err and "Traceback" not in err
+
+    def test_a_settings_file_name_cannot_inject_a_macro(self, library):
+        weird = library / "${env.NOPE}.yaml"
+        weird.write_text(SETTINGS.replace("roots: [models]", f"roots: [{library / 'models'}]"))
+        assert cli.main(["--settings", str(weird)]) == 0
+        text = (library / "config.yaml").read_text()
+        assert "${env" not in text and validate_text(text) == []
