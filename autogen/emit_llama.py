@@ -20,8 +20,16 @@ whole input in one ubatch):
 `extra_args` are appended verbatim, except that `--flag=value` of a known flag becomes two
 arguments (llama-server rejects the `=` form); a flag there (any spelling) removes our flag of the
 same meaning, and its value pins the sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`,
-`-fa`, `-ctk`), so the estimates describe the command that really runs. `-fit` is left at its
-default: with `-c` and `-ngl` given, llama-server's fitting leaves them alone.
+`-fa`, `-ctk`/`-ctv`), so the estimates describe the command that really runs. Each value read
+back is checked against what b11434 accepts (a bad one skips the model, naming flag, value and
+the allowed values); `-c 0` is the trained window, `-np -1` the auto slots, `-ngl auto` (fit to
+free memory) is refused. `-fit` is left at its default: with `-c` and `-ngl` given, llama-server's
+fitting leaves them alone.
+
+`--parallel` is emitted only when the user chose a slot count (1 included). Without it
+llama-server runs its auto 4 slots over one shared KV pool of -c tokens: the same KV cost as one
+slot and more concurrency, and the 4 sequences of recurrent state are charged (`AUTO_SLOTS`).
+A scanned chat template that never mentions `tools` gives no `tools` capability.
 
 Profiles: ctx tiers, named variants and the vision profile of a chat model, each
 sized here as its own entry; their names, clashes and inheritance are `profiles_llama`'s.
@@ -39,12 +47,14 @@ from autogen.cmdline import unsafe_arg_reason
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.errors import ModelError
-from autogen.kvcost import kv_bytes
+from autogen.kvcost import KV_TYPE_BYTES, kv_bytes
 from autogen.numfmt import GIB, format_g, gib, round_half_away
 from autogen.profiles_llama import note_profiles_ignored, profile_context, profiles, refused_before_sizing
-from autogen.settings import MMPROJ_MODES
-from autogen.sizing_llama import (BASE_OVERHEAD, LlamaKnobs, LlamaSizing, compute_buffer, gb,
-                                  projector_charge, runtime_bytes, size_llama)
+from autogen.settings import FLASH_ATTN_MODES, MMPROJ_MODES
+from autogen.sizing_llama import (AUTO_SLOTS, BASE_OVERHEAD, FLOAT_KV_TYPES, LlamaKnobs, LlamaSizing,
+                                  attention_scores, compute_buffer, gb, projector_charge, runtime_bytes,
+                                  size_llama)
+from autogen.toolparsers import TOOLS_VAR
 
 HOST = "127.0.0.1"
 DEFAULT_EXE = "llama-server"
@@ -110,11 +120,18 @@ def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+def _pin(found: dict[str, tuple[str, str | None]], knob: str, *, words: Sequence[str] = (),
+         minimum: int | None = None, hint: str = "") -> int | str:
+    """The value `extra_args` gives `knob`: one of `words`, or an integer ≥ `minimum`. Anything
+    else is a ModelError naming the flag, the value and what llama-server b11434 accepts: it would
+    refuse to start, or run a command we did not size."""
+    flag, value = found[knob]
+    if value in words:
+        return value
+    if minimum is not None and value and value.lstrip("-").isdigit() and int(value) >= minimum:
+        return int(value)
+    expected = ", ".join(([f"an integer of {minimum} or more"] if minimum is not None else []) + list(words))
+    raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected {expected}{hint}")
 
 
 @frozen
@@ -128,9 +145,12 @@ class LlamaChoices:
     extra_args: tuple[str, ...]
     #: Knobs `extra_args` sets (their flags replace ours).
     replaced: frozenset[str]
+    #: The user chose the slot count (else llama-server's auto, AUTO_SLOTS): `--parallel` is emitted.
+    slots_chosen: bool = False
 
 
 def resolve_choices(ctx: EmitContext) -> LlamaChoices:
+    """Merge override > settings, then the pins of `extra_args`, each value checked."""
     s, ov = ctx.settings, ctx.override
 
     def pick(name: str):
@@ -139,30 +159,41 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
 
     extra = split_equals(ov.extra_args) if ov is not None else ()
     found = extra_flags(extra)
-    blocks = ctx.meta.block_count if ctx.meta is not None else 0
-    ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel") or 1
+    meta = ctx.meta
+    blocks = meta.block_count if meta is not None else 0
+    ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel")
     n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
-    if "parallel" in found:
-        parallel = max(1, _int(found["parallel"][1]) or 1)
-    if "ctx" in found and (c := _int(found["ctx"][1])):
-        ctx_pin = max(1, c // parallel)
+    if "parallel" in found:  # -1: llama-server's auto slots
+        parallel = _pin(found, "parallel", minimum=1, words=("-1",), hint=" (-1 = auto)")
+        parallel = None if parallel == "-1" else parallel
+    slots = parallel or 1
+    if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
+        total = _pin(found, "ctx", minimum=0, hint=" (0 = the trained context)")
+        if total == 0 and not (meta and meta.context_length):
+            raise ModelError(f"extra_args: {found['ctx'][0]} 0 asks for the trained context, "
+                             "which the GGUF header does not state")
+        ctx_pin = max(1, (total or meta.context_length) // slots)
     if "ngl" in found:
-        value = found["ngl"][1]
-        ngl = blocks + 1 if value == "all" else _int(value)
+        ngl = _pin(found, "ngl", minimum=0, words=("all",),
+                   hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
+        ngl = blocks + 1 if ngl == "all" else ngl
     if "n_cpu_moe" in found:
-        flag, value = found["n_cpu_moe"]
-        n_cpu_moe = blocks if flag in SWITCHES else _int(value)
+        flag, _ = found["n_cpu_moe"]
+        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
     if "flash_attn" in found:
-        flash_attn = found["flash_attn"][1]
-    if "cache_type_k" in found:
-        k = found["cache_type_k"][1]
-        v = found.get("cache_type_v", (None, k))[1]
-        kv_type = k if k == v else kv_type
+        flash_attn = _pin(found, "flash_attn", words=FLASH_ATTN_MODES)
+    if "cache_type_k" in found or "cache_type_v" in found:
+        k, v = (_pin(found, knob, words=tuple(KV_TYPE_BYTES)) if knob in found else None
+                for knob in ("cache_type_k", "cache_type_v"))
+        k, v = k or v, v or k
+        if flash_attn == "off" and v not in FLOAT_KV_TYPES:
+            raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
+        kv_type = max((k, v), key=KV_TYPE_BYTES.__getitem__)  # sized at the larger of the two
     mmproj = (pick("mmproj") or "auto").strip()
-    knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=parallel, flash_attn=flash_attn,
-                       ngl=ngl, n_cpu_moe=n_cpu_moe)
+    knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
+                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS)
     return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
-                        replaced=frozenset(found))
+                        replaced=frozenset(found), slots_chosen=parallel is not None)
 
 
 def is_embedding(ctx: EmitContext) -> bool:
@@ -276,7 +307,7 @@ def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, proj
         groups.append(("-fa", choices.knobs.flash_attn))
     if sizing.kv_type != "f16":
         groups += [("-ctk", sizing.kv_type), ("-ctv", sizing.kv_type)]
-    if sizing.parallel > 1:
+    if choices.slots_chosen:
         groups.append(("--parallel", str(sizing.parallel)))
     if choices.threads:
         groups.append(("-t", str(choices.threads)))
@@ -307,10 +338,13 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
         comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
     if choices.replaced:
         comment.append("extra_args set: " + ", ".join(sorted(choices.replaced)))
+    tools = meta.has_chat_template and (TOOLS_VAR in meta.chat_template_markers or not meta.chat_template_scanned)
+    if meta.has_chat_template and not tools:
+        comment.append("no tools capability: the chat template never mentions tools")
     images = projector is not None or _extra_attaches_projector(choices)
     metadata = _metadata(ctx, sizing) + [("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
-                        tools=True if meta.has_chat_template else None, context=sizing.ctx)
+                        tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
     notes = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), budget {format_g(ctx.budget_gb)} GB",
@@ -352,13 +386,15 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     compute, compute_note = compute_buffer(meta, ctx_len, runtime_bytes(_variant(ctx)))
     known_kv = ctx.kv is not None and ctx.kv.bytes_per_token is not None
     kv = kv_bytes(ctx.kv, ctx_len) if known_kv else 0
+    scores = attention_scores(meta, ctx.kv, ctx_len, ctx_len, choices.knobs.flash_attn) if known_kv else 0
+    compute += scores
     size = row.size_bytes or meta.tensor_bytes
     vram = size + kv + BASE_OVERHEAD + compute
     sizing = LlamaSizing(ctx=ctx_len, parallel=1, ngl=ngl, n_cpu_moe=0, kv_type="f16",
                          kv_bytes_per_token=kv_bytes(ctx.kv, 1) if known_kv else 0, kv_total=kv,
                          weights=size, compute=compute, projector=0, overhead=BASE_OVERHEAD + compute,
                          est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
-                         blocks=meta.block_count, why="embedding, whole model on the GPU")
+                         blocks=meta.block_count, why="embedding, whole model on the GPU", scores=scores)
     groups = _head(ctx) + [("--embeddings",)]
     if pooling:
         groups.append(("--pooling", pooling))
@@ -379,7 +415,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
              f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
-             compute_note,
+             compute_note + (f" + attention scores {gb(scores)} GB (flash attention off)" if scores else ""),
              f"KV {gb(kv)} GB" + ("" if known_kv else " (cost unknown, not charged)"),
              f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + base {gb(BASE_OVERHEAD)} + compute")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)

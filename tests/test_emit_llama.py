@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import attrs
 import pytest
 
@@ -9,11 +12,15 @@ from autogen.backends import Resolved
 from autogen.emit_llama import emit_llama, extra_flags, split_equals
 from autogen.emitcontext import EmitContext
 from autogen.errors import SettingsError
-from autogen.kvcost import kv_cost
+from autogen.gguf_header import read_gguf_header
+from autogen.gguf_meta import meta_from_gguf
+from autogen.hf_config import meta_from_hf_config
+from autogen.kvcost import KV_TYPE_BYTES, kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Override, Settings
+from autogen.settings import LLAMA_KV_TYPES, BackendRow, Override, Settings
 from autogen.structure import structure
+from tests.gguf_fixtures import write_gguf
 
 GIB = 1 << 30
 EXE = "/opt/llama/bin/llama-server"
@@ -48,6 +55,15 @@ def only_entry(ctx: EmitContext):
 
 def meta_dict(entry) -> dict:
     return dict(entry.metadata)
+
+
+def with_extra(*extra: str, m: ModelMeta | None = None, **kw) -> EmitContext:
+    return context(m, override=Override(match="*", extra_args=extra), **kw)
+
+
+def stateful(ctx: EmitContext, per_seq: int) -> EmitContext:
+    """The context of a model whose KV cost carries recurrent state of `per_seq` bytes."""
+    return attrs.evolve(ctx, kv=attrs.evolve(ctx.kv, state_bytes_per_seq=per_seq))
 
 
 class TestChatArgv:
@@ -168,6 +184,169 @@ class TestExtraArgs:
         assert found == {"n_cpu_moe": ("--cpu-moe", None), "ngl": ("-ngl", "7"), "port": ("--port", "9")}
 
 
+class TestExtraArgValues:
+    """Every value read back from extra_args is checked: a bad one skips the model with a reason
+    instead of crashing the run or sizing a command llama-server would run differently."""
+
+    @pytest.mark.parametrize("extra, flag, value, allowed", [
+        (("-ctk", "Q8_0"), "-ctk", "'Q8_0'", "f32, f16, bf16, q8_0"),
+        (("-ctk", "q6_k"), "-ctk", "'q6_k'", "q4_0, iq4_nl"),
+        (("--cache-type-k=q4_K",), "--cache-type-k", "'q4_K'", "q5_1, q5_0"),
+        (("-ctv", "turbo3"), "-ctv", "'turbo3'", "q8_0"),
+        (("-ctk", "-ctv", "q8_0"), "-ctk", "'-ctv'", "q8_0"),
+        (("-ngl", "-1"), "-ngl", "'-1'", "an integer of 0 or more, all ('auto'"),
+        (("--n-gpu-layers", "auto"), "--n-gpu-layers", "'auto'", "an integer of 0 or more, all"),
+        (("--n-cpu-moe", "-2"), "--n-cpu-moe", "'-2'", "an integer of 0 or more"),
+        (("-fa", "yes"), "-fa", "'yes'", "on, off, auto"),
+        (("-np", "0"), "-np", "'0'", "an integer of 1 or more, -1 (-1 = auto)"),
+        (("-c", "-4096"), "-c", "'-4096'", "an integer of 0 or more (0 = the trained context)"),
+        (("-c", "8k"), "-c", "'8k'", "an integer of 0 or more"),
+        (("--jinja", "-c"), "-c", "no value", "an integer of 0 or more"),
+    ])
+    def test_a_bad_value_skips_the_model_naming_flag_value_and_allowed_list(self, extra, flag, value, allowed):
+        plan = emit_llama(with_extra(*extra))
+        assert not plan.entries
+        (skip,) = plan.skips
+        assert skip.reason.startswith(f"extra_args: {flag} {value}: expected ") and allowed in skip.reason
+
+    def test_the_allowed_cache_types_are_the_sized_ones(self):
+        plan = emit_llama(with_extra("-ctk", "Q8_0"))
+        assert plan.skips[0].reason.endswith("expected " + ", ".join(KV_TYPE_BYTES))
+
+    def test_ctx_zero_pins_the_trained_window(self):
+        """llama-server: `-c 0` = "loaded from model"; our -c goes, the entry reports that ctx."""
+        entry, _ = only_entry(with_extra("-c", "0"))
+        assert entry.argv[-2:] == ("-c", "0") and entry.argv.count("-c") == 1
+        md = meta_dict(entry)
+        assert md["ctx"] == entry.capabilities.context == 131072
+        assert md["est_vram_gb"] <= 11.5 and md["ngl"] < 33  # 128k does not fit whole: layers leave
+
+    def test_ctx_zero_is_split_over_explicit_slots(self):
+        entry, _ = only_entry(with_extra("-np", "2", "-c", "0", budget=40))
+        assert meta_dict(entry)["ctx"] == 65536
+
+    def test_ctx_zero_without_a_trained_window_is_refused(self):
+        plan = emit_llama(with_extra("-c", "0", m=meta(context_length=0)))
+        assert "asks for the trained context" in plan.skips[0].reason
+
+    def test_ngl_all_means_every_layer(self):
+        entry, _ = only_entry(with_extra("-ngl", "all", "-c", "4096"))
+        assert meta_dict(entry)["ngl"] == 33 and entry.argv[-4:] == ("-ngl", "all", "-c", "4096")
+
+    def test_cpu_moe_switch_means_every_layers_experts(self):
+        m = meta(arch="qwen3moe", block_count=48, head_count_kv=(4,) * 48, expert_count=128, expert_used_count=8)
+        entry, _ = only_entry(with_extra("--cpu-moe", m=m, size_gb=17.28))
+        assert meta_dict(entry)["n_cpu_moe"] == 48 and "--n-cpu-moe" not in entry.argv
+
+    def test_differing_k_and_v_types_are_sized_at_the_larger(self):
+        entry, _ = only_entry(with_extra("-ctk", "q4_0", "-ctv", "q8_0"))
+        assert meta_dict(entry)["kv_type"] == "q8_0"
+        assert entry.argv[-4:] == ("-ctk", "q4_0", "-ctv", "q8_0") and entry.argv.count("-ctk") == 1
+
+    def test_a_quantized_v_cache_alone_with_flash_attention_off_is_refused(self):
+        plan = emit_llama(with_extra("-fa", "off", "-ctv", "q8_0"))
+        assert "cache type q8_0 for V needs flash attention" in plan.skips[0].reason
+
+    def test_a_bad_value_in_a_variant_skips_only_that_profile(self):
+        from autogen.settings import Variant
+
+        ov = Override(match="*", variants=(Variant(name="odd", extra_args=("-ctk", "Q4_0")),))
+        plan = emit_llama(context(override=ov))
+        assert [e.id for e in plan.entries] == ["llama-8b"]
+        assert [s.id for s in plan.skips] == ["llama-8b-odd"] and "-ctk 'Q4_0'" in plan.skips[0].reason
+
+
+class TestSlots:
+    """llama-server b11434 without `--parallel` runs 4 slots over one KV pool of -c ("n_parallel
+    is set to auto, using n_parallel = 4 and kv_unified = true"): the KV cost is -c, but 4
+    sequences of recurrent state are allocated."""
+
+    def test_no_parallel_flag_by_default_and_four_sequences_of_state(self):
+        entry, plan = only_entry(stateful(context(), 64 << 20))
+        assert "--parallel" not in entry.argv
+        assert any(n.startswith("recurrent state 0.25 GB = 67108864 B × 4 sequences") for n in plan.notes)
+
+    def test_a_chosen_slot_count_is_emitted_even_when_it_is_one(self):
+        entry, plan = only_entry(stateful(context(settings=Settings(roots=("/m",), parallel=1)), 64 << 20))
+        assert entry.argv[-2:] == ("--parallel", "1")
+        assert any("× 1 sequences" in n for n in plan.notes)
+
+    def test_extra_parallel_auto_keeps_the_four_sequences(self):
+        entry, plan = only_entry(stateful(with_extra("-np", "-1"), 64 << 20))
+        assert entry.argv[-2:] == ("-np", "-1") and "--parallel" not in entry.argv
+        assert any("× 4 sequences" in n for n in plan.notes)
+
+    def test_state_is_inside_the_estimate(self):
+        bare, _ = only_entry(context())
+        heavy, _ = only_entry(stateful(context(), 1 << 30))
+        assert meta_dict(heavy)["ctx"] < meta_dict(bare)["ctx"] and meta_dict(heavy)["est_vram_gb"] <= 11.5
+
+
+class TestFlashAttentionOff:
+    def test_settings_flash_attention_off_charges_the_scores(self):
+        entry, plan = only_entry(context(settings=Settings(roots=("/m",), flash_attn="off")))
+        md = meta_dict(entry)
+        assert md["ctx"] == 28672 and md["est_vram_gb"] <= 11.5  # 45056 with flash attention
+        assert any(n.startswith("attention scores 1.75 GB = -c 28672 × ubatch 512 × 32 heads") for n in plan.notes)
+
+    def test_extra_flash_attention_off_charges_the_scores_too(self):
+        entry, _ = only_entry(with_extra("-fa", "off"))
+        assert meta_dict(entry)["ctx"] == 28672
+
+    def test_an_embedder_without_flash_attention_pays_ctx_squared_scores(self):
+        m = meta(arch="bert", pooling_type=1, context_length=512, block_count=12, embedding_length=768,
+                 head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522)
+        on, _ = only_entry(context(m, size_gb=0.13))
+        off, plan = only_entry(context(m, size_gb=0.13, override=Override(match="*", extra_args=("-fa", "off"))))
+        scores = 512 * 512 * 12 * 4
+        assert meta_dict(off)["est_vram_gb"] == pytest.approx(meta_dict(on)["est_vram_gb"] + scores / GIB, abs=0.006)
+        assert any("attention scores" in n for n in plan.notes)
+
+
+class TestToolsCapability:
+    @pytest.mark.parametrize("markers, scanned, tools", [
+        (("tools_var",), True, True),
+        (("tool_call_xml", "tools_var"), True, True),
+        ((), True, None),
+        (("tool_call_xml",), True, None),
+        ((), False, True),  # too long to scan: absence is no evidence
+    ])
+    def test_tools_follow_the_scanned_template(self, markers, scanned, tools):
+        m = meta(chat_template_markers=markers, chat_template_scanned=scanned)
+        entry, _ = only_entry(context(m))
+        assert entry.capabilities.tools is tools
+        said = "no tools capability: the chat template never mentions tools" in entry.comment
+        assert said is (tools is None)
+
+    def test_no_template_no_tools_and_no_line(self):
+        entry, _ = only_entry(context(meta(has_chat_template=False)))
+        assert entry.capabilities.tools is None and not any("tools" in c for c in entry.comment)
+
+
+class TestLeadingDenseLayers:
+    def test_gguf_key_is_read(self, tmp_path):
+        path = write_gguf(tmp_path / "ds.gguf", "deepseek2", kv={"{arch}.block_count": 61,
+                                                                 "{arch}.leading_dense_block_count": 3})
+        assert meta_from_gguf(read_gguf_header(path)).leading_dense_blocks == 3
+
+    def test_hf_first_k_dense_replace_is_read(self):
+        path = Path("/work/shared/data/hf-configs/deepseek-v3/config.json")
+        if not path.exists():
+            pytest.skip("real HF configs absent")
+        assert meta_from_hf_config(json.loads(path.read_text())).leading_dense_blocks == 3
+
+    def test_n_cpu_moe_counts_the_dense_layers(self):
+        m = meta(arch="deepseek2", block_count=61, head_count_kv=(1,) * 61, kv_lora_rank=512, qk_rope_head_dim=64,
+                 context_length=163840, expert_count=256, expert_used_count=8, leading_dense_blocks=3,
+                 tensor_bytes=100 * GIB, expert_tensor_bytes=95 * GIB)
+        entry, plan = only_entry(context(m, size_gb=100, budget=48))
+        ncm = meta_dict(entry)["n_cpu_moe"]
+        vram = 100 * GIB - 95 * GIB * (ncm - 3) / 58  # weights on the GPU: the dense layers move nothing
+        assert entry.argv[entry.argv.index("--n-cpu-moe") + 1] == str(ncm)
+        assert any(f"experts of {ncm - 3} of 58 MoE layers" in n for n in plan.notes)
+        assert vram / GIB < meta_dict(entry)["est_vram_gb"] <= 48
+
+
 class TestProjector:
     def test_roomy_budget_keeps_the_projector_on_the_gpu(self):
         entry, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
@@ -254,6 +433,11 @@ class TestSettingsValidation:
         with pytest.raises(SettingsError) as err:
             structure({"roots": ["/m"], **data}, Settings, "swapgen.yaml")
         assert any(p.startswith(message) for p in err.value.problems), err.value.problems
+
+    def test_settings_cache_types_are_the_sized_ones(self):
+        assert LLAMA_KV_TYPES == tuple(KV_TYPE_BYTES)
+        with pytest.raises(SettingsError):
+            structure({"roots": ["/m"], "kv_type": "Q8_0"}, Settings, "swapgen.yaml")
 
     def test_good_llama_knobs_are_accepted(self):
         s = structure({"roots": ["/m"], "kv_type": "q8_0", "flash_attn": "auto",

@@ -395,6 +395,16 @@ class TestPipeline:
         assert '# SKIPPED "alpha-q4_k_m-coding": variant \'coding\' clashes with another model\'s id' in text
         assert text.count('\n  "alpha-q4_k_m-coding":\n') == 1
 
+    def test_a_bad_cache_type_in_extra_args_skips_that_model_and_the_run_goes_on(self, library):
+        settings = library / "swapgen.yaml"
+        settings.write_text(settings.read_text().replace(
+            '{match: "*Beta*", variants:', '{match: "*Beta*", extra_args: ["-ctk", "Q8_0"], variants:'))
+        rc, stats, text = run(library)
+        assert rc == 0 and validate_text(text, "config.yaml") == []
+        assert "# SKIPPED \"beta-q4_k_m\": extra_args: -ctk 'Q8_0': expected f32, f16, bf16, q8_0" in text
+        models = YAML(typ="safe").load(text)["models"]
+        assert "alpha-q4_k_m" in models and not any(m.startswith("beta") for m in models)
+
     def test_doit_list_names_the_profiles(self, library):
         pipeline = tasks.load(str(library / "swapgen.yaml"))
         try:

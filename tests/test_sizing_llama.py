@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from autogen.errors import ModelError
 from autogen.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata import ModelMeta
-from autogen.sizing_llama import (BASE_OVERHEAD, CTX_STEP, LlamaKnobs, fit_ctx, projector_charge,
+from autogen.sizing_llama import (BASE_OVERHEAD, CTX_STEP, FLOAT_KV_TYPES, LlamaKnobs, fit_ctx, projector_charge,
                                   runtime_bytes, size_llama)
 
 GIB = 1 << 30
@@ -33,6 +33,15 @@ def qwen3_30b_a3b(**kw) -> ModelMeta:
     return ModelMeta(**{**base, **kw})
 
 
+def deepseek2(**kw) -> ModelMeta:
+    """DeepSeek-V3 shape as llama.cpp's deepseek2 GGUF states it: 61 layers, the first 3 dense."""
+    base = dict(source="gguf", arch="deepseek2", context_length=163840, block_count=61, embedding_length=7168,
+                head_count=128, head_count_kv=(1,) * 61, key_length=192, value_length=128, kv_lora_rank=512,
+                qk_rope_head_dim=64, vocab_size=129280, expert_count=256, expert_used_count=8,
+                expert_shared_count=1, leading_dense_blocks=3, tensor_bytes=gib(100), expert_tensor_bytes=gib(95))
+    return ModelMeta(**{**base, **kw})
+
+
 def overhead(meta: ModelMeta, runtime: int, ubatch: int = 512) -> int:
     """Independent restatement of reference §4.4 (base 0.5 GiB + runtime + graph)."""
     graph = meta.vocab_size * min(ubatch, 1024) * 4 + ubatch * meta.embedding_length * 8 * 4
@@ -41,6 +50,16 @@ def overhead(meta: ModelMeta, runtime: int, ubatch: int = 512) -> int:
 
 def gib(x: float) -> int:
     return int(x * GIB)
+
+
+def real_vram(meta: ModelMeta, s, kv_total: int, fixed: int) -> int:
+    """VRAM llama-server takes with every layer on the GPU and `--n-cpu-moe s.n_cpu_moe`: the
+    experts of the MoE layers among the first N leave (llama-arg `--n-cpu-moe`: "the first N
+    layers"), dense leading layers have none."""
+    moe_layers = meta.block_count - meta.leading_dense_blocks
+    moved = max(0, s.n_cpu_moe - meta.leading_dense_blocks)
+    experts = int(s.weights * meta.expert_tensor_bytes / meta.tensor_bytes)
+    return s.weights - math.ceil(experts * moved / moe_layers) + kv_total + fixed
 
 
 class TestDense:
@@ -197,6 +216,102 @@ class TestMoe:
         assert s.est_vram <= gib(3)
 
 
+class TestLeadingDenseLayers:
+    """DeepSeek / Kimi / GLM-MoE: `--n-cpu-moe N` moves the experts of the first N layers, and the
+    first `leading_dense_blocks` of them have none."""
+
+    def test_deepseek2_moves_enough_experts_to_really_fit(self):
+        meta = deepseek2()
+        budget = gib(48)
+        s = size_llama(meta, kv_cost(meta), size=gib(100), budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
+        fixed = overhead(meta, CUDA)
+        per_moe_layer = int(gib(100) * 0.95) / 58
+        need = math.ceil((gib(100) + s.kv_total + fixed - budget) / per_moe_layer)
+        assert (s.ctx, s.ngl, s.n_cpu_moe) == (65536, 62, 3 + need)
+        assert s.est_vram == real_vram(meta, s, s.kv_total, fixed) <= budget
+        fewer = attrs.evolve(s, n_cpu_moe=s.n_cpu_moe - 1)
+        assert real_vram(meta, fewer, s.kv_total, fixed) > budget  # the fewest that fit
+        assert "after 3 dense layers" in s.notes[-2] and "first 3 layers dense" in s.notes[0]
+
+    def test_without_the_leading_layers_the_estimate_would_undercount(self):
+        """The bug this guards: pricing 61 expert layers moves too few for the real 58."""
+        meta = deepseek2()
+        flat = size_llama(deepseek2(leading_dense_blocks=0), kv_cost(meta), size=gib(100), budget=gib(48),
+                          knobs=LlamaKnobs(), runtime=CUDA)
+        assert flat.est_vram <= gib(48) < real_vram(meta, flat, flat.kv_total, overhead(meta, CUDA))
+
+    @pytest.mark.parametrize("pin, moved_layers", [(2, 0), (3, 0), (4, 1), (61, 58), (99, 58)])
+    def test_a_pinned_n_cpu_moe_moves_only_moe_layers(self, pin, moved_layers):
+        meta = deepseek2()
+        s = size_llama(meta, kv_cost(meta), size=gib(100), budget=gib(200), knobs=LlamaKnobs(n_cpu_moe=pin),
+                       runtime=CUDA)
+        assert s.est_ram == math.ceil(int(gib(100) * 0.95) * moved_layers / 58)
+
+    def test_a_tiny_budget_moves_every_expert(self):
+        meta = deepseek2()
+        s = size_llama(meta, kv_cost(meta), size=gib(100), budget=gib(8), knobs=LlamaKnobs(), runtime=CUDA)
+        assert s.n_cpu_moe == 61 and s.est_vram <= gib(8)
+
+    def test_leading_dense_layers_covering_every_layer_are_refused(self):
+        meta = deepseek2(leading_dense_blocks=61)
+        with pytest.raises(ModelError, match="61 leading dense layers of 61"):
+            size_llama(meta, kv_cost(meta), size=gib(100), budget=gib(48), knobs=LlamaKnobs(), runtime=CUDA)
+
+
+class TestFlashAttentionOff:
+    def test_attention_scores_are_charged_per_token_of_context(self):
+        """llama-graph.cpp without flash attention: kq = n_kv × n_ubatch × n_head f32 per layer."""
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(flash_attn="off"),
+                       runtime=CUDA)
+        room = gib(11.5) - gib(4.583) - overhead(meta, CUDA)
+        scores_per_token = 512 * 32 * 4
+        assert s.ctx == room // (131072 + scores_per_token) // 4096 * 4096 == 28672
+        assert s.scores == s.ctx * scores_per_token
+        assert s.est_vram == gib(4.583) + s.ctx * (131072 + scores_per_token) + overhead(meta, CUDA) <= gib(11.5)
+        assert any(n.startswith("attention scores") for n in s.notes)
+
+    @pytest.mark.parametrize("fa", [None, "on", "auto"])
+    def test_flash_attention_on_or_auto_charges_no_scores(self, fa):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(flash_attn=fa),
+                       runtime=CUDA)
+        assert (s.scores, s.ctx) == (0, 45056)
+
+    def test_a_pinned_context_with_flash_attention_off_offloads_layers_for_the_scores(self):
+        meta = llama8b()
+        on = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(ctx=40960),
+                        runtime=CUDA)
+        off = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5),
+                         knobs=LlamaKnobs(ctx=40960, flash_attn="off"), runtime=CUDA)
+        assert on.ngl == 33 and off.ngl < 33 and off.est_vram <= gib(11.5)
+
+
+class TestRecurrentState:
+    def cost(self, meta: ModelMeta, per_seq: int) -> KvCost:
+        return attrs.evolve(kv_cost(meta), state_bytes_per_seq=per_seq)
+
+    @pytest.mark.parametrize("knobs, seqs", [(LlamaKnobs(sequences=4), 4), (LlamaKnobs(parallel=2), 2),
+                                             (LlamaKnobs(), 1)])
+    def test_state_is_charged_once_per_sequence(self, knobs, seqs):
+        meta = llama8b(head_count_kv=(8, 0, 0, 0) * 8)
+        cost = self.cost(meta, gib(0.25))
+        s = size_llama(meta, cost, size=gib(4.583), budget=gib(11.5), knobs=knobs, runtime=CUDA)
+        assert s.state == seqs * gib(0.25)
+        assert s.est_vram == gib(4.583) + s.kv_total + overhead(meta, CUDA) + s.state <= gib(11.5)
+        assert f"× {seqs} sequences" in "\n".join(s.notes)
+
+    def test_state_that_fills_the_budget_is_refused(self):
+        meta = llama8b()
+        with pytest.raises(ModelError, match="does not cover"):
+            size_llama(meta, self.cost(meta, gib(3)), size=gib(4), budget=gib(12), knobs=LlamaKnobs(sequences=4),
+                       runtime=CUDA)
+
+
+def test_unquantized_cache_types_come_from_the_one_size_table():
+    assert FLOAT_KV_TYPES == {"f32", "f16", "bf16"} and FLOAT_KV_TYPES < set(KV_TYPE_BYTES)
+
+
 class TestKnobs:
     def test_pinned_ctx_is_used_verbatim(self):
         meta = llama8b()
@@ -284,20 +399,24 @@ def test_projector_charge_is_file_plus_clip_buffer():
     assert projector_charge(0) == 2 * GIB
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(size=st.floats(0.2, 80), budget=st.floats(1.6, 96), blocks=st.integers(1, 96),
        kv_heads=st.integers(1, 16), trained=st.sampled_from([2048, 8192, 32768, 131072, 1048576]),
-       moe=st.booleans(), parallel=st.integers(1, 4))
-def test_estimate_never_exceeds_the_budget(size, budget, blocks, kv_heads, trained, moe, parallel):
+       moe=st.booleans(), parallel=st.integers(1, 4), leading=st.integers(0, 3),
+       fa=st.sampled_from([None, "off"]), state=st.integers(0, 1 << 28), auto=st.booleans())
+def test_estimate_never_exceeds_the_budget(size, budget, blocks, kv_heads, trained, moe, parallel, leading, fa,
+                                           state, auto):
     meta = ModelMeta(source="gguf", arch="x", context_length=trained, block_count=blocks, embedding_length=4096,
                      head_count=32, head_count_kv=(kv_heads,) * blocks, key_length=128, value_length=128,
-                     vocab_size=151936, expert_count=64 if moe else 0)
+                     vocab_size=151936, expert_count=64 if moe else 0, leading_dense_blocks=leading if moe else 0)
+    cost = attrs.evolve(kv_cost(meta), state_bytes_per_seq=state)
+    knobs = LlamaKnobs(parallel=parallel, flash_attn=fa, sequences=4 if auto else None)
     try:
-        s = size_llama(meta, kv_cost(meta), size=gib(size), budget=gib(budget),
-                       knobs=LlamaKnobs(parallel=parallel), runtime=CUDA)
+        s = size_llama(meta, cost, size=gib(size), budget=gib(budget), knobs=knobs, runtime=CUDA)
     except ModelError:
         return
     assert s.est_vram <= gib(budget)
+    assert s.state == state * (4 if auto else parallel)
     assert 0 < s.ctx <= trained
     assert s.kv_total == kv_bytes(kv_cost(meta), s.ctx, element_bytes=KV_TYPE_BYTES[s.kv_type], parallel=parallel)
 
