@@ -22,6 +22,12 @@ def gib(n_bytes: int | float) -> float:
     return n_bytes / GIB
 
 
+def size_gb(n_bytes: int) -> float:
+    """A file's size as the `size_gb` metadata and the sizing formulas charge it: GiB rounded
+    half away from zero to 2 decimals (the original's `SizeGB`)."""
+    return round_half_away(gib(n_bytes), 2)
+
+
 def round_half_away(x: float, digits: int = 0) -> float:
     """Go's `math.Round(x·10^d) / 10^d`: ties go away from zero (2.5 → 3, −0.125 → −0.13).
 

@@ -1,6 +1,7 @@
 """The vLLM emitter: the reference's worked examples A–G number for number
 (spec-backends-vllm-hf.md §3.11, card probe stubbed at 24 GiB), the KV pin (§3.10), tool
-parsers (§4), split GGUFs (§5), HF folders (§6) and version gating."""
+parsers (§4), split GGUFs (§5), HF folders (§6), version gating, sizing per GPU under tensor
+parallelism, and the pins `extra_args` carry."""
 
 import json
 import os
@@ -10,18 +11,22 @@ from pathlib import Path
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autogen.backends import Resolved
-from autogen.emit_vllm import emit_vllm, size_vllm
+from autogen.emit_vllm import (AUTO, MAX_UTIL, ExtraArgs, emit_vllm, parse_max_model_len, per_gpu_bytes_per_token,
+                               pin_bytes, read_extra_args, size_vllm)
 from autogen.emitcontext import EmitContext
 from autogen.entry import Entry
 from autogen.gguf_header import read_gguf_header
 from autogen.gguf_meta import meta_from_gguf
 from autogen.kvcost import KvCost, kv_cost
 from autogen.metadata import ModelMeta
-from autogen.numfmt import GIB
+from autogen.errors import ModelError
+from autogen.numfmt import GIB, size_gb
 from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Override, Settings
+from autogen.settings import BackendRow, Gpu, Override, Settings
 from gguf_fixtures import write_gguf
 
 # The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,
@@ -490,6 +495,8 @@ def test_vllms_own_parser_accepts_our_commands():
                                                   vllm_tokenizer="google/gemma-4-31b-it")),
         make_ctx(override=Override(match="*", extra_args=("--gpu-memory-util", "0.5", "--enforce-eager"))),
         make_ctx(arch="qwen3moe", model_id="qwen3-coder", card=None),
+        make_ctx(override=Override(match="*", vllm_tensor_parallel=4, extra_args=("--max_model_len", "16K", "-tp", "2"))),
+        make_ctx(version="0.33.0", override=Override(match="*", extra_args=("--max-m=auto",))),
     ]
     argvs = [entry_of(ctx).argv for ctx in contexts]
     text = "\n".join(shlex.join(argv) for argv in argvs) + "\n"
@@ -504,6 +511,10 @@ def test_vllms_own_parser_accepts_our_commands():
     assert results[1]["values"]["model"] == "/m/meta/Llama 3 8B"
     assert results[2]["values"]["tensor_parallel_size"] == 2
     assert results[3]["values"]["gpu_memory_utilization"] == 0.5
+    # extra_args' length and tensor parallelism are what vLLM uses, and what we sized for
+    assert results[5]["values"]["max_model_len"] == 16384 == meta_of(entry_of(contexts[5]))["max_model_len"]
+    assert results[5]["values"]["tensor_parallel_size"] == 2
+    assert results[6]["values"]["max_model_len"] == -1 and results[6]["values"]["kv_cache_memory_bytes"] is None
 
 
 class TestChatTemplateEvidence:
@@ -540,3 +551,221 @@ class TestChatTemplateEvidence:
     def test_hand_built_meta_is_not_taken_as_scanned(self):
         """markers () with chat_template_scanned False means "not known", not "no tools"."""
         assert flag(entry_of(make_ctx()).argv, "--tool-call-parser") == "hermes"
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor parallelism: every number per GPU, against the smallest card
+
+PAIR_24 = (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=24.0))
+
+
+def dense_meta(layers=48, kv_heads=8, head_dim=128, trained=1 << 20, **kw):
+    return ModelMeta(source="hf", arch="qwen3", context_length=trained, block_count=layers, head_count=32,
+                     head_count_kv=(kv_heads,) * layers if isinstance(kv_heads, int) else kv_heads,
+                     key_length=head_dim, value_length=head_dim, **kw)
+
+
+#: DeepSeek-V2 shapes: 27 layers of one 512 + 64 latent (31,104 B per token), trained 1M.
+DSV2 = ModelMeta(source="hf", arch="deepseek_v2", context_length=1 << 20, block_count=27, head_count=16,
+                 head_count_kv=(1,) * 27, key_length=192, value_length=128, kv_lora_rank=512, qk_rope_head_dim=64)
+
+
+def device_ctx(meta, *, size_gb=30.0, devices=PAIR_24, budget=None, override=None, version="0.11.0"):
+    ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
+                   budget=budget if budget is not None else sum(g.vram_gb for g in devices), card=48.0,
+                   override=override, version=version)
+    return attrs.evolve(ctx, meta=meta, devices=devices)
+
+
+class TestTensorParallelSizedPerGpu:
+    def test_mla_cache_is_whole_on_every_rank(self):
+        """The reviewer's case: 516096 tokens and a 16.7 GiB pin per GPU needed 33.2 of 24 GiB."""
+        ctx = device_ctx(DSV2)
+        assert ctx.kv.bytes_per_token == 31_104
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.tensor_parallel == 2
+        assert sizing.kv_reserve_gb == 31_104 * sizing.max_model_len / GIB  # the whole latent per GPU
+        assert sizing.kv_pin_bytes == pin_bytes(31_104 * sizing.max_model_len)
+        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.util == 0.95 and sizing.max_model_len == 188_416
+        assert sizing.ctx_note == ("sized to 7.5GB free of budget per GPU, cut to fit 22.8GB of the smallest "
+                                   "24.0GB card of 2")
+
+    def test_window_comes_from_the_budgets_share_per_card(self):
+        """Share 20 − weights 30/2 − overhead 1.5 = 3.5 GiB of KV per GPU."""
+        sizing = size_vllm(device_ctx(DSV2, budget=40.0), (0, 11, 0))
+        assert sizing.max_model_len == 118_784 == 120_823 // 4096 * 4096
+        assert sizing.ctx_note == "sized to 3.5GB free of budget per GPU"
+        assert sizing.footprint_gb == 15 + pin_bytes(31_104 * 118_784) / GIB + 1.5  # the pin's margin over 20
+        assert sizing.util == 0.86
+
+    @pytest.mark.parametrize(("kv_heads", "per_gpu", "window"), [(1, 24_576, 282_624), (8, 98_304, 69_632)])
+    def test_heads_fewer_than_ranks_are_replicated(self, kv_heads, per_gpu, window):
+        """6.5 GiB of KV per GPU: one head sits whole on both ranks, eight split four and four."""
+        ctx = device_ctx(dense_meta(kv_heads=kv_heads), size_gb=8, budget=24.0)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert per_gpu_bytes_per_token(ctx.kv, ctx.meta, 2) == per_gpu
+        assert sizing.max_model_len == window == int(6.5 * GIB // per_gpu) // 4096 * 4096
+        assert sizing.kv_pin_bytes == pin_bytes(per_gpu * window)
+
+    def test_baseline_version_without_a_pin_is_cut_to_the_card_too(self):
+        sizing = size_vllm(device_ctx(DSV2), (0, 10, 1))
+        assert sizing.kv_pin_bytes is None
+        assert sizing.footprint_gb <= MAX_UTIL * 24 and sizing.max_model_len == 217_088
+
+    def test_a_model_over_the_card_at_the_floor_is_skipped(self):
+        plan = emit_vllm(device_ctx(DSV2, size_gb=50))
+        assert plan.entries == ()
+        assert [s.reason for s in plan.skips] == [
+            "needs 26.9GB per GPU at max-model-len 4096 (weights 25.0GB + KV + 1.5GB overhead), over 22.8GB of "
+            "the smallest 24.0GB card of 2: vLLM cannot start it; give it more devices or a smaller quant"]
+
+    def test_one_small_device_is_judged_alone(self):
+        plan = emit_vllm(device_ctx(dense_meta(), size_gb=11, devices=(Gpu(index=3, vram_gb=12.0),)))
+        assert "over 11.4GB of 12.0GB card 3: vLLM cannot start it" in plan.skips[0].reason
+
+    def test_a_pinned_utilization_is_the_limit(self):
+        ov = Override(match="*", vllm_gpu_util=0.5)
+        assert emit_vllm(device_ctx(dense_meta(), size_gb=20, override=ov)).entries  # 10 + 0.375 + 1.5
+        plan = emit_vllm(device_ctx(dense_meta(), size_gb=21, override=ov))
+        assert "needs 12.4GB per GPU" in plan.skips[0].reason
+        assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
+
+    def test_no_devices_keeps_the_reference_numbers(self):
+        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as §3.4 charges it."""
+        sizing = size_vllm(attrs.evolve(device_ctx(DSV2), devices=()), (0, 11, 0))
+        assert (sizing.tensor_parallel, sizing.max_model_len) == (1, 569_344)
+        assert sizing.max_model_len == int(16.5 * GIB // 31_104) // 4096 * 4096
+
+    @settings(max_examples=60, deadline=None)
+    @given(weights=st.integers(1, 70), heads=st.sampled_from([1, 2, 4, 8]), mla=st.booleans(),
+           cards=st.sampled_from([(24.0, 24.0), (24.0, 12.0), (12.0,), (48.0, 48.0, 48.0, 48.0)]),
+           per_card=st.sampled_from([None, 10.0, 20.0, 80.0]), version=st.sampled_from([(0, 10, 1), (0, 11, 0)]))
+    def test_an_entry_always_fits_its_smallest_card(self, weights, heads, mla, cards, per_card, version):
+        meta = DSV2 if mla else dense_meta(kv_heads=heads)
+        devices = tuple(Gpu(index=i, vram_gb=v) for i, v in enumerate(cards))
+        budget = sum(min(v, per_card) if per_card else v for v in cards)
+        try:
+            sizing = size_vllm(device_ctx(meta, size_gb=weights, devices=devices, budget=budget), version)
+        except ModelError as exc:
+            assert "vLLM cannot start it" in str(exc)
+            return
+        smallest = min(cards)
+        assert sizing.footprint_gb <= MAX_UTIL * smallest
+        assert sizing.util <= MAX_UTIL and sizing.max_model_len >= 4096
+
+
+class TestPerGpuBytesPerToken:
+    @pytest.mark.parametrize(("heads", "tp", "expected"), [
+        ((8,) * 4, 1, 16_384), ((8,) * 4, 2, 8192), ((8,) * 4, 8, 2048), ((8,) * 4, 16, 2048),
+        ((2,) * 4, 4, 2048), ((0, 4, 0, 4), 8, 1024)])
+    def test_heads_per_rank_follow_vllm(self, heads, tp, expected):
+        meta = dense_meta(layers=4, kv_heads=heads)
+        assert per_gpu_bytes_per_token(kv_cost(meta), meta, tp) == expected
+
+    def test_mla_latent_is_whole_on_every_rank(self):
+        assert per_gpu_bytes_per_token(kv_cost(DSV2), DSV2, 4) == 31_104
+
+    def test_unknown_heads_split_evenly_rounded_up(self):
+        assert per_gpu_bytes_per_token(KvCost(bytes_per_token=196_608), None, 3) == 65_536
+        assert per_gpu_bytes_per_token(NO_DIMS, None, 2) is None
+        assert per_gpu_bytes_per_token(None, None, 2) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# extra_args: vLLM takes the last value, so theirs are pins
+
+class TestExtraArgsPins:
+    @pytest.mark.parametrize(("text", "tokens"), [
+        ("32768", 32768), ("32k", 32_000), ("32K", 32_768), (" 1.5k", 1500), ("1m", 1_000_000), ("1M", 1 << 20),
+        ("1_000", 1000), ("auto", AUTO), ("AUTO", AUTO), ("-1", AUTO)])
+    def test_lengths_read_as_vllm_reads_them(self, text, tokens):
+        assert parse_max_model_len(text) == tokens
+
+    @pytest.mark.parametrize("text", ["1.5K", "0x10", "banana", "", "32 k"])
+    def test_lengths_vllm_refuses(self, text):
+        with pytest.raises(ValueError):
+            parse_max_model_len(text)
+
+    @pytest.mark.parametrize(("extra", "expected"), [
+        (("--max-model-len", "32k"), ExtraArgs(max_model_len=32_000)),
+        (("--max-model-len=32K",), ExtraArgs(max_model_len=32_768)),
+        (("--max-m", "8192"), ExtraArgs(max_model_len=8192)),
+        (("--max_model_len=auto",), ExtraArgs(max_model_len=AUTO)),
+        (("--max-model-len", "8192", "--enforce-eager", "--max-m=4096"), ExtraArgs(max_model_len=4096)),
+        (("-tp", "2"), ExtraArgs(tensor_parallel=2)),
+        (("-tp=2",), ExtraArgs(tensor_parallel=2)),
+        (("--te", "2"), ExtraArgs(tensor_parallel=2)),
+        (("--tensor_parallel_size=2",), ExtraArgs(tensor_parallel=2)),
+        (("--tensor-parallel-size", "2", "-tp", "3"), ExtraArgs(tensor_parallel=3)),
+        (("--max-num-seqs", "4", "-t", "2", "--max", "1"), ExtraArgs()),
+        (("--gpu_memory_util", "0.5", "--tool-call", "x", "--chat-template", "t.jinja"),
+         ExtraArgs(sets_memory=True, sets_parser=True, sets_template=True)),
+        (("--chat-template-content-format", "openai"), ExtraArgs()),
+    ])
+    def test_one_pass_reads_every_option(self, extra, expected):
+        assert read_extra_args(extra) == expected
+
+    @pytest.mark.parametrize("extra", [
+        ("--max-model-len", "banana"), ("--max-model-len",), ("--max-model-len", "1.5K"), ("--max-model-len", "0"),
+        ("--max-model-len", "--enforce-eager"), ("-tp", "0"), ("--tensor-parallel-size", "two"), ("-tp",)])
+    def test_a_value_vllm_refuses_is_a_skip(self, extra):
+        plan = emit_vllm(make_ctx(override=Override(match="*", extra_args=extra)))
+        assert plan.entries == ()
+        assert plan.skips[0].reason.startswith(f"extra_args --{'tensor' if 't' in extra[0][:3] else 'max'}")
+
+    def test_their_length_sizes_the_pin_and_ours_is_dropped(self):
+        extra = ("--max-model-len", "8192")
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert entry.argv.count("--max-model-len") == 1 and entry.argv[-2:] == extra
+        assert flag(entry.argv, "--kv-cache-memory-bytes") == str(1946 * 2**20)  # 1.5 GiB × 1.10 + 0.25
+        assert meta_of(entry)["max_model_len"] == entry.capabilities.context == 8192
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.48"  # (8 + 1946/1024 + 1.5) / 24
+        assert entry.comment[0].endswith("max-model-len 8192 (pinned by extra_args)")
+
+    def test_their_length_beats_the_overrides_ctx(self):
+        ov = Override(match="*", ctx=200_000, extra_args=("--max-m=16k",))
+        sizing = size_vllm(make_ctx(override=ov), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (16_000, pin_bytes(196_608 * 16_000))
+        assert "--max-model-len" not in entry_of(make_ctx(override=ov)).argv
+
+    @pytest.mark.parametrize("value", ["auto", "-1"])
+    def test_auto_has_no_pin_and_reports_our_estimate(self, value):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=("--max-model-len", value))))
+        assert "--kv-cache-memory-bytes" not in entry.argv and entry.argv.count("--max-model-len") == 1
+        assert "KV pool not pinned: max-model-len auto: vLLM sizes the window from its memory" in entry.comment
+        assert meta_of(entry)["max_model_len"] == entry.capabilities.context == 32768
+        assert entry.comment[0].endswith("max-model-len 32768 (auto in extra_args: vLLM fits it to its memory, "
+                                         "about 32768 (sized to 6.5GB free of budget))")
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.65"  # the budget-sized footprint 15.5
+
+    def test_their_tensor_parallel_replaces_ours(self):
+        ov = Override(match="*", vllm_tensor_parallel=4, extra_args=("-tp", "2"))
+        entry = entry_of(make_ctx(override=ov))
+        assert "--tensor-parallel-size" not in entry.argv and entry.argv[-2:] == ("-tp", "2")
+        assert size_vllm(make_ctx(override=ov), BASE_V).tensor_parallel == 2
+        assert meta_of(entry) == meta_of(entry_of(make_ctx()))  # no devices: the pooled numbers
+
+    def test_their_tensor_parallel_on_devices(self):
+        one = size_vllm(device_ctx(dense_meta(), size_gb=8, override=Override(match="*", extra_args=("-tp=1",))),
+                        (0, 11, 0))
+        assert one.tensor_parallel == 1 and "of 24.0GB card 0" in one.util_note
+        plan = emit_vllm(device_ctx(dense_meta(), override=Override(match="*", extra_args=("--te", "4"))))
+        assert plan.skips[0].reason == "extra_args --tensor-parallel-size 4 needs 4 GPUs; devices 0,1 give 2"
+
+
+class TestSizingCarriesItsResults:
+    def test_flag_comment_notes_and_metadata_print_one_utilization(self):
+        plan = emit_vllm(make_ctx(version="0.11.0"))
+        sizing = size_vllm(make_ctx(version="0.11.0"), (0, 11, 0))
+        entry = plan.entries[0]
+        assert (sizing.util_flag, sizing.gpu_util, sizing.weights_gb) == ("0.69", 0.69, 8.0)
+        assert flag(entry.argv, "--gpu-memory-utilization") == sizing.util_flag
+        assert meta_of(entry)["gpu_util"] == sizing.gpu_util and meta_of(entry)["size_gb"] == sizing.weights_gb
+        assert entry.comment[1].startswith("gpu-memory-utilization 0.69 (")
+        assert any(line.startswith("gpu-memory-utilization 0.69: ") for line in plan.notes)
+
+    @pytest.mark.parametrize(("n_bytes", "gb"), [(2048, 0.0), (GIB // 8, 0.13), (round(0.92 * GIB), 0.92),
+                                                 (15 * GIB, 15.0)])
+    def test_size_gb_rounds_half_away_to_two_decimals(self, n_bytes, gb):
+        assert size_gb(n_bytes) == gb
