@@ -31,7 +31,7 @@ from autogen.metadata import ModelMeta
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
-_FORMAT = (f"2:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+_FORMAT = (f"3:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
            + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo)))
 
 
@@ -41,11 +41,13 @@ def head_hash(path: str) -> str:
 
 
 def _meta_to_json(meta: ModelMeta) -> dict[str, Any]:
-    return attrs.asdict(meta, recurse=False)
+    """Only the fields that differ from their default: most are 0 for any one model, and a
+    no-op run rebuilds every record from this."""
+    return attrs.asdict(meta, recurse=False, filter=lambda a, v: v != a.default)
 
 
 def _meta_from_json(data: dict[str, Any]) -> ModelMeta:
-    return ModelMeta(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+    return ModelMeta(**{k: tuple(v) if type(v) is list else v for k, v in data.items()})
 
 
 def _read_gguf(path: str) -> dict[str, Any]:
