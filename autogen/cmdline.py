@@ -13,6 +13,9 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+#: Every server we start listens on loopback only; llama-swap is the one that faces the network.
+HOST = "127.0.0.1"
+
 #: Go `unicode.IsSpace`.
 _GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000" + "".join(
     map(chr, range(0x2000, 0x200B))

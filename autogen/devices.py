@@ -2,7 +2,8 @@
 
 A model's devices are its override's `devices`, else the settings' `devices` (an empty override
 list means "no pin"); with none, a vLLM model on a host of several eligible GPUs is placed on the
-largest card (ties: the lower index), because vLLM runs on one GPU unless tensor-parallel and its
+largest card (ties: the lower index), or the N largest for a tensor-parallel pin (`-tp N` in
+`extra_args`, else `vllm_tensor_parallel`), because vLLM runs on one GPU unless tensor-parallel and its
 `--gpu-memory-utilization` is a fraction of EACH GPU; every other engine keeps the driver's
 default (llama-server spreads layers over every visible GPU, which the pooled budget describes).
 
@@ -140,6 +141,22 @@ def _values(family: str, gpus: Sequence[Gpu], inventory: Sequence[Gpu]) -> tuple
     return tuple(str(counted.index(g)) for g in gpus)
 
 
+def vllm_tensor_parallel(override: Override | None) -> tuple[int, str]:
+    """(ranks, what pinned them) as `emit_vllm.size_vllm` reads them: a `-tp` /
+    `--tensor-parallel-size` in `extra_args` (any spelling vLLM accepts; it comes last on the
+    command line, so it wins) over the override's `vllm_tensor_parallel`; (1, "") when neither.
+    Raises ModelError for a value vLLM would refuse."""
+    if override is None:
+        return 1, ""
+    from autogen.emit_vllm import read_extra_args  # only vLLM models pay for this import
+
+    if (tp := read_extra_args(override.extra_args).tensor_parallel) is not None:
+        return tp, "extra_args --tensor-parallel-size"
+    if override.vllm_tensor_parallel:
+        return override.vllm_tensor_parallel, "vllm_tensor_parallel"
+    return 1, ""
+
+
 def place(settings: Settings, override: Override | None, row: BackendRow | None, engine: str,
           inventory: Sequence[Gpu]) -> Placement:
     """The model's placement; raises ModelError for devices the inventory or the build cannot
@@ -154,11 +171,11 @@ def place(settings: Settings, override: Override | None, row: BackendRow | None,
                              f"({describe(inventory)}); eligible GPUs have {format_g(MIN_ELIGIBLE_GIB)} GiB or more")
         gpus = tuple(by_index[i] for i in wanted)
     elif engine == "vllm" and len(usable) > 1:
-        tp = override.vllm_tensor_parallel if override is not None and override.vllm_tensor_parallel else 1
+        tp, source = vllm_tensor_parallel(override)
         ranked = sorted(usable, key=lambda g: (-g.vram_gb, g.index))[:tp]
         gpus = tuple(sorted(ranked, key=lambda g: g.index))
         why = ("largest card: vLLM runs on one GPU without tensor parallel" if len(gpus) == 1
-               else f"the {len(gpus)} largest cards for vllm_tensor_parallel {tp}")
+               else f"the {len(gpus)} largest cards for {source} {tp}")
     else:
         return NO_PLACEMENT
     family, note = _family(row, gpus)

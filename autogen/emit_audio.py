@@ -22,14 +22,13 @@ import re
 from collections.abc import Callable
 
 from autogen.backends import Engine
+from autogen.cmdline import HOST
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.errors import ModelError
 from autogen.metadata import ModelMeta
-from autogen.numfmt import format_g, gib, round_half_away
+from autogen.numfmt import format_g, gib, round_half_away, size_gb
 from autogen.rows import ModelRow
-
-HOST = "127.0.0.1"
 
 # -- detection (reference §6, §7, §8; classifier tables of worked example P) -----------------
 
@@ -108,18 +107,14 @@ def _threads(ctx: EmitContext) -> int | None:
     return ctx.override.threads if ctx.override is not None else None
 
 
-def _size(n_bytes: int) -> float:
-    return round_half_away(gib(n_bytes), 2)
-
-
 def _comment(engine: str, arch: str, row: ModelRow, why: str) -> str:
-    return f"{engine} · {arch or '?'} · {format_g(_size(row.size_bytes))} GB · {why}"
+    return f"{engine} · {arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · {why}"
 
 
 def _metadata(ctx: EmitContext, engine: str, arch: str, est_vram: float | None,
               *extra: tuple[str, MetaValue]) -> tuple[tuple[str, MetaValue], ...]:
     data: list[tuple[str, MetaValue]] = [("backend", ctx.backend.backend_id), ("engine", engine), ("arch", arch),
-                                         ("size_gb", _size(ctx.row.size_bytes))]
+                                         ("size_gb", size_gb(ctx.row.size_bytes))]
     if est_vram is not None:
         data.append(("est_vram_gb", est_vram))
     return tuple(data) + extra
@@ -172,8 +167,8 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None]) -> Plan:
                    metadata=_metadata(ctx, "qwentts.cpp", arch, est, ("voice_clone", True)),
                    capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
-             f"est VRAM {format_g(est)} GB = talker {format_g(_size(row.size_bytes))} + codec "
-             f"{format_g(_size(codec_bytes))} + 0.3")
+             f"est VRAM {format_g(est)} GB = talker {format_g(size_gb(row.size_bytes))} + codec "
+             f"{format_g(size_gb(codec_bytes))} + 0.3")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
 

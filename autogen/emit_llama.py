@@ -43,12 +43,12 @@ from collections.abc import Sequence
 import attrs
 from attrs import frozen
 
-from autogen.cmdline import unsafe_arg_reason
+from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.errors import ModelError
 from autogen.kvcost import KV_TYPE_BYTES, kv_bytes
-from autogen.numfmt import GIB, format_g, gib, round_half_away
+from autogen.numfmt import GIB, format_g, size_gb
 from autogen.profiles_llama import note_profiles_ignored, profile_context, profiles, refused_before_sizing
 from autogen.settings import FLASH_ATTN_MODES, MMPROJ_MODES
 from autogen.sizing_llama import (AUTO_SLOTS, BASE_OVERHEAD, FLOAT_KV_TYPES, LlamaKnobs, LlamaSizing,
@@ -56,7 +56,6 @@ from autogen.sizing_llama import (AUTO_SLOTS, BASE_OVERHEAD, FLOAT_KV_TYPES, Lla
                                   size_llama)
 from autogen.toolparsers import TOOLS_VAR
 
-HOST = "127.0.0.1"
 DEFAULT_EXE = "llama-server"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
@@ -318,10 +317,6 @@ def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, proj
     return _finish(groups, choices)
 
 
-def _size_gb(ctx: EmitContext) -> float:
-    return round_half_away(gib(ctx.row.size_bytes), 2)
-
-
 def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
     meta, row, ov = ctx.meta, ctx.row, ctx.override
     assert meta is not None
@@ -329,10 +324,10 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
     sizing, projector, on_gpu = size_chat(ctx, choices)
     argv = chat_argv(ctx, choices, sizing, projector, on_gpu)
     ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
-    comment = [f"llama · {meta.arch or '?'} · {format_g(_size_gb(ctx))} GB · ctx {sizing.ctx}, {ngl_text} "
+    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {sizing.ctx}, {ngl_text} "
                f"({sizing.why})",
-               f"est VRAM {format_g(round_half_away(gib(sizing.est_vram), 2))} GB of "
-               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(round_half_away(gib(sizing.est_ram), 2))} GB, "
+               f"est VRAM {format_g(size_gb(sizing.est_vram))} GB of "
+               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(size_gb(sizing.est_ram))} GB, "
                f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")]
     if projector:
         comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
@@ -367,8 +362,8 @@ def _metadata(ctx: EmitContext, sizing: LlamaSizing) -> list[tuple[str, MetaValu
     assert meta is not None
     per_token = ctx.kv.bytes_per_token if ctx.kv is not None and ctx.kv.bytes_per_token else sizing.kv_bytes_per_token
     return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
-            ("size_gb", _size_gb(ctx)), ("est_vram_gb", round_half_away(gib(sizing.est_vram), 2)),
-            ("est_ram_gb", round_half_away(gib(sizing.est_ram), 2)),
+            ("size_gb", size_gb(ctx.row.size_bytes)), ("est_vram_gb", size_gb(sizing.est_vram)),
+            ("est_ram_gb", size_gb(sizing.est_ram)),
             ("kv_bytes_per_token", per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
 
 
@@ -403,7 +398,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
         groups.append(("-t", str(choices.threads)))
     argv = _finish(groups, choices)
     kind = "reranker" if pooling == "rank" else "text embedder"
-    comment = [f"llama · {meta.arch or '?'} · {format_g(_size_gb(ctx))} GB · ctx {ctx_len}, ngl {ngl} "
+    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
     if vram > sizing.budget:
         comment.append(f"est VRAM {gb(vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")

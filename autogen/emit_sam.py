@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import re
 
+from autogen.cmdline import HOST
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, Plan
-from autogen.numfmt import format_g, gib, round_half_away
+from autogen.numfmt import format_g, size_gb
 
-HOST = "127.0.0.1"
 _FAMILY = re.compile(r"(?i)sam3|sam2(?:\.\d)?|edgetam")
 
 
@@ -38,7 +38,7 @@ def emit_sam(ctx: EmitContext) -> Plan:
     if "--no-gpu" not in extra:
         argv.append("--no-gpu")
     arch = sam_arch(row.path)
-    size = round_half_away(gib(row.size_bytes), 3)
+    size = size_gb(row.size_bytes)
     comment = [f"sam3_server · {arch} · {format_g(size)} GB · SAM segmentation, {os.path.basename(row.path)}, "
                f"CPU (--no-gpu, no VRAM charge)"]
     metadata = (("backend", ctx.backend.backend_id), ("engine", "sam3_server"), ("arch", arch), ("size_gb", size),

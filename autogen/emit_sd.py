@@ -24,15 +24,14 @@ from collections.abc import Callable, Sequence
 
 from attrs import frozen
 
-from autogen.cmdline import unsafe_arg_reason
+from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.errors import ModelError
 from autogen.metadata import ModelMeta
-from autogen.numfmt import format_g, gib, round_half_away
+from autogen.numfmt import format_g, gib, round_half_away, size_gb
 from autogen.settings import Encoders, Override
 
-HOST = "127.0.0.1"
 #: Architectures sd-server serves, matched exactly or as a prefix (`flux.1`, `sd3.5`, `lumina2`);
 #: reference §4.1 `isImageArch`. `sd2` is deliberately absent, as upstream.
 IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
@@ -79,16 +78,8 @@ FLAG_KNOBS: dict[str, str] = {
     **dict.fromkeys(("-H", "--height"), "height"),
 }
 
-#: Bytes of a file, or None when it is absent (the dispatcher passes an `os.stat` wrapper).
+#: Bytes of a file, or None when it is absent (the dispatcher passes `fsutil.file_size`).
 FileSize = Callable[[str], "int | None"]
-
-
-def file_size(path: str) -> int | None:
-    """The dispatcher's `FileSize`: bytes through symlinks, None when absent or unreadable."""
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return None
 
 
 def is_image_arch(arch: str) -> bool:
@@ -261,9 +252,9 @@ def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
     name = os.path.basename(row.path).lower()
     comps = resolve_components(ctx, arch, file_size)
     budget = budget_gb(ctx)
-    size_gb = gib(row.size_bytes)
+    model_gib, model_gb = gib(row.size_bytes), size_gb(row.size_bytes)
     pinned = _pick(ov, "offload_to_cpu", None)
-    offload = pinned if pinned is not None else size_gb + COMPUTE_GB > budget
+    offload = pinned if pinned is not None else model_gib + COMPUTE_GB > budget
     choices = SdChoices(offload=offload, offload_pinned=pinned is not None,
                         vae_on_cpu=_pick(ov, "vae_on_cpu", False), te_on_cpu=_pick(ov, "te_on_cpu", True),
                         diffusion_fa=_pick(ov, "diffusion_fa", True), vae_tiling=_pick(ov, "vae_tiling", True))
@@ -276,9 +267,9 @@ def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
     argv = sd_argv(ctx, arch, comps, choices, graph, guidance_for(name))
 
     offload_why = ("pinned by override" if choices.offload_pinned else
-                   f"{format_g(round_half_away(size_gb, 2))} + {format_g(COMPUTE_GB)} GB compute "
+                   f"{format_g(model_gb)} + {format_g(COMPUTE_GB)} GB compute "
                    f"{'>' if offload else '<='} budget")
-    comment = [f"sd-server · {arch or '?'} · {format_g(_size(row.size_bytes))} GB · budget {format_g(budget)} GB, "
+    comment = [f"sd-server · {arch or '?'} · {format_g(model_gb)} GB · budget {format_g(budget)} GB, "
                f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})"]
     if is_full_checkpoint(arch) and meta.has_baked_encoders:
         comment.append("full checkpoint (-m): text encoders and VAE are baked in")
@@ -293,7 +284,7 @@ def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
                        f"or in its override - generation fails until then")
     metadata: list[tuple[str, MetaValue]] = [
         ("backend", ctx.backend.backend_id), ("engine", "sd-server"), ("arch", arch),
-        ("size_gb", _size(row.size_bytes)), ("est_vram_gb", budget), ("max_vram", graph), ("offload", offload)]
+        ("size_gb", model_gb), ("est_vram_gb", budget), ("max_vram", graph), ("offload", offload)]
     inputs = ("text", "image") if is_reference_edit(name) else ("text",)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=Capabilities(inputs=inputs, outputs=("image",)), ttl=ctx.ttl,
@@ -301,7 +292,7 @@ def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"budget {format_g(budget)} GB = " + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb
                                                    else f"{format_g(ctx.budget_gb)} - {format_g(OVERHEAD_GB)} overhead"),
-             f"resident {format_g(_size(resident))} GB (model"
+             f"resident {format_g(size_gb(resident))} GB (model"
              + ("" if choices.vae_on_cpu else " + VAE") + ("" if choices.te_on_cpu else " + text encoders") + ")",
              f"components ({comps.arm}): " + (", ".join(f"{r}={p}" for r, p, _ in comps.present) or "none"))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
@@ -344,7 +335,3 @@ def sd_argv(ctx: EmitContext, arch: str, comps: Components, choices: SdChoices, 
     replaced = _extra_knobs(extra)
     kept = [g for i, g in enumerate(groups) if i == 0 or FLAG_KNOBS.get(g[0]) not in replaced]
     return tuple(token for group in kept for token in group) + extra
-
-
-def _size(n_bytes: int) -> float:
-    return round_half_away(gib(n_bytes), 2)

@@ -19,6 +19,13 @@ integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint the
 rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
 10 % + 0.25 GiB margin, which keeps the reference's derived numbers (§3.10).
 
+KvReserve(ctx) is the KV of `ctx` tokens plus ONE sequence's recurrent state (SSM / linear
+attention, `KvCost.state_bytes_per_seq`), the reference's `slope·ctx + const` (§3.4.1): vLLM
+refuses to start unless its pool holds one request of `--max-model-len`, and a `MambaSpec`
+layer's share of that request is one state page (`max_memory_usage_bytes`,
+vllm/v1/kv_cache_interface.py). So the state is taken from the room before the window is sized,
+and the footprint and the pin carry it.
+
 Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices every number
 is one rank's, against the smallest card: weights / TP, the KV one rank holds
 (`per_gpu_bytes_per_token`: heads fewer than ranks and MLA latents are copied to every rank),
@@ -41,6 +48,7 @@ from collections.abc import Callable, Sequence
 
 from attrs import frozen
 
+from autogen.cmdline import HOST
 from autogen.emitcontext import EmitContext
 from autogen.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.errors import ModelError
@@ -56,7 +64,6 @@ MIN_UTIL, MAX_UTIL = 0.10, 0.95
 OVERHEAD_GIB = 1.5
 FALLBACK_CTX = 32768
 CTX_STEP = 4096
-HOST = "127.0.0.1"
 DEFAULT_EXE = "vllm"
 #: `--max-model-len auto` / `-1`: vLLM fits the window to its KV memory
 #: (`vllm/v1/core/kv_cache_planning.py` `_auto_fit_max_model_len`).
@@ -215,7 +222,8 @@ class VllmSizing:
     kv_pin_bytes: int | None
     pin_note: str
     est_vram_gb: float
-    #: f16 KV of `max_model_len` tokens on one GPU in GiB; None = no KV cost model.
+    #: f16 KV of `max_model_len` tokens plus one sequence's recurrent state, on one GPU, in GiB;
+    #: None = no KV cost model.
     kv_reserve_gb: float | None
     #: `--tensor-parallel-size`: extra_args' or the override's pin, else the number of devices.
     tensor_parallel: int = 1
@@ -225,6 +233,15 @@ class VllmSizing:
     gpu_util: float = 0.0
     util_flag: str = ""
     extra: ExtraArgs = ExtraArgs()
+    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin).
+    state_bytes: int = 0
+
+
+def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
+    """Recurrent state one sequence holds on one of `tp` ranks: vLLM splits the state's heads and
+    conv channels over the ranks (`MambaStateShapeCalculator`,
+    vllm/model_executor/layers/mamba/mamba_utils.py); rounded up."""
+    return -(-kv.state_bytes_per_seq // tp) if kv is not None else 0
 
 
 def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
@@ -253,14 +270,15 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     of_card = "" if card is None else f"{card:.1f}GB card" if not ctx.devices else (
         f"{card:.1f}GB card {ctx.devices[0].index}" if ranks == 1 else f"the smallest {card:.1f}GB card of {ranks}")
     per_token = per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks)
+    state = per_gpu_state_bytes(ctx.kv, ranks) if per_token is not None else 0
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     share, rank_weights = budget / ranks, weights / ranks
 
     pin_note = _why_no_pin(bool(util_pin), extra, length_pin, per_token, version)
 
     def kv_gib(tokens: int) -> float:
-        """What one GPU charges for the KV of `tokens`: the pin, else the raw cache."""
-        kv = (per_token or 0) * tokens
+        """What one GPU charges for the KV of `tokens` and one sequence's state: the pin, else the raw cache."""
+        kv = (per_token or 0) * tokens + state
         return gib(pin_bytes(kv) if not pin_note else kv)
 
     # the physical limit on devices: vLLM cannot start past its utilization of the smallest card
@@ -269,8 +287,9 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
         floor = min(n for n in (CTX_STEP, trained, length_pin) if n is not None and n > 0)
         need = rank_weights + kv_gib(floor) + OVERHEAD_GIB
         if need > limit:
+            kv_what = "KV + recurrent state" if state else "KV"
             raise ModelError(f"needs {need:.1f}GB per GPU at max-model-len {floor} (weights {rank_weights:.1f}GB "
-                             f"+ KV + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
+                             f"+ {kv_what} + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
                              "vLLM cannot start it; give it more devices or a smaller quant")
 
     # --max-model-len (reference §3.4): a pin stands as given
@@ -279,20 +298,22 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     else:
         fits = None
         if limit is not None and per_token:
-            # KV room under the limit, less the pin's margin and its whole-MiB rounding
+            # KV room under the limit, less the pin's margin and its whole-MiB rounding, and the state
             room = limit - rank_weights - OVERHEAD_GIB
             room = (room - gib(PIN_PAD_BYTES + MIB)) * 10 / PIN_FACTOR_TENTHS if not pin_note else room
-            fits = (rounded_ctx(room * GIB // per_token), f"{limit:.1f}GB of {of_card}")
+            fits = (rounded_ctx((room * GIB - state) // per_token), f"{limit:.1f}GB of {of_card}")
         max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
-                                           " per GPU" if ranks > 1 else "")
+                                           " per GPU" if ranks > 1 else "", state)
         if length_pin == AUTO:
             ctx_note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({ctx_note})"
-    kv_gpu = per_token * max_len if per_token is not None else None
+    kv_gpu = per_token * max_len + state if per_token is not None else None
     kv_reserve = gib(kv_gpu) if kv_gpu is not None else None
 
     pin = pin_bytes(kv_gpu) if not pin_note and kv_gpu is not None else None
     if pin is not None:
-        pin_note = f"KV {kv_reserve:.2f}GB{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
+        what = (f"KV {kv_reserve:.2f}GB" if not state else
+                f"(KV {gib(kv_gpu - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
+        pin_note = f"{what}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
 
     # footprint on one GPU (reference §3.5; uncapped with a pin, since that is what the process holds)
     if pin is not None:
@@ -322,7 +343,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
                       util_note=util_note, kv_pin_bytes=pin, pin_note=pin_note, est_vram_gb=est,
                       kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
-                      util_flag=format_g(gpu_util), extra=extra)
+                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state)
 
 
 def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
@@ -344,8 +365,9 @@ def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per
 
 
 def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
-                   per_gpu: str) -> tuple[int, str]:
-    """`--max-model-len` and its note from `avail` GiB of KV room (reference §3.4), cut to
+                   per_gpu: str, state: int) -> tuple[int, str]:
+    """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
+    sequence's recurrent state (reference §3.4, `MaxCtxForBudget(avail, slope, const)`), cut to
     `fits` = (tokens, what) the card holds on devices, then to the trained window."""
     if avail <= 0:
         max_len, note = CTX_STEP, "weights exceed the VRAM budget"
@@ -354,7 +376,9 @@ def _budget_window(avail: float, per_token: int | None, trained: int, fits: tupl
     elif per_token == 0:
         max_len, note = trained or FALLBACK_CTX, "no per-token KV cache"
     else:
-        max_len, note = rounded_ctx(avail * GIB // per_token), f"sized to {avail:.1f}GB free of budget{per_gpu}"
+        max_len = rounded_ctx((avail * GIB - state) // per_token)
+        note = f"sized to {avail:.1f}GB free of budget{per_gpu}" + (
+            f", less {gib(state):.2f}GB recurrent state" if state else "")
         if fits is not None and fits[0] < max_len:
             max_len, note = fits[0], f"{note}, cut to fit {fits[1]}"
     # vLLM refuses a window past the trained one, so the 4096 floor is capped too
@@ -485,7 +509,9 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         lines += [f"  {step}" for step in kv.derivation]
     lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
     if sizing.kv_reserve_gb is not None:
-        lines.append(f"KV at max-model-len: {sizing.kv_reserve_gb:.3f} GiB")
+        lines.append(f"KV at max-model-len: {sizing.kv_reserve_gb:.3f} GiB"
+                     + (f", including {gib(sizing.state_bytes):.3f} GiB of recurrent state for one sequence "
+                        "(vLLM starts only if one request of max-model-len fits)" if sizing.state_bytes else ""))
     lines.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes}: {sizing.pin_note}"
                  if sizing.kv_pin_bytes is not None else f"no KV pin: {sizing.pin_note}")
     lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")

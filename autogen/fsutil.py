@@ -26,6 +26,16 @@ def read_bytes(path: str) -> bytes | None:
         return None
 
 
+def file_size(path: str) -> int | None:
+    """Bytes of `path` through symlinks; None when it is absent or unreadable (a component not
+    downloaded yet is a warning for the emitters, not an error). A path with a NUL byte (YAML
+    lets `"\0"` through) is None too: the image emitter refuses it with a reason of its own."""
+    try:
+        return os.stat(path).st_size
+    except (OSError, ValueError):
+        return None
+
+
 def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool = True) -> bool:
     """Atomically replace `path` with `data` unless it already holds exactly that. True = written.
 

@@ -23,8 +23,9 @@ def gib(n_bytes: int | float) -> float:
 
 
 def size_gb(n_bytes: int) -> float:
-    """A file's size as the `size_gb` metadata and the sizing formulas charge it: GiB rounded
-    half away from zero to 2 decimals (the original's `SizeGB`)."""
+    """A byte count as every entry prints GB (`size_gb`, llama's `est_vram_gb` / `est_ram_gb`) and
+    the sizing formulas charge a file: GiB rounded half away from zero to 2 decimals (the
+    original's `SizeGB`)."""
     return round_half_away(gib(n_bytes), 2)
 
 

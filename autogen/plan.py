@@ -8,7 +8,6 @@ files) changes, that model alone is re-emitted.
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Container, Iterable, Mapping
 from functools import lru_cache
@@ -26,6 +25,7 @@ from autogen.devices import key as placement_key
 from autogen.emitcontext import EmitContext
 from autogen.entry import Plan, Skip
 from autogen.errors import ModelError
+from autogen.fsutil import file_size
 from autogen.kvcost import kv_cost
 from autogen.metadata import ModelMeta
 from autogen.rows import ModelRow
@@ -199,13 +199,7 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
     paths = [v for v in attrs.astuple(settings.encoders) if v]
     if override is not None:
         paths += [getattr(override, name) for name in SD_COMPONENT_FIELDS if getattr(override, name)]
-    state = {}
-    for path in paths:
-        try:
-            state[path] = os.stat(path).st_size
-        except OSError:
-            state[path] = None
-    return state
+    return {path: file_size(path) for path in paths}
 
 
 def _has_profiles(job: Job) -> bool:
@@ -329,7 +323,7 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
 
         return emit_llama(ctx)
     if job.role == IMAGE:
-        from autogen.emit_sd import emit_sd, file_size
+        from autogen.emit_sd import emit_sd
 
         return emit_sd(ctx, file_size)
     if job.role == DIFFUSION:
@@ -341,7 +335,6 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
         return emit_sam(ctx)
     if job.role in (TTS, ASR, AUDIOCPP):
         from autogen import emit_audio
-        from autogen.emit_sd import file_size
 
         if job.role == TTS:
             return emit_audio.emit_tts(ctx, file_size)

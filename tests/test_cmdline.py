@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import io
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +13,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import LiteralScalarString
 
-from autogen.cmdline import posix_split, quote_arg, render_cmd, split_command, unsafe_arg_reason
+from autogen.cmdline import HOST, posix_split, quote_arg, render_cmd, split_command, unsafe_arg_reason
 
 # Cases from golib shlex/shlex_test.go TestPosix (the splitter llama-swap uses).
 GOLIB_POSIX_CASES = [
@@ -289,3 +292,11 @@ def test_rendered_cmd_survives_a_ruamel_literal_block(argv):
     yaml.dump({"cmd": LiteralScalarString(render_cmd(argv))}, buf)
     assert "cmd: |" in buf.getvalue()
     assert split_command(yaml.load(buf.getvalue())["cmd"]) == argv
+
+
+def test_the_loopback_host_is_defined_once_and_every_emitter_uses_it():
+    package = Path(importlib.import_module("autogen").__file__).parent
+    defining = sorted(p.name for p in package.glob("*.py") if re.search(r"^HOST\s*=", p.read_text(), re.M))
+    assert defining == ["cmdline.py"] and HOST == "127.0.0.1"
+    for name in ("emit_llama", "emit_vllm", "emit_sd", "emit_audio", "emit_sam"):
+        assert importlib.import_module(f"autogen.{name}").HOST is HOST

@@ -317,6 +317,49 @@ class TestDefaultPlacement:
                    inventory=(RTX3060, attrs.evolve(RTX4090, index=2), attrs.evolve(RTX4090, index=3)))
         assert p.label == "2,3"
 
+    @pytest.mark.parametrize("extra", [
+        ("-tp", "2"), ("-tp=2",), ("--tensor-parallel-size", "2"), ("--tensor-parallel-size=2",),
+        ("--tensor_parallel_size", "2"), ("--te", "2"), ("--enforce-eager", "-tp", "2"),
+    ])
+    def test_vllm_tensor_parallel_in_extra_args_takes_the_largest_cards(self, extra):
+        """Every spelling `emit_vllm.read_extra_args` reads, as vLLM's argparse does."""
+        p = placed(Override(match="*", extra_args=extra), row=VLLM_ROW, engine="vllm",
+                   inventory=(RTX3060, attrs.evolve(RTX4090, index=2), attrs.evolve(RTX4090, index=3)))
+        assert p.label == "2,3" and p.env[-1] == "CUDA_VISIBLE_DEVICES=1,2"
+        assert p.why.startswith("the 2 largest cards for extra_args --tensor-parallel-size 2")
+
+    def test_extra_args_tensor_parallel_beats_the_override_field(self):
+        """extra_args come last on vLLM's command line, so their value is the one vLLM runs with."""
+        four = (RTX3060, *(attrs.evolve(RTX4090, index=i) for i in (2, 3, 4)))
+        ov = Override(match="*", vllm_tensor_parallel=3, extra_args=("-tp", "2"))
+        assert placed(ov, row=VLLM_ROW, engine="vllm", inventory=four).label == "2,3"
+        ov = Override(match="*", vllm_tensor_parallel=2, extra_args=("-tp", "1"))
+        p = placed(ov, row=VLLM_ROW, engine="vllm", inventory=PAIR)
+        assert p.label == "0" and p.why.startswith("largest card")
+
+    @pytest.mark.parametrize("extra", [("-tp", "two"), ("-tp", "0"), ("--tensor-parallel-size",)])
+    def test_a_tensor_parallel_value_vllm_refuses_is_a_model_error(self, extra):
+        with pytest.raises(ModelError, match="is not a GPU count"):
+            placed(Override(match="*", extra_args=extra), row=VLLM_ROW, engine="vllm", inventory=PAIR)
+
+    def test_extra_args_tensor_parallel_is_planned_on_two_cards_not_skipped(self, tmp_path):
+        """Before, `-tp 2` placed the model on the largest card alone and sizing refused it as
+        "needs 2 GPUs; devices 1 give 1"; now it runs on both cards, sized per GPU."""
+        s = settings_of(Override(match="*", extra_args=("-tp", "2")), backends=(VLLM_ROW,),
+                        gpus=(RTX3060, attrs.evolve(RTX4090, index=1), attrs.evolve(RTX4090, index=2)))
+        (tmp_path / "q").mkdir()
+        row = ModelRow(id="q", format="hf", path=str(tmp_path / "q"), size_bytes=8 * GIB)
+        meta = ModelMeta(source="hf", arch="qwen3", context_length=40960, block_count=48, head_count=32,
+                         head_count_kv=(8,) * 48, key_length=128, value_length=128)
+        job, plan = planned(s, row, meta)
+        assert job.error is None and plan.skips == ()
+        (entry,) = plan.entries
+        assert job.placement.label == "1,2" and entry.env[-1] == "CUDA_VISIBLE_DEVICES=1,2"
+        assert job.budget_gb == 48.0 and entry.argv[-2:] == ("-tp", "2")
+        assert "--tensor-parallel-size" not in entry.argv
+        util = float(entry.argv[entry.argv.index("--gpu-memory-utilization") + 1])
+        assert dict(entry.metadata)["est_vram_gb"] == pytest.approx(util * 48, abs=0.01)
+
     def test_single_gpu_host_and_other_engines_keep_the_drivers_default(self):
         assert placed(None, row=VLLM_ROW, engine="vllm", inventory=(RTX4090, IGPU)) == devices.NO_PLACEMENT
         assert placed(None) == devices.NO_PLACEMENT

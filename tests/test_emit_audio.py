@@ -69,6 +69,17 @@ class TestQwenTTS:
         assert entry.coexist_group is None  # qwentts runs on the GPU: exclusive group
         assert entry.comment[0].startswith("qwentts.cpp · qwen3 · 1 GB · ")
 
+    def test_the_dispatcher_reads_the_codec_size_from_disk(self, tmp_path):
+        """`plan` passes `fsutil.file_size`: a 0.5 GiB codec on disk is charged, an absent one is not."""
+        codec = tmp_path / "qwen-tokenizer-12hz-Q8_0.gguf"
+        talker = row(str(tmp_path / "qwen-talker-1.7b-base-Q8_0.gguf"), codec=str(codec))
+        missing = plan_for(talker, qwen3(), settings(QWENTTS_ROW)).entries[0]
+        with open(codec, "wb") as f:
+            f.truncate(GIB // 2)
+        present = plan_for(talker, qwen3(), settings(QWENTTS_ROW)).entries[0]
+        assert dict(missing.metadata)["est_vram_gb"] == 1.3  # talker 1 + 0.3
+        assert dict(present.metadata)["est_vram_gb"] == 1.8  # talker 1 + codec 0.5 + 0.3
+
     def test_talker_without_codec_is_skipped_not_emitted_broken(self):
         plan = plan_for(row(TALKER), qwen3(), settings())
         assert not plan.entries and "codec" in plan.skips[0].reason

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import attrs
+
 from autogen.backends import resolve_backend
 from autogen.discovery import HeaderInfo, discover
 from autogen.emit_sam import emit_sam, sam_arch
 from autogen.emitcontext import EmitContext
+from autogen.numfmt import size_gb
 from autogen.plan import SEGMENT, model_role
 from autogen.settings import BackendRow, Override, Settings
 
@@ -43,7 +46,16 @@ def test_argv_yaml_and_coexistence_group(tmp_path):
     assert entry.capabilities.inputs == ("image",) and entry.capabilities.outputs == ("image",)
     meta = dict(entry.metadata)
     assert meta["segmentation"] is True and meta["arch"] == "sam2.1" and "est_vram_gb" not in meta
-    assert entry.comment[0].startswith("sam3_server · sam2.1 · 0.021 GB · ")
+    assert entry.comment[0].startswith("sam3_server · sam2.1 · 0.02 GB · ")  # 22 MiB = 0.0215 GiB
+
+
+def test_size_gb_has_two_decimals_rounded_half_away_like_every_other_entry(tmp_path):
+    """`numfmt.size_gb`, the helper every emitter uses: 128 MiB = 0.125 GiB → 0.13 (not banker's 0.12)."""
+    (row,) = sam_library(tmp_path).models
+    row = attrs.evolve(row, size_bytes=128 * 1024 * 1024)
+    (entry,) = emit_sam(context(row, Settings(roots=(str(tmp_path),)))).entries
+    assert dict(entry.metadata)["size_gb"] == 0.13 == size_gb(row.size_bytes)
+    assert " · 0.13 GB · " in entry.comment[0]
 
 
 def test_registry_row_and_extra_args(tmp_path):

@@ -640,13 +640,16 @@ class TestTensorParallelSizedPerGpu:
     @settings(max_examples=60, deadline=None)
     @given(weights=st.integers(1, 70), heads=st.sampled_from([1, 2, 4, 8]), mla=st.booleans(),
            cards=st.sampled_from([(24.0, 24.0), (24.0, 12.0), (12.0,), (48.0, 48.0, 48.0, 48.0)]),
-           per_card=st.sampled_from([None, 10.0, 20.0, 80.0]), version=st.sampled_from([(0, 10, 1), (0, 11, 0)]))
-    def test_an_entry_always_fits_its_smallest_card(self, weights, heads, mla, cards, per_card, version):
+           per_card=st.sampled_from([None, 10.0, 20.0, 80.0]), version=st.sampled_from([(0, 10, 1), (0, 11, 0)]),
+           state=st.sampled_from([0, 156_893_184, 919_240_704, 3 * GIB]))
+    def test_an_entry_always_fits_its_smallest_card(self, weights, heads, mla, cards, per_card, version, state):
         meta = DSV2 if mla else dense_meta(kv_heads=heads)
         devices = tuple(Gpu(index=i, vram_gb=v) for i, v in enumerate(cards))
         budget = sum(min(v, per_card) if per_card else v for v in cards)
+        ctx = device_ctx(meta, size_gb=weights, devices=devices, budget=budget)
+        ctx = attrs.evolve(ctx, kv=attrs.evolve(ctx.kv, state_bytes_per_seq=state))
         try:
-            sizing = size_vllm(device_ctx(meta, size_gb=weights, devices=devices, budget=budget), version)
+            sizing = size_vllm(ctx, version)
         except ModelError as exc:
             assert "vLLM cannot start it" in str(exc)
             return
@@ -769,3 +772,95 @@ class TestSizingCarriesItsResults:
                                                  (15 * GIB, 15.0)])
     def test_size_gb_rounds_half_away_to_two_decimals(self, n_bytes, gb):
         assert size_gb(n_bytes) == gb
+
+
+# ---------------------------------------------------------------------------------------------
+# recurrent state: vLLM starts only if its pool holds one request of --max-model-len, i.e. the KV
+# of that length plus one sequence's SSM / linear-attention state (`MambaSpec.max_memory_usage_bytes`)
+
+MIB = 1 << 20
+
+
+def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
+    config = HF_CONFIGS / name / "config.json"
+    if not config.exists():
+        pytest.skip(f"real HF config {name} not available")
+    from autogen.hf_config import meta_from_hf_config
+
+    meta = meta_from_hf_config(json.loads(config.read_text()))
+    ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
+                   budget=budget, card=card, version=version)
+    return attrs.evolve(ctx, meta=meta, devices=tuple(devices))
+
+
+class TestRecurrentStateInTheKvReserve:
+    def test_qwen35_window_is_sized_from_the_room_left_after_one_state(self):
+        """Qwen3.5-27B: 16 of 64 layers keep KV (64 KiB/token), 48 gated-delta-net layers hold
+        156,893,184 B per sequence. 6.5 GiB less the state: 104,102 tokens → 102,400 (106,496 without)."""
+        ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32)
+        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
+        assert (per_token, state) == (65_536, 156_893_184)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.max_model_len == 102_400 == int((6.5 * GIB - state) // per_token) // 4096 * 4096
+        assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.15GB recurrent state"
+        reserve = per_token * 102_400 + state
+        assert sizing.state_bytes == state and sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.kv_pin_bytes == pin_bytes(reserve) == 7461 * MIB  # (6.25 + 0.146) × 1.10 + 0.25 GiB
+        assert sizing.footprint_gb == 16 + 7461 / 1024 + 1.5
+        assert sizing.util == 0.78  # 24.79 / 32 rounded up
+
+    def test_nemotron_h_pin_holds_one_request_of_the_window(self):
+        """Nemotron-H 56B: 10 attention layers (40 KiB/token) and 54 Mamba-2 layers of
+        919,240,704 B per sequence; at its trained 8192 the state outweighs the KV, so a pin of
+        the KV alone could not hold one request and vLLM would refuse to start."""
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48)
+        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
+        assert (per_token, state) == (40_960, 919_240_704)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert (sizing.max_model_len, sizing.ctx_note) == (8192, "trained context")
+        reserve = per_token * 8192 + state
+        assert pin_bytes(per_token * 8192) < reserve <= sizing.kv_pin_bytes == pin_bytes(reserve) == 1573 * MIB
+        assert sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.footprint_gb == 30 + 1573 / 1024 + 1.5 and sizing.util == 0.69
+
+    def test_without_a_pin_the_footprint_still_carries_the_state(self):
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, version=BASELINE)
+        sizing = size_vllm(ctx, BASE_V)
+        assert sizing.kv_pin_bytes is None
+        assert sizing.footprint_gb == 30 + (40_960 * 8192 + 919_240_704) / GIB + 1.5
+
+    def test_state_is_split_over_ranks_like_its_heads(self):
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, devices=PAIR_24)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.tensor_parallel == 2 and sizing.state_bytes == 919_240_704 // 2
+        assert sizing.kv_pin_bytes == pin_bytes(20_480 * 8192 + 919_240_704 // 2)  # 8 KV heads: 4 per rank
+        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+
+    def test_the_window_cut_to_a_card_leaves_room_for_the_state(self):
+        ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=24, devices=(Gpu(index=0, vram_gb=24.0),))
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.ctx_note.endswith(", less 0.15GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
+        assert sizing.footprint_gb <= MAX_UTIL * 24
+        bigger = pin_bytes(65_536 * (sizing.max_model_len + 4096) + 156_893_184)
+        assert 16 + bigger / GIB + 1.5 > MAX_UTIL * 24  # the next step would not fit
+
+    def test_comment_and_notes_say_the_state_is_charged(self):
+        plan = emit_vllm(real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32))
+        (entry,) = plan.entries
+        assert entry.comment[0].endswith("max-model-len 102400 (sized to 6.5GB free of budget, less 0.15GB "
+                                         "recurrent state)")
+        assert (f"kv-cache-memory-bytes {7461 * MIB} ((KV 6.25GB + one sequence's recurrent state 0.15GB) "
+                "× 1.10 + 0.25GB, whole MiB)") in entry.comment
+        assert ("KV at max-model-len: 6.396 GiB, including 0.146 GiB of recurrent state for one sequence "
+                "(vLLM starts only if one request of max-model-len fits)") in plan.notes
+
+    def test_pure_state_space_model_charges_its_state_and_keeps_the_trained_window(self):
+        ssm = KvCost(bytes_per_token=0, note="no attention layers", state_bytes_per_seq=GIB // 2)
+        sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
+        assert sizing.kv_reserve_gb == 0.5 and sizing.footprint_gb == 8 + 0.5 + 1.5
+
+    def test_models_without_state_keep_their_numbers_and_notes(self):
+        sizing = size_vllm(make_ctx(), (0, 11, 0))
+        assert sizing.state_bytes == 0 and "recurrent" not in sizing.ctx_note + sizing.pin_note
+        assert sizing.pin_note == "KV 6.00GB × 1.10 + 0.25GB, whole MiB"

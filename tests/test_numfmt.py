@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away
+from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
 
 
 class TestRoundHalfAway:
@@ -106,3 +106,12 @@ class TestFormatG:
 def test_gib_is_binary():
     assert gib(GIB) == 1.0
     assert gib(402_653_184) == 0.375
+
+
+@pytest.mark.parametrize(("n_bytes", "gb"), [
+    (0, 0.0), (GIB // 8, 0.13), (5 * GIB // 8, 0.63), (3 * GIB // 8, 0.38),  # ties go away from zero
+    (22 * (1 << 20), 0.02), (15 * GIB, 15.0), (16 * GIB - 1, 16.0),
+])
+def test_size_gb_is_gib_to_two_decimals_ties_away_from_zero(n_bytes, gb):
+    """One helper for every entry's GB figures; Python's round would give 0.12 and 0.62 on the ties."""
+    assert size_gb(n_bytes) == gb
