@@ -33,6 +33,7 @@ from autogen.errors import ModelError
 from autogen.gpus import MIN_ELIGIBLE_GIB, eligible
 from autogen.numfmt import format_g, round_half_away
 from autogen.settings import BackendRow, Gpu, Override, Settings
+from autogen.vllm_args import read_extra_args
 
 CUDA, ROCM, VULKAN, CPU = "cuda", "rocm", "vulkan", "cpu"
 #: Build variant → the variables that pin devices, the last one taking the device list. Metal
@@ -142,14 +143,12 @@ def _values(family: str, gpus: Sequence[Gpu], inventory: Sequence[Gpu]) -> tuple
 
 
 def vllm_tensor_parallel(override: Override | None) -> tuple[int, str]:
-    """(ranks, what pinned them) as `emit_vllm.size_vllm` reads them: a `-tp` /
+    """(ranks, what pinned them) as `vllm_sizing.size_vllm` reads them: a `-tp` /
     `--tensor-parallel-size` in `extra_args` (any spelling vLLM accepts; it comes last on the
     command line, so it wins) over the override's `vllm_tensor_parallel`; (1, "") when neither.
     Raises ModelError for a value vLLM would refuse."""
     if override is None:
         return 1, ""
-    from autogen.emit_vllm import read_extra_args  # only vLLM models pay for this import
-
     if (tp := read_extra_args(override.extra_args).tensor_parallel) is not None:
         return tp, "extra_args --tensor-parallel-size"
     if override.vllm_tensor_parallel:

@@ -5,6 +5,8 @@ Mirrors what vLLM derives from the same file (reference spec-backends-vllm-hf §
 `get_num_layers_by_block_type`), so `kvcost.kv_cost` charges what the engine allocates.
 Older configs spell the same numbers differently (GPT-2 `n_layer`, ChatGLM `num_layers`,
 Falcon `n_head_kv`); the alias tables below list every spelling we accept, in vLLM's order.
+Which layers keep KV and how wide their recurrent state is are `hf_layout`'s, read through
+this module's `ConfigReader`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import math
 from pathlib import Path
 
+from autogen import hf_layout
 from autogen.errors import ModelError
 from autogen.metadata import ModelMeta
 
@@ -112,27 +115,6 @@ MLA_MODEL_TYPES = frozenset(
     {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "glm4_moe_lite",
      "glm_moe_dsa", "kimi_k2", "longcat_flash", "pangu_ultra_moe"}
 )
-#: Attention-free families: a constant recurrent state, no per-token cache.
-STATE_SPACE_MODEL_TYPES = frozenset(
-    {"mamba", "mamba2", "falcon_mamba", "rwkv", "rwkv5", "rwkv6", "rwkv7", "xlstm"}
-)
-#: A per-layer type keeps no per-token KV when its name contains one of these
-#: (`layer_types`: linear_attention, mamba, conv; `block_types`: recurrent) …
-NO_KV_MARKERS = ("linear", "mamba", "ssm", "conv", "recurrent", "rwkv")
-#: … or is one of these feed-forward-only block names (`layers_block_type`, Nemotron-H).
-NO_KV_NAMES = frozenset({"moe", "mlp"})
-#: Nemotron-H `hybrid_override_pattern`: `*` attention, `M` mamba, `-` MLP, `E` MoE.
-PATTERN_ATTENTION = "*"
-PATTERN_MAMBA = "M"
-#: Every layer runs attention and a mamba mixer side by side (vLLM `FalconH1DecoderLayer`).
-PARALLEL_HYBRID_MODEL_TYPES = frozenset({"falcon_h1"})
-
-# -- recurrent state sizes (vLLM `mamba_utils.MambaStateShapeCalculator`; llama.cpp converters
-#    `conversion/mamba.py`, `granite.py`, `nemotron.py`, `qwen.py`) -------------------------
-
-SSM_CONV_KEYS = ("conv_kernel", "mamba_d_conv", "d_conv")
-SSM_STATE_KEYS = ("ssm_state_size", "state_size", "mamba_d_state", "d_state")
-SSM_GROUP_KEYS = ("n_groups", "mamba_n_groups", "mamba_ngroups", "ngroups")
 
 
 def read_config_json(path: str) -> dict:
@@ -207,7 +189,7 @@ def meta_from_config_file(path: str) -> ModelMeta:
 def meta_from_hf_config(config: dict) -> ModelMeta:
     """Normalise a config.json (its text tower, with library defaults) into a `ModelMeta`."""
     tower, prefix = _text_tower(config)
-    get = _Reader(tower, prefix)
+    get = ConfigReader(tower, prefix)
     archs = config.get("architectures")
     top_type = config.get("model_type")
     arch = top_type if isinstance(top_type, str) and top_type else get.text("model_type")
@@ -230,8 +212,8 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
         kv_heads = _kv_heads(get, model_type, heads)
         key_len = get.count(HEAD_DIM_KEYS) or (hidden // heads if heads else 0)
         value_len = key_len
-    keeps, recurrent, layout = _kv_layers(get, model_type, layers)
-    sliding_layers = _sliding_layers(get, layers)
+    keeps, recurrent, layout = hf_layout.kv_layers(get, model_type, layers)
+    sliding_layers = hf_layout.sliding_layers(get, layers)
     # Gemma 4: full layers have their own head width and (with attention_k_eq_v) KV heads
     # (transformers `Gemma4TextConfig`, vLLM `Gemma4DecoderLayer`); where the sliding layers
     # are not marked, every layer is charged at the larger of each.
@@ -248,7 +230,9 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
     # No head count at all is "unknown", never "attention-free": kvcost must not guess 0.
     per_layer = tuple(n if keep else 0 for keep, n in zip(keeps, full_kv)) if kv_heads or not any(keeps) else ()
     sliding = get.count(("sliding_window",), MAX_TOKENS) if get.flag("use_sliding_window") is not False else 0
-    ssm = _ssm_sizes(get, model_type, hidden) if any(recurrent) else (0, 0, 0, 0)
+    ssm = hf_layout.ssm_sizes(get, model_type, hidden) if any(recurrent) else (0, 0, 0, 0)
+    if ssm[1] >= MAX_COUNT:
+        raise ModelError(f"{get.prefix}SSM inner width {ssm[1]} (a product of config values) is not a real model")
 
     return ModelMeta(
         source="hf",
@@ -325,7 +309,7 @@ def _text_tower(config: dict) -> tuple[dict, str]:
     return filled, prefix
 
 
-def _kv_heads(get: _Reader, model_type: str, heads: int) -> int:
+def _kv_heads(get: ConfigReader, model_type: str, heads: int) -> int:
     """KV heads of an attention layer (vLLM `get_total_num_kv_heads`, Falcon convertor)."""
     new_decoder = get.flag("new_decoder_architecture") is True or model_type == "refinedweb"
     if get.flag("multi_query") is True and not (model_type in FALCON_MODEL_TYPES and new_decoder):
@@ -333,95 +317,6 @@ def _kv_heads(get: _Reader, model_type: str, heads: int) -> int:
     if get.flag("multi_query_attention") is False:
         return heads  # ChatGLM with grouping switched off ignores multi_query_group_num
     return get.count(KV_HEADS_KEYS) or heads
-
-
-def _kv_layers(get: _Reader, model_type: str, layers: int) -> tuple[list[bool], list[bool], str]:
-    """Which layers keep a per-token cache, which hold recurrent state, and how we know."""
-    if model_type in STATE_SPACE_MODEL_TYPES:
-        return [False] * layers, [True] * layers, f"{model_type}: state-space model, no per-token KV cache"
-    everywhere = [model_type in PARALLEL_HYBRID_MODEL_TYPES] * layers
-    for key in ("layer_types", "layers_block_type"):
-        entries = get.string_list(key)
-        if entries is not None:
-            if len(entries) != layers:
-                return [True] * layers, everywhere, f"{key} has {len(entries)} entries for {layers} layers: ignored, every layer charged"
-            if model_type == "zamba2":  # vLLM: only "hybrid" blocks carry the shared attention
-                keeps, recurrent = [e == "hybrid" for e in entries], [True] * layers
-            else:
-                keeps, recurrent = [_keeps_kv(e) for e in entries], [_is_recurrent(e) for e in entries]
-            return keeps, recurrent, _note(key, keeps)
-    pattern = get.text("hybrid_override_pattern")
-    if pattern:
-        if len(pattern) != layers:
-            return [True] * layers, everywhere, f"hybrid_override_pattern has {len(pattern)} layers, config {layers}: ignored"
-        keeps = [c == PATTERN_ATTENTION for c in pattern]
-        return keeps, [c == PATTERN_MAMBA for c in pattern], _note("hybrid_override_pattern", keeps)
-    kinds = get.int_list("attn_type_list")  # MiniMax: 1 = softmax attention, 0 = linear
-    if kinds is not None and len(kinds) == layers:
-        keeps = [k == 1 for k in kinds]
-        return keeps, _others(keeps), _note("attn_type_list", keeps)
-    indices = get.int_list("attn_layer_indices")  # Bamba
-    if indices:
-        wanted = set(indices)
-        keeps = [i in wanted for i in range(layers)]
-        return keeps, _others(keeps), _note("attn_layer_indices", keeps)
-    period = get.count(("attn_layer_period",))  # Jamba: layer i attends when i % period == offset
-    if period:
-        offset = get.count(("attn_layer_offset",))
-        keeps = [i % period == offset for i in range(layers)]
-        return keeps, _others(keeps), _note(f"attn_layer_period {period} offset {offset}", keeps)
-    interval = get.count(("full_attention_interval",))  # Qwen3-Next: every N-th layer attends
-    if interval:
-        keeps = [(i + 1) % interval == 0 for i in range(layers)]
-        return keeps, _others(keeps), _note(f"full_attention_interval {interval}", keeps)
-    return [True] * layers, everywhere, ""
-
-
-def _sliding_layers(get: _Reader, layers: int) -> tuple[bool, ...]:
-    """Per layer, True where `layer_types` says sliding; () when it does not say."""
-    entries = get.string_list("layer_types")
-    if entries is None or len(entries) != layers or not any("sliding" in e for e in entries):
-        return ()
-    return tuple("sliding" in e for e in entries)
-
-
-def _ssm_sizes(get: _Reader, model_type: str, hidden: int) -> tuple[int, int, int, int]:
-    """(conv kernel, inner width, state width, groups) in llama.cpp's `ssm.*` terms."""
-    if get.count(("linear_conv_kernel_dim",)):  # gated delta net: Qwen3-Next, Qwen3.5
-        inner = get.count(("linear_num_value_heads",)) * get.count(("linear_value_head_dim",))
-        sizes = (get.count(("linear_conv_kernel_dim",)), inner, get.count(("linear_key_head_dim",)),
-                 get.count(("linear_num_key_heads",)))
-    elif get.count(("conv_L_cache",)):  # LFM2 short conv over the hidden width
-        sizes = (get.count(("conv_L_cache",)), hidden, 0, 0)
-    else:
-        # Inner width: Nemotron-H heads × head dim, Falcon-H1 mamba_d_ssm, else expand × hidden
-        # (Jamba, Bamba, Granite-4, Zamba2, Mamba-2), Mamba-1 its intermediate_size.
-        inner = (get.count(("mamba_num_heads",)) * get.count(("mamba_head_dim",))
-                 or get.count(("mamba_d_ssm",))
-                 or get.count(("mamba_expand", "expand")) * hidden
-                 or (get.count(("intermediate_size",)) if model_type in STATE_SPACE_MODEL_TYPES else 0))
-        sizes = (get.count(SSM_CONV_KEYS), inner, get.count(SSM_STATE_KEYS), get.count(SSM_GROUP_KEYS))
-    if sizes[1] >= MAX_COUNT:
-        raise ModelError(f"{get.prefix}SSM inner width {sizes[1]} (a product of config values) is not a real model")
-    return sizes
-
-
-def _keeps_kv(entry: str) -> bool:
-    low = entry.lower()
-    return low not in NO_KV_NAMES and not any(m in low for m in NO_KV_MARKERS)
-
-
-def _is_recurrent(entry: str) -> bool:
-    low = entry.lower()
-    return any(m in low for m in NO_KV_MARKERS)
-
-
-def _others(keeps: list[bool]) -> list[bool]:
-    return [not k for k in keeps]
-
-
-def _note(source: str, keeps: list[bool]) -> str:
-    return f"{source}: {sum(keeps)} of {len(keeps)} layers keep KV"
 
 
 def _present(d: dict, key: str) -> bool:
@@ -433,8 +328,9 @@ def _type_name(value: object) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-class _Reader:
-    """Typed look-ups in one config dict; errors name the key (with its sub-config prefix)."""
+class ConfigReader:
+    """Typed look-ups in one config dict; errors name the key (with its sub-config prefix).
+    `hf_layout` reads the layer layout through it too."""
 
     def __init__(self, data: dict, prefix: str):
         self.data = data

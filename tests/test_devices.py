@@ -15,7 +15,7 @@ from ruamel.yaml import YAML
 from autogen import cli, devices, gpus, tasks
 from autogen.backends import Resolved
 from autogen.devices import Placement, place
-from autogen.emit_vllm import emit_vllm, size_vllm
+from autogen.emit_vllm import emit_vllm
 from autogen.emitcontext import EmitContext
 from autogen.errors import ModelError
 from autogen.kvcost import KvCost
@@ -26,6 +26,7 @@ from autogen.plan import budget_for, build_plan, global_inputs, make_job, model_
 from autogen.rows import ModelRow
 from autogen.settings import BackendRow, Gpu, Override, Settings
 from autogen.validate import validate_text
+from autogen.vllm_sizing import size_vllm
 from tests.gguf_fixtures import Q, write_gguf
 
 RTX4090 = Gpu(index=0, vram_gb=24.0, name="RTX 4090", vendor="nvidia")
@@ -322,7 +323,7 @@ class TestDefaultPlacement:
         ("--tensor_parallel_size", "2"), ("--te", "2"), ("--enforce-eager", "-tp", "2"),
     ])
     def test_vllm_tensor_parallel_in_extra_args_takes_the_largest_cards(self, extra):
-        """Every spelling `emit_vllm.read_extra_args` reads, as vLLM's argparse does."""
+        """Every spelling `vllm_args.read_extra_args` reads, as vLLM's argparse does."""
         p = placed(Override(match="*", extra_args=extra), row=VLLM_ROW, engine="vllm",
                    inventory=(RTX3060, attrs.evolve(RTX4090, index=2), attrs.evolve(RTX4090, index=3)))
         assert p.label == "2,3" and p.env[-1] == "CUDA_VISIBLE_DEVICES=1,2"

@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autogen.backends import Resolved
-from autogen.emit_vllm import (AUTO, MAX_UTIL, ExtraArgs, emit_vllm, parse_max_model_len, per_gpu_bytes_per_token,
-                               pin_bytes, read_extra_args, size_vllm)
+from autogen.emit_vllm import emit_vllm
 from autogen.emitcontext import EmitContext
 from autogen.entry import Entry
 from autogen.gguf_header import read_gguf_header
@@ -27,6 +26,8 @@ from autogen.errors import ModelError
 from autogen.numfmt import GIB, size_gb
 from autogen.rows import ModelRow
 from autogen.settings import BackendRow, Gpu, Override, Settings
+from autogen.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
+from autogen.vllm_sizing import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
 from gguf_fixtures import write_gguf
 
 # The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,

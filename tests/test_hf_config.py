@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogen import hf_config
+from autogen import hf_config, hf_layout
 from autogen.errors import ModelError
 from autogen.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
                                read_config_json)
@@ -511,7 +511,7 @@ READ_KEYS = sorted({
     "global_head_dim", "num_global_key_value_heads", "attention_k_eq_v", "linear_conv_kernel_dim",
     "linear_num_value_heads", "linear_value_head_dim", "linear_key_head_dim", "linear_num_key_heads",
     "conv_L_cache", "mamba_num_heads", "mamba_head_dim", "mamba_d_ssm", "mamba_expand", "expand",
-    "intermediate_size", *hf_config.SSM_CONV_KEYS, *hf_config.SSM_STATE_KEYS, *hf_config.SSM_GROUP_KEYS,
+    "intermediate_size", *hf_layout.SSM_CONV_KEYS, *hf_layout.SSM_STATE_KEYS, *hf_layout.SSM_GROUP_KEYS,
     *hf_config.LAYERS_KEYS, *hf_config.HIDDEN_KEYS, *hf_config.HEADS_KEYS,
     *hf_config.KV_HEADS_KEYS, *hf_config.HEAD_DIM_KEYS, *hf_config.CONTEXT_KEYS,
     *hf_config.EXPERT_KEYS, *hf_config.VOCAB_KEYS, *hf_config.NEXTN_KEYS,

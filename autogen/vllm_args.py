@@ -1,0 +1,110 @@
+"""What the override's `extra_args` decide for vLLM, read as vLLM's own argparse reads them.
+
+A `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
+value, and extra_args come last on the command line), and a memory, tool-parser or
+chat-template flag there replaces ours. Kept apart from the emitter because `devices`
+reads the tensor-parallel pin too, before any emitter runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from attrs import frozen
+
+from autogen.errors import ModelError
+
+#: `--max-model-len auto` / `-1`: vLLM fits the window to its KV memory
+#: (`vllm/v1/core/kv_cache_planning.py` `_auto_fit_max_model_len`).
+AUTO = -1
+
+#: Options of `extra_args` we read, with the shortest prefix vLLM 0.33.0's argparse
+#: (`allow_abbrev=True`) resolves to them uniquely; `_` is read as `-` like vLLM does.
+#: `--chat-template-content-format` and `-kwargs` share the template's prefix, so only the
+#: full name counts there.
+_OPTIONS = {
+    "--kv-cache-memory-bytes": "--kv-cache-mem",
+    "--gpu-memory-utilization": "--gp",
+    "--device-memory-utilization": "--device-m",
+    "--tool-call-parser": "--tool-c",
+    "--chat-template": "--chat-template",
+    "--max-model-len": "--max-m",
+    "--tensor-parallel-size": "--te",
+}
+_MEMORY = ("--kv-cache-memory-bytes", "--gpu-memory-utilization", "--device-memory-utilization")
+#: vLLM's only short spelling among them (exact, or `-tp=N`).
+_SHORT = {"-tp": "--tensor-parallel-size"}
+#: `human_readable_int` (vllm/utils/argparse_utils.py): `32k` = 32000, `32K` = 32768.
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+@frozen
+class ExtraArgs:
+    """What the override's `extra_args` decide for vLLM, read as its parser reads them.
+
+    Example: ExtraArgs(max_model_len=32000, tensor_parallel=2, sets_memory=False,
+    sets_parser=True, sets_template=False) for `--max-m=32k -tp 2 --tool-call-parser x`.
+    """
+
+    #: Tokens, or AUTO; None = not given.
+    max_model_len: int | None = None
+    tensor_parallel: int | None = None
+    sets_memory: bool = False
+    sets_parser: bool = False
+    sets_template: bool = False
+
+
+def parse_max_model_len(text: str) -> int:
+    """vLLM's `human_readable_int_or_auto`: `32768`, `32k`, `32K`, `1.5k`, `auto` or `-1` (AUTO);
+    raises ValueError where vLLM's parser refuses the value."""
+    text = text.strip()
+    if text == "-1" or text.lower() == "auto":
+        return AUTO
+    match = _HUMAN_INT.fullmatch(text)
+    if match is None:
+        return int(text)
+    number, suffix = match.groups()
+    if suffix in _DECIMAL:
+        return int(float(number) * _DECIMAL[suffix])
+    return int(number) * _BINARY[suffix]
+
+
+def read_extra_args(extra_args: Sequence[str]) -> ExtraArgs:
+    """One pass over `extra_args`: options spelled in full, abbreviated, with `_`, or `--x=value`;
+    the last value of a repeated option wins, as in argparse. Raises ModelError for a length or
+    tensor-parallel value vLLM would refuse."""
+    given: dict[str, str | None] = {}
+    for i, arg in enumerate(extra_args):
+        name, eq, value = arg.partition("=")
+        option = _SHORT.get(name)
+        if option is None and name.startswith("--"):
+            name = name.replace("_", "-")
+            option = next((full for full, least in _OPTIONS.items()
+                           if full.startswith(name) and len(name) >= len(least)), None)
+        if option is not None:
+            given[option] = value if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else None)
+    length = tp = None
+    if "--max-model-len" in given:
+        text = given["--max-model-len"] or ""
+        length = _or_zero(parse_max_model_len, text)
+        if length < 1 and length != AUTO:
+            raise ModelError(f"extra_args --max-model-len {text!r} is not a length vLLM accepts "
+                             "(tokens such as 32768, 32k, 32K, or auto)")
+    if "--tensor-parallel-size" in given:
+        text = given["--tensor-parallel-size"] or ""
+        tp = _or_zero(int, text)  # vLLM's argparse type
+        if tp < 1:
+            raise ModelError(f"extra_args --tensor-parallel-size {text!r} is not a GPU count")
+    return ExtraArgs(max_model_len=length, tensor_parallel=tp,
+                     sets_memory=any(flag in given for flag in _MEMORY),
+                     sets_parser="--tool-call-parser" in given, sets_template="--chat-template" in given)
+
+
+def _or_zero(parse: Callable[[str], int], text: str) -> int:
+    try:
+        return parse(text)
+    except ValueError:
+        return 0
