@@ -113,6 +113,14 @@ class Pipeline:
                 raise SwapgenError(f"{settings.cache_dir}: cannot use the cache folder ({exc.strerror or exc}); "
                                    "check `cache_dir` in the settings file") from None
         self._locked = lock
+        try:
+            self._load(settings)
+        except BaseException:
+            self.close()  # a failed load must not keep the lock (an in-process caller may retry)
+            raise
+
+    def _load(self, settings: Settings) -> None:
+        self.new_keys: dict[str, str] = {}
         self.cache = MetaCache(settings.cache_dir)
         self.card_vram_gb = card_vram_gb(settings)
         self.discovery = discover(settings.roots, self.cache.gguf, self.cache.config, self.cache.head)
@@ -140,7 +148,6 @@ class Pipeline:
                 self.keys: dict[str, str] = json.load(f)
         except (OSError, ValueError):
             self.keys = {}
-        self.new_keys: dict[str, str] = {}
         self.stats = {"emitted": 0, "written": 0}
 
     def save_keys(self) -> None:

@@ -144,3 +144,16 @@ class TestOutput:
         assert cli.main(["--settings", str(weird)]) == 0
         text = (library / "config.yaml").read_text()
         assert "${env" not in text and validate_text(text) == []
+
+
+def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
+    """An in-process caller (a test, an editor plugin) can run again after a failed load."""
+    from autogen import tasks as tasks_module
+
+    def broken(*args, **kwargs):
+        raise tasks_module.SwapgenError("simulated failure while discovering")
+
+    monkeypatch.setattr(tasks_module, "discover", broken)
+    assert run(library) == 1
+    monkeypatch.undo()
+    assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]
