@@ -17,7 +17,7 @@ from pathlib import Path
 SAMPLE_DIR = "sample-library"
 MARKER = ".swapgen-sample"
 #: Bump when a recipe changes so existing sample libraries are rebuilt.
-SAMPLE_VERSION = "3"
+SAMPLE_VERSION = "4"
 
 Q4_K, Q8_0, F16 = 12, 8, 1  # ggml type ids (gguf.GGMLQuantizationType)
 _TYPE_SIZE = {Q4_K: (256, 144), Q8_0: (32, 34), F16: (1, 2)}
@@ -87,7 +87,9 @@ def _llama_kv(arch: str, *, ctx: int, blocks: int, embd: int, heads: int, kv_hea
         f"{arch}.feed_forward_length": ff,
         f"{arch}.attention.head_count": heads,
         f"{arch}.attention.head_count_kv": kv_heads,
-        "tokenizer.chat_template": "{% for m in messages %}{{ m.content }}{% endfor %}",
+        # a template that offers tools, as instruct models' templates do
+        "tokenizer.chat_template": "{% if tools %}{{ tools | tojson }}{% endif %}"
+                                   "{% for m in messages %}{{ m.content }}{% endfor %}",
     }
     kv.update({f"{arch}.{k}": v for k, v in extra.items()})
     return kv
