@@ -18,6 +18,7 @@ import stat as statmod
 from typing import Callable
 
 import attrs
+import xxhash
 from attrs import field, frozen
 
 from autogen.errors import ModelError
@@ -141,6 +142,52 @@ def _hf_cache_repo(folder: str) -> tuple[str, str] | None:
     return (owner, repo) if sep and owner and repo else None
 
 
+def skipped_folder(name: str, parent: str) -> bool:
+    """Folders discovery never enters: hidden ones and the HF cache's `blobs/` (its files are
+    reached through the snapshots' symlinks)."""
+    return name.startswith(".") or (name == "blobs" and os.path.basename(parent).startswith("models--"))
+
+
+def walk_signature(roots: tuple[str, ...]) -> str:
+    """A digest of everything discovery can see under `roots`: every entry it would visit, by
+    path, type, size, mtime and inode (symlinks followed, as discovery follows them). Equal
+    digests mean discovery would find the same rows (file contents are trusted by size and
+    mtime, as doit and the metadata cache trust them)."""
+    digest = xxhash.xxh3_128()
+    visited: set[tuple[int, int]] = set()
+
+    def walk(folder: str) -> None:
+        try:
+            st = os.stat(folder)
+            if (st.st_dev, st.st_ino) in visited:
+                digest.update(f"loop\0{folder}\n".encode("utf-8", "surrogatepass"))
+                return
+            visited.add((st.st_dev, st.st_ino))
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            digest.update(f"error\0{folder}\0{exc.errno}\n".encode("utf-8", "surrogatepass"))
+            return
+        for entry in entries:
+            try:
+                est = entry.stat()
+            except OSError as exc:
+                digest.update(f"error\0{entry.path}\0{exc.errno}\n".encode("utf-8", "surrogatepass"))
+                continue
+            if statmod.S_ISDIR(est.st_mode):  # a folder stands for its entries, not its own times
+                digest.update(f"{entry.path}\0dir\n".encode("utf-8", "surrogatepass"))
+                if not skipped_folder(entry.name, folder):
+                    walk(entry.path)
+                continue
+            line = f"{entry.path}\0{est.st_mode}\0{est.st_size}\0{est.st_mtime_ns}\0{est.st_ino}\n"
+            digest.update(line.encode("utf-8", "surrogatepass"))
+
+    for root in roots:
+        digest.update(f"root\0{root}\n".encode("utf-8", "surrogatepass"))
+        walk(os.path.realpath(root) if os.path.islink(root) else root)
+    return digest.hexdigest()
+
+
 class _Walker:
     def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None):
         self.probe = probe
@@ -198,7 +245,7 @@ class _Walker:
                     self.problems.append(f"{entry.path}: cannot stat ({exc.strerror or exc})")
                 continue
             if statmod.S_ISDIR(est.st_mode):
-                if entry.name.startswith(".") or (entry.name == "blobs" and os.path.basename(folder).startswith("models--")):
+                if skipped_folder(entry.name, folder):
                     continue
                 subdirs.append(entry.path)
             elif statmod.S_ISREG(est.st_mode):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import sys
 import traceback
 from contextlib import contextmanager
@@ -23,11 +24,12 @@ from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 from doit.tools import config_changed
 
-from autogen.discovery import discover
+from autogen import GENERATOR_VERSION, __version__
+from autogen.discovery import discover, walk_signature
 from autogen.entry import Plan, Skip
 from autogen.errors import ModelError, SwapgenError
 from autogen.fsutil import read_bytes, run_lock, write_if_changed
-from autogen.gpus import card_vram_gb
+from autogen.gpus import card_vram_gb, inventory
 from autogen.metacache import MetaCache, head_hash
 from autogen.metadata import ModelMeta
 from autogen.plan import AUDIOCPP, Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
@@ -99,6 +101,38 @@ def check_roots(settings: Settings) -> None:
             raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
 
 
+class LoadMemo:
+    """What loading produced (discovered rows, metadata, resolved jobs), kept in `cache_dir`
+    and reused while nothing it was computed from has changed: the settings, every entry
+    discovery can see (`discovery.walk_signature`), the card reading and GPU inventory, and
+    swapgen's own code. A no-op run then costs a walk of `stat` calls, not a rediscovery."""
+
+    FILE = "load-memo.pickle"
+
+    def __init__(self, settings: Settings, card: float | None):
+        self.path = os.path.join(settings.cache_dir, self.FILE)
+        package = os.path.dirname(os.path.abspath(__file__))
+        code = sorted((name, st.st_size, st.st_mtime_ns) for name in os.listdir(package) if name.endswith(".py")
+                      for st in [os.stat(os.path.join(package, name))])
+        self.key = _digest(repr((GENERATOR_VERSION, __version__, code, settings, card, inventory(settings),
+                                 walk_signature(settings.roots))))
+
+    def load(self) -> tuple | None:
+        try:
+            with open(self.path, "rb") as f:
+                key, value = pickle.load(f)
+        except Exception:  # noqa: BLE001 - a missing, stale or foreign memo is just a miss
+            return None
+        return value if key == self.key else None
+
+    def store(self, *value) -> None:
+        try:
+            write_if_changed(self.path, pickle.dumps((self.key, value), protocol=pickle.HIGHEST_PROTOCOL),
+                             durable=False)
+        except (OSError, pickle.PicklingError):
+            pass
+
+
 class Pipeline:
     """One run's loaded state: settings, discovered models and their resolved jobs."""
 
@@ -121,24 +155,17 @@ class Pipeline:
 
     def _load(self, settings: Settings) -> None:
         self.new_keys: dict[str, str] = {}
-        self.cache = MetaCache(settings.cache_dir)
+        self._cache: MetaCache | None = None
         self.card_vram_gb = card_vram_gb(settings)
-        self.discovery = discover(settings.roots, self.cache.gguf, self.cache.config, self.cache.head)
+        memo = LoadMemo(settings, self.card_vram_gb)
+        loaded = memo.load()
+        if loaded is None:
+            self._discover(settings)
+            memo.store(self.discovery, self.metas, self.jobs, self.stamps)
+        else:
+            self.discovery, self.metas, self.jobs, self.stamps = loaded
         for problem in self.discovery.problems:
             print(f"swapgen: warning: {problem}", file=sys.stderr)
-        self.metas: dict[str, ModelMeta | None] = {}
-        self.jobs: list[Job] = []
-        for row in self.discovery.models:
-            error = self.discovery.row_errors.get(row.id)
-            meta = None
-            if error is None and row.format in ("gguf", "hf"):
-                try:
-                    meta = self.cache.meta(row.path, hf=row.format == "hf")
-                except ModelError as exc:
-                    error = str(exc)
-            self.metas[row.id] = meta
-            self.jobs.append(make_job(settings, row, meta, error, self.card_vram_gb))
-        self.cache.save()
         self.settings_key = _digest(global_inputs(settings))
         #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
         self.profile_owners = profile_owners(self.jobs, settings)
@@ -149,6 +176,33 @@ class Pipeline:
         except (OSError, ValueError):
             self.keys = {}
         self.stats = {"emitted": 0, "written": 0}
+
+    def _discover(self, settings: Settings) -> None:
+        """Walk the roots, read metadata through the cache and resolve every model."""
+        cache = self.cache
+        self.discovery = discover(settings.roots, cache.gguf, cache.config, cache.head)
+        self.metas: dict[str, ModelMeta | None] = {}
+        self.jobs: list[Job] = []
+        for row in self.discovery.models:
+            error = self.discovery.row_errors.get(row.id)
+            meta = None
+            if error is None and row.format in ("gguf", "hf"):
+                try:
+                    meta = cache.meta(row.path, hf=row.format == "hf")
+                except ModelError as exc:
+                    error = str(exc)
+            self.metas[row.id] = meta
+            self.jobs.append(make_job(settings, row, meta, error, self.card_vram_gb))
+        cache.save()
+        self.stamps = {job.row.id: self._meta_stamp(job) for job in self.jobs}
+
+    @property
+    def cache(self) -> MetaCache:
+        """The metadata cache, loaded on first use (a run served from the load memo needs it
+        only if the doit checker meets a changed file)."""
+        if self._cache is None:
+            self._cache = MetaCache(self.settings.cache_dir)
+        return self._cache
 
     def save_keys(self) -> None:
         """Record the inputs of the fragments emitted this run (kept: those of current models)."""
@@ -269,7 +323,7 @@ class Pipeline:
             # A plain bool, not doit's config_changed: doit inspects the signature of every
             # callable uptodate on every run, a third of a 1,000-model no-op.
             key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
-                          + self._meta_stamp(job))
+                          + self.stamps[job.row.id])
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),

@@ -1,0 +1,111 @@
+"""The load memo: a no-op run reuses what loading produced, and any change it depends on is seen."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from autogen import tasks
+from tests.test_pipeline import SETTINGS, add_model
+
+
+@pytest.fixture
+def library(tmp_path):
+    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
+    (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+    return tmp_path
+
+
+def load(library):
+    pipeline = tasks.load(str(library / "swapgen.yaml"))
+    pipeline.close()
+    return pipeline
+
+
+def served_from_memo(library, monkeypatch) -> bool:
+    """True when loading did not rediscover (discovery is made to fail if it is called)."""
+    called = []
+
+    def spy(*args, **kwargs):
+        called.append(True)
+        return real(*args, **kwargs)
+
+    real = tasks.discover
+    monkeypatch.setattr(tasks, "discover", spy)
+    try:
+        load(library)
+    finally:
+        monkeypatch.setattr(tasks, "discover", real)
+    return not called
+
+
+def test_an_unchanged_library_is_served_from_the_memo(library, monkeypatch):
+    first = load(library)
+    again = tasks.load(str(library / "swapgen.yaml"))
+    again.close()
+    assert [j.row for j in again.jobs] == [j.row for j in first.jobs]
+    assert again.stamps == first.stamps
+    assert served_from_memo(library, monkeypatch)
+
+
+@pytest.mark.parametrize("change", ["new file", "size", "touch", "removed", "new folder", "settings"])
+def test_every_change_discovery_could_see_is_a_miss(library, monkeypatch, change):
+    load(library)
+    model = library / "models/pub/A-GGUF/Alpha-Q4_K_M.gguf"
+    if change == "new file":
+        add_model(library / "models", "pub/C-GGUF/Gamma-Q4_0.gguf")
+    elif change == "size":
+        with open(model, "ab") as f:
+            f.write(b"\0")
+    elif change == "touch":
+        later = time.time() + 5
+        os.utime(model, (later, later))
+    elif change == "removed":
+        model.unlink()
+    elif change == "new folder":
+        (library / "models/pub/empty").mkdir()
+    elif change == "settings":
+        (library / "swapgen.yaml").write_text(SETTINGS + "ttl: 5\n")
+    assert not served_from_memo(library, monkeypatch)
+    assert served_from_memo(library, monkeypatch)  # and the new state is memoised
+
+
+def test_a_symlink_target_changing_is_a_miss(library, monkeypatch):
+    """HF cache snapshots are symlinks into blobs/, a folder discovery does not walk."""
+    target = library / "elsewhere/Delta-Q4_0.gguf"
+    add_model(library, "elsewhere/Delta-Q4_0.gguf")
+    (library / "models/pub/link-Q4_0.gguf").symlink_to(target)
+    load(library)
+    with open(target, "ab") as f:
+        f.write(b"\0")
+    assert not served_from_memo(library, monkeypatch)
+
+
+def test_hidden_folders_do_not_invalidate(library, monkeypatch):
+    (library / "models/.trash").mkdir()
+    load(library)
+    (library / "models/.trash/junk.gguf").write_bytes(b"x")
+    assert served_from_memo(library, monkeypatch)
+
+
+def test_a_new_gpu_inventory_or_generator_version_is_a_miss(library, monkeypatch):
+    load(library)
+    monkeypatch.setattr(tasks, "inventory", lambda settings: ())
+    load(library)
+    from autogen.settings import Gpu
+
+    monkeypatch.setattr(tasks, "inventory", lambda settings: (Gpu(index=0, vram_gb=24.0),))
+    assert not served_from_memo(library, monkeypatch)
+    monkeypatch.setattr(tasks, "GENERATOR_VERSION", "test-bump")
+    assert not served_from_memo(library, monkeypatch)
+
+
+def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
+    load(library)
+    memo = library / "cache" / tasks.LoadMemo.FILE
+    memo.write_bytes(b"not a pickle")
+    assert not served_from_memo(library, monkeypatch)
+    assert served_from_memo(library, monkeypatch)
