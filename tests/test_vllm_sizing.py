@@ -1,0 +1,458 @@
+"""vLLM sizing (`vllm_sizing`): the reference's worked examples A–D number for number
+(spec-backends-vllm-hf.md §3.11, card probe stubbed at 24 GiB), the KV pin (§3.10), sizing per
+GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
+
+import json
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autogen.emit_vllm import emit_vllm
+from autogen.errors import ModelError
+from autogen.kvcost import KvCost, kv_cost
+from autogen.numfmt import GIB, size_gb
+from autogen.settings import Gpu, Override
+from autogen.vllm_sizing import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
+from vllm_fixtures import (BASE_V, BASELINE, DSV2, HF_CONFIGS, LLAMA3_8B, NO_DIMS, PAIR_24, QWEN25_05B, dense_meta,
+                           device_ctx, entry_of, flag, make_ctx, meta_of)
+
+
+class TestExampleA_MaxModelLenSizedToBudget:
+    """Qwen3-8B dims, trained 262144, 8 GiB of weights."""
+
+    @pytest.mark.parametrize(
+        ("budget", "override", "ctx", "note"),
+        [
+            (16, None, 32768, "sized to 6.5GB free of budget"),  # 35498 tokens → 32768
+            (48, None, 208896, "sized to 38.5GB free of budget"),  # 210261 → 208896
+            (4096, None, 262144, "trained context"),
+            (16, Override(match="*", ctx=200_000), 200_000, "pinned"),
+            (4, None, 4096, "weights exceed the VRAM budget"),
+        ],
+    )
+    def test_ctx_and_note(self, budget, override, ctx, note):
+        sizing = size_vllm(make_ctx(budget=budget, override=override), BASE_V)
+        assert (sizing.max_model_len, sizing.ctx_note) == (ctx, note)
+
+    def test_budget_sized_ctx_is_a_multiple_of_4096_below_trained(self):
+        small = size_vllm(make_ctx(budget=16), BASE_V).max_model_len
+        large = size_vllm(make_ctx(budget=48), BASE_V).max_model_len
+        assert 0 < small < 262_144 and small % 4096 == 0 and large >= small
+
+    def test_pinned_ctx_is_not_capped_or_rounded(self):
+        sizing = size_vllm(make_ctx(trained=32768, override=Override(match="*", ctx=40_001)), BASE_V)
+        assert sizing.max_model_len == 40_001
+
+    def test_floor_is_capped_by_a_short_trained_window(self):
+        """Deliberate difference: vLLM refuses a max-model-len past the trained window."""
+        sizing = size_vllm(make_ctx(budget=4, trained=2048), BASE_V)
+        assert sizing.max_model_len == 2048
+        assert sizing.ctx_note == "weights exceed the VRAM budget; trained context"
+
+
+class TestExampleB_GpuUtilDerivedFromFootprint:
+    """Card 24; with no KV model the footprint is the budget, so the budget steers it."""
+
+    @pytest.mark.parametrize(
+        ("budget", "override", "util"),
+        [
+            (12, None, 0.5),
+            (6, Override(match="*", vram_budget_gb=6), 0.25),
+            (0.5, None, 0.10),  # floor clamp
+            (32, None, 0.95),  # ceiling clamp
+            (16, Override(match="*", vllm_gpu_util=0.99), 0.99),  # pinned: verbatim, unclamped
+        ],
+    )
+    def test_util(self, budget, override, util):
+        sizing = size_vllm(make_ctx(kv=NO_DIMS, budget=budget, override=override), BASE_V)
+        assert sizing.util == util
+
+    def test_pinned_util_is_charged_against_the_card(self):
+        entry = entry_of(make_ctx(override=Override(match="*", vllm_gpu_util=0.99)))
+        assert meta_of(entry)["est_vram_gb"] == 23.76
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.99"
+
+    def test_no_card_reading_falls_back_to_0_90(self):
+        sizing = size_vllm(make_ctx(card=None), BASE_V)
+        assert (sizing.util, sizing.util_note) == (0.90, "no GPU reading")
+        assert size_vllm(make_ctx(card=0.0), BASE_V).util == 0.90
+
+
+class TestExampleC_SmallModelTakesOnlyWhatItNeeds:
+    def test_qwen25_05b_hf_folder(self):
+        ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8)
+        sizing = size_vllm(ctx, BASE_V)
+        assert (sizing.max_model_len, sizing.ctx_note) == (32768, "trained context")
+        assert sizing.kv_reserve_gb == 0.375
+        assert sizing.footprint_gb == 0.92 + 0.375 + 1.5
+        assert sizing.footprint_gb <= 4
+        entry = entry_of(ctx)
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.12"
+        assert meta_of(entry)["est_vram_gb"] == 2.88
+        assert entry.comment[1] == ("gpu-memory-utilization 0.12 (2.8GB needed (weights+KV+overhead) of "
+                                    "24.0GB card, under the 22.8GB budget)")
+
+    def test_qwen3_8b_on_16(self):
+        sizing = size_vllm(make_ctx(trained=262_144), BASE_V)
+        assert sizing.max_model_len == 32768
+        assert 15 < sizing.footprint_gb < 16
+        assert sizing.footprint_gb == 15.5
+        assert (sizing.util, sizing.est_vram_gb) == (0.65, 15.6)
+
+
+class TestExampleD_HFParityWithGguf:
+    @pytest.mark.parametrize("fmt", ["gguf", "hf"])
+    def test_llama3_8b_budget_24(self, fmt):
+        sizing = size_vllm(make_ctx(fmt=fmt, size_gb=15, kv=LLAMA3_8B, arch="llama", trained=131_072,
+                                    budget=24), BASE_V)
+        assert sizing.max_model_len == 61440  # 7.5 GiB / 128 KiB per token, exactly
+
+    def test_real_llama_config_gives_the_same_window(self):
+        config = HF_CONFIGS / "llama-3.1-8b" / "config.json"
+        if not config.exists():
+            pytest.skip("real HF configs not available")
+        from autogen.hf_config import meta_from_hf_config
+
+        meta = meta_from_hf_config(json.loads(config.read_text()))
+        ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
+                       budget=24)
+        assert ctx.kv.bytes_per_token == 131_072
+        assert size_vllm(ctx, BASE_V).max_model_len == 61440
+
+
+class TestKvPin:
+    def test_small_model_pin_numbers(self):
+        """§3.10's derived numbers; the pin is rounded up to 679 MiB."""
+        ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8,
+                       version="0.10.2")
+        entry = entry_of(ctx)
+        assert flag(entry.argv, "--kv-cache-memory-bytes") == str(679 * 2**20)  # 711,353,958.4 B → MiB
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.13"  # footprint 3.083
+        assert meta_of(entry)["est_vram_gb"] == 3.12
+        assert meta_of(entry)["kv_cache_bytes"] == 679 * 2**20
+        i = entry.argv.index("--gpu-memory-utilization")
+        assert entry.argv[i + 2] == "--kv-cache-memory-bytes"
+
+    def test_budget_sized_model_pin_is_uncapped(self):
+        sizing = size_vllm(make_ctx(), (0, 11, 0))
+        assert sizing.kv_pin_bytes == 7015 * 2**20  # 6.0 GiB × 1.10 + 0.25 = 6.85 GiB = 7014.4 MiB
+        assert sizing.footprint_gb == pytest.approx(8 + 7015 / 1024 + 1.5)
+        assert sizing.footprint_gb > 16
+        assert sizing.util == 0.69
+        assert sizing.max_model_len == 32768  # not shrunk for the margin
+
+    @pytest.mark.parametrize(
+        ("version", "pinned"),
+        [("0.10.1", False), ("0.10.1.1", False), ("0.10.2", True), ("v0.11.0rc1", True), ("", True),
+         ("nightly", True)],
+    )
+    def test_version_gate(self, version, pinned):
+        assert ("--kv-cache-memory-bytes" in entry_of(make_ctx(version=version)).argv) is pinned
+
+    def test_legacy_exe_without_a_row_counts_as_current(self):
+        assert "--kv-cache-memory-bytes" in entry_of(make_ctx(row=False)).argv
+
+    def test_old_version_note(self):
+        entry = entry_of(make_ctx(version="0.10.1"))
+        assert "KV pool not pinned: vLLM 0.10.1 lacks --kv-cache-memory-bytes (0.10.2+)" in entry.comment
+
+    def test_pinned_util_suppresses_the_pin(self):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", vllm_gpu_util=0.5)))
+        assert "--kv-cache-memory-bytes" not in entry.argv
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.5"
+
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            ("--kv-cache-memory-bytes", "4G"),
+            ("--kv-cache-memory-bytes=4294967296",),
+            ("--kv-cache-memory", "4G"),  # argparse prefix match, as vLLM's allow_abbrev does
+            ("--kv-cache-mem=4G",),
+            ("--kv_cache_memory_bytes", "4G"),  # vLLM reads _ as -
+            ("--gpu-memory-utilization", "0.5"),
+            ("--gpu-memory-util", "0.5"),
+            ("--gpu-memory-utilization=0.5",),
+            ("--gpu_memory_utilization", "0.5"),
+            ("--gp", "0.5"),
+            ("--device-memory-utilization", "0.5"),
+            ("--enforce-eager", "--gpu-mem", "0.5"),
+        ],
+    )
+    def test_extra_args_memory_flags_suppress_the_pin(self, extra):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert "--kv-cache-memory-bytes" not in entry.argv[: -len(extra)]
+        assert entry.argv[-len(extra):] == extra
+        assert "KV pool not pinned: extra_args set the memory" in entry.comment
+
+    @pytest.mark.parametrize(
+        "extra",
+        [("--kv-cache-dtype", "fp8"), ("--kv-cache-metrics",), ("--max-model-len", "8192"),
+         ("--device-ids", "0"), ("-tp", "2"), ("--chat-template", "gpu-memory-utilization.jinja")],
+    )
+    def test_other_flags_keep_the_pin(self, extra):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert "--kv-cache-memory-bytes" in entry.argv
+
+    def test_no_kv_model_no_pin(self):
+        entry = entry_of(make_ctx(kv=NO_DIMS, version="0.11.0"))
+        assert "--kv-cache-memory-bytes" not in entry.argv
+        assert "kv_bytes_per_token" not in meta_of(entry)
+
+    def test_state_space_model_gets_trained_window_and_no_pin(self):
+        ssm = KvCost(bytes_per_token=0, note="no attention layers")
+        sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
+
+
+class TestTensorParallelSizedPerGpu:
+    def test_mla_cache_is_whole_on_every_rank(self):
+        """The reviewer's case: 516096 tokens and a 16.7 GiB pin per GPU needed 33.2 of 24 GiB."""
+        ctx = device_ctx(DSV2)
+        assert ctx.kv.bytes_per_token == 31_104
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.tensor_parallel == 2
+        assert sizing.kv_reserve_gb == 31_104 * sizing.max_model_len / GIB  # the whole latent per GPU
+        assert sizing.kv_pin_bytes == pin_bytes(31_104 * sizing.max_model_len)
+        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.util == 0.95 and sizing.max_model_len == 188_416
+        assert sizing.ctx_note == ("sized to 7.5GB free of budget per GPU, cut to fit 22.8GB of the smallest "
+                                   "24.0GB card of 2")
+
+    def test_window_comes_from_the_budgets_share_per_card(self):
+        """Share 20 − weights 30/2 − overhead 1.5 = 3.5 GiB of KV per GPU."""
+        sizing = size_vllm(device_ctx(DSV2, budget=40.0), (0, 11, 0))
+        assert sizing.max_model_len == 118_784 == 120_823 // 4096 * 4096
+        assert sizing.ctx_note == "sized to 3.5GB free of budget per GPU"
+        assert sizing.footprint_gb == 15 + pin_bytes(31_104 * 118_784) / GIB + 1.5  # the pin's margin over 20
+        assert sizing.util == 0.86
+
+    @pytest.mark.parametrize(("kv_heads", "per_gpu", "window"), [(1, 24_576, 282_624), (8, 98_304, 69_632)])
+    def test_heads_fewer_than_ranks_are_replicated(self, kv_heads, per_gpu, window):
+        """6.5 GiB of KV per GPU: one head sits whole on both ranks, eight split four and four."""
+        ctx = device_ctx(dense_meta(kv_heads=kv_heads), size_gb=8, budget=24.0)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert per_gpu_bytes_per_token(ctx.kv, ctx.meta, 2) == per_gpu
+        assert sizing.max_model_len == window == int(6.5 * GIB // per_gpu) // 4096 * 4096
+        assert sizing.kv_pin_bytes == pin_bytes(per_gpu * window)
+
+    def test_baseline_version_without_a_pin_is_cut_to_the_card_too(self):
+        sizing = size_vllm(device_ctx(DSV2), (0, 10, 1))
+        assert sizing.kv_pin_bytes is None
+        assert sizing.footprint_gb <= MAX_UTIL * 24 and sizing.max_model_len == 217_088
+
+    def test_a_model_over_the_card_at_the_floor_is_skipped(self):
+        plan = emit_vllm(device_ctx(DSV2, size_gb=50))
+        assert plan.entries == ()
+        assert [s.reason for s in plan.skips] == [
+            "needs 26.9GB per GPU at max-model-len 4096 (weights 25.0GB + KV + 1.5GB overhead), over 22.8GB of "
+            "the smallest 24.0GB card of 2: vLLM cannot start it; give it more devices or a smaller quant"]
+
+    def test_one_small_device_is_judged_alone(self):
+        plan = emit_vllm(device_ctx(dense_meta(), size_gb=11, devices=(Gpu(index=3, vram_gb=12.0),)))
+        assert "over 11.4GB of 12.0GB card 3: vLLM cannot start it" in plan.skips[0].reason
+
+    def test_a_pinned_utilization_is_the_limit(self):
+        ov = Override(match="*", vllm_gpu_util=0.5)
+        assert emit_vllm(device_ctx(dense_meta(), size_gb=20, override=ov)).entries  # 10 + 0.375 + 1.5
+        plan = emit_vllm(device_ctx(dense_meta(), size_gb=21, override=ov))
+        assert "needs 12.4GB per GPU" in plan.skips[0].reason
+        assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
+
+    def test_no_devices_keeps_the_reference_numbers(self):
+        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as §3.4 charges it."""
+        sizing = size_vllm(attrs.evolve(device_ctx(DSV2), devices=()), (0, 11, 0))
+        assert (sizing.tensor_parallel, sizing.max_model_len) == (1, 569_344)
+        assert sizing.max_model_len == int(16.5 * GIB // 31_104) // 4096 * 4096
+
+    @settings(max_examples=60, deadline=None)
+    @given(weights=st.integers(1, 70), heads=st.sampled_from([1, 2, 4, 8]), mla=st.booleans(),
+           cards=st.sampled_from([(24.0, 24.0), (24.0, 12.0), (12.0,), (48.0, 48.0, 48.0, 48.0)]),
+           per_card=st.sampled_from([None, 10.0, 20.0, 80.0]), version=st.sampled_from([(0, 10, 1), (0, 11, 0)]),
+           state=st.sampled_from([0, 156_893_184, 919_240_704, 3 * GIB]))
+    def test_an_entry_always_fits_its_smallest_card(self, weights, heads, mla, cards, per_card, version, state):
+        meta = DSV2 if mla else dense_meta(kv_heads=heads)
+        devices = tuple(Gpu(index=i, vram_gb=v) for i, v in enumerate(cards))
+        budget = sum(min(v, per_card) if per_card else v for v in cards)
+        ctx = device_ctx(meta, size_gb=weights, devices=devices, budget=budget)
+        ctx = attrs.evolve(ctx, kv=attrs.evolve(ctx.kv, state_bytes_per_seq=state))
+        try:
+            sizing = size_vllm(ctx, version)
+        except ModelError as exc:
+            assert "vLLM cannot start it" in str(exc)
+            return
+        smallest = min(cards)
+        assert sizing.footprint_gb <= MAX_UTIL * smallest
+        assert sizing.util <= MAX_UTIL and sizing.max_model_len >= 4096
+
+
+class TestPerGpuBytesPerToken:
+    @pytest.mark.parametrize(("heads", "tp", "expected"), [
+        ((8,) * 4, 1, 16_384), ((8,) * 4, 2, 8192), ((8,) * 4, 8, 2048), ((8,) * 4, 16, 2048),
+        ((2,) * 4, 4, 2048), ((0, 4, 0, 4), 8, 1024)])
+    def test_heads_per_rank_follow_vllm(self, heads, tp, expected):
+        meta = dense_meta(layers=4, kv_heads=heads)
+        assert per_gpu_bytes_per_token(kv_cost(meta), meta, tp) == expected
+
+    def test_mla_latent_is_whole_on_every_rank(self):
+        assert per_gpu_bytes_per_token(kv_cost(DSV2), DSV2, 4) == 31_104
+
+    def test_unknown_heads_split_evenly_rounded_up(self):
+        assert per_gpu_bytes_per_token(KvCost(bytes_per_token=196_608), None, 3) == 65_536
+        assert per_gpu_bytes_per_token(NO_DIMS, None, 2) is None
+        assert per_gpu_bytes_per_token(None, None, 2) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# extra_args: vLLM takes the last value, so theirs are pins and the sizing follows them
+# (how they are read: test_vllm_args)
+
+class TestExtraArgsPins:
+    def test_their_length_sizes_the_pin_and_ours_is_dropped(self):
+        extra = ("--max-model-len", "8192")
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=extra)))
+        assert entry.argv.count("--max-model-len") == 1 and entry.argv[-2:] == extra
+        assert flag(entry.argv, "--kv-cache-memory-bytes") == str(1946 * 2**20)  # 1.5 GiB × 1.10 + 0.25
+        assert meta_of(entry)["max_model_len"] == entry.capabilities.context == 8192
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.48"  # (8 + 1946/1024 + 1.5) / 24
+        assert entry.comment[0].endswith("max-model-len 8192 (pinned by extra_args)")
+
+    def test_their_length_beats_the_overrides_ctx(self):
+        ov = Override(match="*", ctx=200_000, extra_args=("--max-m=16k",))
+        sizing = size_vllm(make_ctx(override=ov), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (16_000, pin_bytes(196_608 * 16_000))
+        assert "--max-model-len" not in entry_of(make_ctx(override=ov)).argv
+
+    @pytest.mark.parametrize("value", ["auto", "-1"])
+    def test_auto_has_no_pin_and_reports_our_estimate(self, value):
+        entry = entry_of(make_ctx(version="0.11.0", override=Override(match="*", extra_args=("--max-model-len", value))))
+        assert "--kv-cache-memory-bytes" not in entry.argv and entry.argv.count("--max-model-len") == 1
+        assert "KV pool not pinned: max-model-len auto: vLLM sizes the window from its memory" in entry.comment
+        assert meta_of(entry)["max_model_len"] == entry.capabilities.context == 32768
+        assert entry.comment[0].endswith("max-model-len 32768 (auto in extra_args: vLLM fits it to its memory, "
+                                         "about 32768 (sized to 6.5GB free of budget))")
+        assert flag(entry.argv, "--gpu-memory-utilization") == "0.65"  # the budget-sized footprint 15.5
+
+    def test_their_tensor_parallel_replaces_ours(self):
+        ov = Override(match="*", vllm_tensor_parallel=4, extra_args=("-tp", "2"))
+        entry = entry_of(make_ctx(override=ov))
+        assert "--tensor-parallel-size" not in entry.argv and entry.argv[-2:] == ("-tp", "2")
+        assert size_vllm(make_ctx(override=ov), BASE_V).tensor_parallel == 2
+        assert meta_of(entry) == meta_of(entry_of(make_ctx()))  # no devices: the pooled numbers
+
+    def test_their_tensor_parallel_on_devices(self):
+        one = size_vllm(device_ctx(dense_meta(), size_gb=8, override=Override(match="*", extra_args=("-tp=1",))),
+                        (0, 11, 0))
+        assert one.tensor_parallel == 1 and "of 24.0GB card 0" in one.util_note
+        plan = emit_vllm(device_ctx(dense_meta(), override=Override(match="*", extra_args=("--te", "4"))))
+        assert plan.skips[0].reason == "extra_args --tensor-parallel-size 4 needs 4 GPUs; devices 0,1 give 2"
+
+
+class TestSizingCarriesItsResults:
+    def test_flag_comment_notes_and_metadata_print_one_utilization(self):
+        plan = emit_vllm(make_ctx(version="0.11.0"))
+        sizing = size_vllm(make_ctx(version="0.11.0"), (0, 11, 0))
+        entry = plan.entries[0]
+        assert (sizing.util_flag, sizing.gpu_util, sizing.weights_gb) == ("0.69", 0.69, 8.0)
+        assert flag(entry.argv, "--gpu-memory-utilization") == sizing.util_flag
+        assert meta_of(entry)["gpu_util"] == sizing.gpu_util and meta_of(entry)["size_gb"] == sizing.weights_gb
+        assert entry.comment[1].startswith("gpu-memory-utilization 0.69 (")
+        assert any(line.startswith("gpu-memory-utilization 0.69: ") for line in plan.notes)
+
+    @pytest.mark.parametrize(("n_bytes", "gb"), [(2048, 0.0), (GIB // 8, 0.13), (round(0.92 * GIB), 0.92),
+                                                 (15 * GIB, 15.0)])
+    def test_size_gb_rounds_half_away_to_two_decimals(self, n_bytes, gb):
+        assert size_gb(n_bytes) == gb
+
+
+# ---------------------------------------------------------------------------------------------
+# recurrent state: vLLM starts only if its pool holds one request of --max-model-len, i.e. the KV
+# of that length plus one sequence's SSM / linear-attention state (`MambaSpec.max_memory_usage_bytes`)
+
+MIB = 1 << 20
+
+
+def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
+    config = HF_CONFIGS / name / "config.json"
+    if not config.exists():
+        pytest.skip(f"real HF config {name} not available")
+    from autogen.hf_config import meta_from_hf_config
+
+    meta = meta_from_hf_config(json.loads(config.read_text()))
+    ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
+                   budget=budget, card=card, version=version)
+    return attrs.evolve(ctx, meta=meta, devices=tuple(devices))
+
+
+class TestRecurrentStateInTheKvReserve:
+    def test_qwen35_window_is_sized_from_the_room_left_after_one_state(self):
+        """Qwen3.5-27B: 16 of 64 layers keep KV (64 KiB/token), 48 gated-delta-net layers hold
+        156,893,184 B per sequence. 6.5 GiB less the state: 104,102 tokens → 102,400 (106,496 without)."""
+        ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32)
+        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
+        assert (per_token, state) == (65_536, 156_893_184)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.max_model_len == 102_400 == int((6.5 * GIB - state) // per_token) // 4096 * 4096
+        assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.15GB recurrent state"
+        reserve = per_token * 102_400 + state
+        assert sizing.state_bytes == state and sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.kv_pin_bytes == pin_bytes(reserve) == 7461 * MIB  # (6.25 + 0.146) × 1.10 + 0.25 GiB
+        assert sizing.footprint_gb == 16 + 7461 / 1024 + 1.5
+        assert sizing.util == 0.78  # 24.79 / 32 rounded up
+
+    def test_nemotron_h_pin_holds_one_request_of_the_window(self):
+        """Nemotron-H 56B: 10 attention layers (40 KiB/token) and 54 Mamba-2 layers of
+        919,240,704 B per sequence; at its trained 8192 the state outweighs the KV, so a pin of
+        the KV alone could not hold one request and vLLM would refuse to start."""
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48)
+        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
+        assert (per_token, state) == (40_960, 919_240_704)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert (sizing.max_model_len, sizing.ctx_note) == (8192, "trained context")
+        reserve = per_token * 8192 + state
+        assert pin_bytes(per_token * 8192) < reserve <= sizing.kv_pin_bytes == pin_bytes(reserve) == 1573 * MIB
+        assert sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.footprint_gb == 30 + 1573 / 1024 + 1.5 and sizing.util == 0.69
+
+    def test_without_a_pin_the_footprint_still_carries_the_state(self):
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, version=BASELINE)
+        sizing = size_vllm(ctx, BASE_V)
+        assert sizing.kv_pin_bytes is None
+        assert sizing.footprint_gb == 30 + (40_960 * 8192 + 919_240_704) / GIB + 1.5
+
+    def test_state_is_split_over_ranks_like_its_heads(self):
+        ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, devices=PAIR_24)
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.tensor_parallel == 2 and sizing.state_bytes == 919_240_704 // 2
+        assert sizing.kv_pin_bytes == pin_bytes(20_480 * 8192 + 919_240_704 // 2)  # 8 KV heads: 4 per rank
+        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+
+    def test_the_window_cut_to_a_card_leaves_room_for_the_state(self):
+        ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=24, devices=(Gpu(index=0, vram_gb=24.0),))
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.ctx_note.endswith(", less 0.15GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
+        assert sizing.footprint_gb <= MAX_UTIL * 24
+        bigger = pin_bytes(65_536 * (sizing.max_model_len + 4096) + 156_893_184)
+        assert 16 + bigger / GIB + 1.5 > MAX_UTIL * 24  # the next step would not fit
+
+    def test_comment_and_notes_say_the_state_is_charged(self):
+        plan = emit_vllm(real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32))
+        (entry,) = plan.entries
+        assert entry.comment[0].endswith("max-model-len 102400 (sized to 6.5GB free of budget, less 0.15GB "
+                                         "recurrent state)")
+        assert (f"kv-cache-memory-bytes {7461 * MIB} ((KV 6.25GB + one sequence's recurrent state 0.15GB) "
+                "× 1.10 + 0.25GB, whole MiB)") in entry.comment
+        assert ("KV at max-model-len: 6.396 GiB, including 0.146 GiB of recurrent state for one sequence "
+                "(vLLM starts only if one request of max-model-len fits)") in plan.notes
+
+    def test_pure_state_space_model_charges_its_state_and_keeps_the_trained_window(self):
+        ssm = KvCost(bytes_per_token=0, note="no attention layers", state_bytes_per_seq=GIB // 2)
+        sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
+        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
+        assert sizing.kv_reserve_gb == 0.5 and sizing.footprint_gb == 8 + 0.5 + 1.5
+
+    def test_models_without_state_keep_their_numbers_and_notes(self):
+        sizing = size_vllm(make_ctx(), (0, 11, 0))
+        assert sizing.state_bytes == 0 and "recurrent" not in sizing.ctx_note + sizing.pin_note
+        assert sizing.pin_note == "KV 6.00GB × 1.10 + 0.25GB, whole MiB"
