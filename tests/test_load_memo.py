@@ -8,15 +8,7 @@ import time
 import pytest
 
 from autogen import tasks
-from tests.test_pipeline import SETTINGS, add_model
-
-
-@pytest.fixture
-def library(tmp_path):
-    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
-    add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
-    (tmp_path / "swapgen.yaml").write_text(SETTINGS)
-    return tmp_path
+from tests.test_pipeline import SETTINGS, add_model, library  # noqa: F401 - the shared fixture
 
 
 def load(library):

@@ -10,15 +10,7 @@ from ruamel.yaml import YAML
 
 from autogen import cli, tasks
 from autogen.validate import validate_text
-from tests.test_pipeline import SETTINGS, add_model, llama_kv
-
-
-@pytest.fixture
-def library(tmp_path):
-    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
-    add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
-    (tmp_path / "swapgen.yaml").write_text(SETTINGS)
-    return tmp_path
+from tests.test_pipeline import SETTINGS, add_model, library, llama_kv  # noqa: F401 - library: the shared fixture
 
 
 def run(tmp_path, *args) -> int:
