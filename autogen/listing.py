@@ -6,9 +6,9 @@ reasons an emitter finds are read from the model's last fragment when it is curr
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from autogen.plan import SKIPPED_BY_OVERRIDE
 from autogen.router import Fragment
 
 
@@ -20,17 +20,18 @@ def rows(pipeline) -> list[dict[str, Any]]:
         skip = job.error
         entries = [job.row.id]
         path = fragment_path(pipeline.settings.cache_dir, job.row.id)
-        if skip is None and os.path.exists(path):
+        # the fragment tells what the emitter decided, when it was emitted from today's inputs
+        if skip is None and pipeline.keys.get(job.row.id) == pipeline.model_key(job):
             try:
                 summary = Fragment.load(path).summary
             except (OSError, ValueError, KeyError):
                 summary = None
-            if summary and summary.get("backend") == job.backend_id:
+            if summary:
                 entries = summary.get("entries") or []
                 if summary.get("skips") and not entries:
                     skip = summary["skips"][0][1]
         if job.override is not None and job.override.skip:
-            skip, entries = "skip: true in the matching override", []
+            skip, entries = SKIPPED_BY_OVERRIDE, []
         out.append({
             "id": job.row.id,
             "task": f"model:{job.row.id}",

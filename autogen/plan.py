@@ -32,6 +32,7 @@ from autogen.rows import ModelRow
 from autogen.settings import SD_COMPONENT_FIELDS, Gpu, Override, Settings
 
 DEFAULT_BUDGET_GB = 8.0
+SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 
 #: Model roles, each served by its own emitter. Embedding is class llm served differently;
 #: audio.cpp serves class tts or asr by its family; "diffusion" = a DiT with no image arm (skipped).
@@ -273,7 +274,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
     for profile names). Per-model problems become a Skip, never an exception."""
     row = job.row
     if job.override is not None and job.override.skip:
-        return Plan(model_id=row.id, notes=("skip: true in the matching override; not written",))
+        return Plan(model_id=row.id, notes=(f"{SKIPPED_BY_OVERRIDE}; not written",))
     if job.error is not None:
         return Plan(model_id=row.id, skips=(Skip(row.id, job.error),))
     problem = _path_problem(row)

@@ -317,13 +317,17 @@ class Pipeline:
         entry = self.cache.entries.get(path) or {}
         return f"|{entry.get('size')},{entry.get('head')}"
 
+    def model_key(self, job: Job) -> str:
+        """Digest of everything the model's fragment depends on besides its files."""
+        return _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
+                       + self.stamps[job.row.id])
+
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.jobs:
             # A plain bool, not doit's config_changed: doit inspects the signature of every
             # callable uptodate on every run, a third of a 1,000-model no-op.
-            key = _digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
-                          + self.stamps[job.row.id])
+            key = self.model_key(job)
             yield {
                 "name": job.row.id,
                 "doc": self.doc(job),

@@ -161,3 +161,20 @@ def test_skip_override_leaves_the_model_out_silently(library, capsys):
     assert rc == 0 and "alpha" not in text and list(YAML(typ="safe").load(text)["models"]) == ["beta-q8_0"]
     cli.main(["--settings", str(library / "swapgen.yaml"), "list"])
     assert "skip: true in the matching override" in capsys.readouterr().out
+
+
+def test_list_shows_reasons_the_emitter_found_once_the_fragment_is_current(library, capsys):
+    """A split set pinned to vLLM is refused by the emitter, not at load time."""
+    from tests.gguf_fixtures import write_split_set
+
+    folder = library / "models/pub/S-GGUF"
+    folder.mkdir(parents=True)
+    write_split_set(folder, "Split-Q8_0", "llama", shards=2, kv=llama_kv(),
+                    tensors=[(f"blk.{i}.w", (256, 256), Q.F16) for i in range(4)])
+    with open(library / "swapgen.yaml", "a") as f:
+        f.write("  - {id: vllm, kind: vllm, path: vllm}\noverrides:\n  - {match: '*Split*', backend: vllm}\n")
+    run(library / "swapgen.yaml")
+    capsys.readouterr()
+    cli.main(["--settings", str(library / "swapgen.yaml"), "list"])
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("split-q8_0"))
+    assert "SKIPPED" in line and "split gguf" in line
