@@ -9,7 +9,7 @@ import sys
 from doit import get_var
 
 from autogen.errors import SwapgenError
-from autogen.tasks import load
+from autogen.commands.tasks import load
 
 try:
     globals().update(load(get_var("settings", None)).namespace())

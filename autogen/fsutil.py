@@ -8,6 +8,7 @@ renamed over the old one: a reader sees the old file or the new one, never half 
 from __future__ import annotations
 
 import errno
+import functools
 import fcntl
 import os
 import tempfile
@@ -116,3 +117,19 @@ def run_lock(cache_dir: str, *, timeout: float = 600.0, notify=None) -> Iterator
         yield
     finally:
         os.close(fd)
+
+
+@functools.cache
+def code_stamp() -> tuple[tuple[str, int, int], ...]:
+    """(path, size, mtime_ns) of every module of the package, folders included: the part of a
+    cache key that says which swapgen computed the cached value. Stat'ed once per process."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    stamp = []
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                st = os.stat(path)
+                stamp.append((os.path.relpath(path, package), st.st_size, st.st_mtime_ns))
+    return tuple(stamp)

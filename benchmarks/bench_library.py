@@ -3,7 +3,7 @@
     python benchmarks/bench_library.py [--models 1000] [--vocab 150000] [--reps 5]
                                        [--workdir /tmp/swapgen-bench] [--no-gguf-reader]
 
-Every measurement is a fresh `python -m autogen.cli --settings …` (what `swapgen` runs) in a
+Every measurement is a fresh `python -m autogen.commands.cli --settings …` (what `swapgen` runs) in a
 child wrapped by `_runner.py`, which reports the child's own peak RSS and `/proc/self/io`;
 wall time is taken around the whole child (interpreter start included). Medians of `--reps`
 runs. "Cold" means an empty `cache_dir` (no metadata cache, no doit state) with the page
@@ -104,15 +104,15 @@ def bench_swapgen(work: Path, lib_root: Path, args) -> dict:
     for _ in range(args.cold_reps):
         shutil.rmtree(work / "cache", ignore_errors=True)
         (work / "config.yaml").unlink(missing_ok=True)
-        cold.append(run_child(scratch, "autogen.cli", cli, work))
+        cold.append(run_child(scratch, "autogen.commands.cli", cli, work))
         print(f"  cold run: {cold[-1]['wall_s']:.2f} s", file=sys.stderr)
     executed = executed_tasks(cold[-1]["stdout"])
-    noop = [run_child(scratch, "autogen.cli", cli, work) for _ in range(args.reps)]
+    noop = [run_child(scratch, "autogen.commands.cli", cli, work) for _ in range(args.reps)]
     noop_tasks = [executed_tasks(r["stdout"]) for r in noop]
     change, change_tasks = [], []
     for rep in range(args.reps):
         library.change_one(lib_root, args.vocab, 4096 * (rep + 1))
-        change.append(run_child(scratch, "autogen.cli", cli, work))
+        change.append(run_child(scratch, "autogen.commands.cli", cli, work))
         change_tasks.append(executed_tasks(change[-1]["stdout"]))
     library.change_one(lib_root, args.vocab, None)  # back to the built library
     dodo = [run_child(scratch, "doit", ["-f", str(HERE.parent / "dodo.py"), f"settings={work / 'swapgen.yaml'}"], work)
@@ -143,7 +143,7 @@ def bench_reader(path: Path, with_gguf: bool) -> dict:
     """Our header reader vs gguf.GGUFReader on the same file, each in a fresh child."""
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
     out = {}
-    code = {"ours": "from autogen.gguf_header import read_gguf_header as r; r({p!r})",
+    code = {"ours": "from autogen.metadata.gguf_header import read_gguf_header as r; r({p!r})",
             "gguf_reader": "import gguf; gguf.GGUFReader({p!r})",
             "python": "pass"}
     for name, stmt in code.items():

@@ -25,7 +25,7 @@ import shutil
 import struct
 from pathlib import Path
 
-from autogen.sample import LLAMA31_8B_CONFIG, QWEN3_8B_CONFIG
+from autogen.commands.sample import LLAMA31_8B_CONFIG, QWEN3_8B_CONFIG
 
 #: Bump when the recipe changes: an existing library with another stamp is rebuilt.
 RECIPE = "4"

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autogen import backends
-from autogen.backends import (
+from autogen.resolve import backends
+from autogen.resolve.backends import (
     KINDS,
     Engine,
     LegacyExes,
@@ -30,8 +30,8 @@ from autogen.backends import (
     without_audiocpp,
 )
 from autogen.errors import ModelError
-from autogen.settings import BackendRow, Override, Settings
-from autogen.structure import structure
+from autogen.settings.schema import BackendRow, Override, Settings
+from autogen.settings.structure import structure
 
 LLM, IMAGE, TTS, ASR = ModelClass.LLM, ModelClass.IMAGE, ModelClass.TTS, ModelClass.ASR
 

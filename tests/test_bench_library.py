@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gguf
 
-from autogen.discovery import discover
-from autogen.gguf_header import read_gguf_header
-from autogen.metacache import MetaCache
+from autogen.discovery.walk import discover
+from autogen.metadata.gguf_header import read_gguf_header
+from autogen.metadata.cache import MetaCache
 from benchmarks import library
 
 

@@ -1,4 +1,4 @@
-"""Non-LLM classes end to end through `autogen.cli.main`: a library of image, speech and SAM
+"""Non-LLM classes end to end through `autogen.commands.cli.main`: a library of image, speech and SAM
 models plus the diffusion components, codecs and projectors that must never be served."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import re
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, tasks
+from autogen.commands import cli
+from autogen.commands import tasks
 from autogen.cmdline import split_command
-from autogen.validate import validate_text
+from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30

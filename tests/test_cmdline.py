@@ -296,7 +296,8 @@ def test_rendered_cmd_survives_a_ruamel_literal_block(argv):
 
 def test_the_loopback_host_is_defined_once_and_every_emitter_uses_it():
     package = Path(importlib.import_module("autogen").__file__).parent
-    defining = sorted(p.name for p in package.glob("*.py") if re.search(r"^HOST\s*=", p.read_text(), re.M))
+    defining = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                      if re.search(r"^HOST\s*=", p.read_text(), re.M))
     assert defining == ["cmdline.py"] and HOST == "127.0.0.1"
-    for name in ("emit_llama", "emit_vllm", "emit_sd", "emit_audio", "emit_sam"):
-        assert importlib.import_module(f"autogen.{name}").HOST is HOST
+    for name in ("llama", "vllm", "sd", "audio", "sam"):
+        assert importlib.import_module(f"autogen.emit.{name}").HOST is HOST

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from autogen import cli, detect
+from autogen.commands import cli
+from autogen.commands import detect
 from autogen.errors import SettingsError
-from autogen.settings import BackendRow, load_backends_file, load_settings
+from autogen.settings.load import load_backends_file, load_settings
+from autogen.settings.schema import BackendRow
 
 SLEEP = shutil.which("sleep") or "/bin/sleep"
 FAST = 0.5  # probe timeout in tests: the hanging engine is stopped after this many seconds

@@ -12,21 +12,24 @@ import attrs
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, devices, gpus, tasks
-from autogen.backends import Resolved
-from autogen.devices import Placement, place
-from autogen.emit_vllm import emit_vllm
-from autogen.emitcontext import EmitContext
+from autogen.commands import cli
+from autogen.resolve import devices
+from autogen.resolve import gpus
+from autogen.commands import tasks
+from autogen.resolve.backends import Resolved
+from autogen.resolve.devices import Placement, place
+from autogen.emit.vllm import emit_vllm
+from autogen.emit.context import EmitContext
 from autogen.errors import ModelError
-from autogen.kvcost import KvCost
-from autogen.metacache import MetaCache
-from autogen.metadata import ModelMeta
+from autogen.sizing.kvcost import KvCost
+from autogen.metadata.cache import MetaCache
+from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
-from autogen.plan import budget_for, build_plan, global_inputs, make_job, model_inputs
-from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Gpu, Override, Settings
-from autogen.validate import validate_text
-from autogen.vllm_sizing import size_vllm
+from autogen.emit.dispatch import budget_for, build_plan, global_inputs, make_job, model_inputs
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import BackendRow, Gpu, Override, Settings
+from autogen.router.validate import validate_text
+from autogen.sizing.vllm import size_vllm
 from tests.gguf_fixtures import Q, write_gguf
 
 RTX4090 = Gpu(index=0, vram_gb=24.0, name="RTX 4090", vendor="nvidia")

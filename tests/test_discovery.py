@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from autogen.discovery import discover, gguf_ids, quant_from_name
-from autogen.metacache import MetaCache
+from autogen.discovery.walk import discover, gguf_ids, quant_from_name
+from autogen.metadata.cache import MetaCache
 from tests.gguf_fixtures import Q, write_gguf, write_split_set
 
 LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
@@ -355,7 +355,7 @@ class TestThroughTheCache:
         return found, cache
 
     def _count_config_reads(self, monkeypatch):
-        import autogen.discovery as discovery
+        import autogen.discovery.walk as discovery
 
         opened = []
         real = discovery.read_config_json

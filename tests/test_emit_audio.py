@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from autogen.emit_audio import audiocpp_task, emit_asr, emit_audiocpp, emit_tts
-from autogen.emitcontext import EmitContext
+from autogen.emit.audio import audiocpp_task, emit_asr, emit_audiocpp, emit_tts
+from autogen.emit.context import EmitContext
 from autogen.errors import ModelError
-from autogen.metadata import ModelMeta
-from autogen.plan import ASR, AUDIOCPP, EMBEDDING, LLM, TTS, build_plan, make_job, model_role, resolve_for
-from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Override, Settings
+from autogen.metadata.model_meta import ModelMeta
+from autogen.emit.dispatch import ASR, AUDIOCPP, EMBEDDING, LLM, TTS, build_plan, make_job, model_role, resolve_for
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import BackendRow, Override, Settings
 
 GIB = 1 << 30
 TALKER = "/models/tts/qwen-talker-1.7b-base-Q8_0.gguf"

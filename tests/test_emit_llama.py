@@ -8,18 +8,18 @@ from pathlib import Path
 import attrs
 import pytest
 
-from autogen.backends import Resolved
-from autogen.emit_llama import emit_llama, extra_flags, split_equals
-from autogen.emitcontext import EmitContext
+from autogen.resolve.backends import Resolved
+from autogen.emit.llama import emit_llama, extra_flags, split_equals
+from autogen.emit.context import EmitContext
 from autogen.errors import SettingsError
-from autogen.gguf_header import read_gguf_header
-from autogen.gguf_meta import meta_from_gguf
-from autogen.hf_config import meta_from_hf_config
-from autogen.kvcost import KV_TYPE_BYTES, kv_cost
-from autogen.metadata import ModelMeta
-from autogen.rows import ModelRow
-from autogen.settings import LLAMA_KV_TYPES, BackendRow, Override, Settings
-from autogen.structure import structure
+from autogen.metadata.gguf_header import read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.metadata.hf_config import meta_from_hf_config
+from autogen.sizing.kvcost import KV_TYPE_BYTES, kv_cost
+from autogen.metadata.model_meta import ModelMeta
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import LLAMA_KV_TYPES, BackendRow, Override, Settings
+from autogen.settings.structure import structure
 from tests.gguf_fixtures import write_gguf
 
 GIB = 1 << 30
@@ -248,7 +248,7 @@ class TestExtraArgValues:
         assert "cache type q8_0 for V needs flash attention" in plan.skips[0].reason
 
     def test_a_bad_value_in_a_variant_skips_only_that_profile(self):
-        from autogen.settings import Variant
+        from autogen.settings.schema import Variant
 
         ov = Override(match="*", variants=(Variant(name="odd", extra_args=("-ctk", "Q4_0")),))
         plan = emit_llama(context(override=ov))

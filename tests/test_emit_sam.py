@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import attrs
 
-from autogen.backends import resolve_backend
-from autogen.discovery import HeaderInfo, discover
-from autogen.emit_sam import emit_sam, sam_arch
-from autogen.emitcontext import EmitContext
+from autogen.resolve.backends import resolve_backend
+from autogen.discovery.walk import HeaderInfo, discover
+from autogen.emit.sam import emit_sam, sam_arch
+from autogen.emit.context import EmitContext
 from autogen.numfmt import size_gb
-from autogen.plan import SEGMENT, model_role
-from autogen.settings import BackendRow, Override, Settings
+from autogen.emit.dispatch import SEGMENT, model_role
+from autogen.settings.schema import BackendRow, Override, Settings
 
 
 def sam_library(tmp_path):

@@ -5,17 +5,17 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from autogen.backends import Resolved
-from autogen.emit_sd import (arm_components, emit_sd, guidance_for, image_arch, is_image_arch, is_reference_edit,
+from autogen.resolve.backends import Resolved
+from autogen.emit.sd import (arm_components, emit_sd, guidance_for, image_arch, is_image_arch, is_reference_edit,
                              max_vram)
-from autogen.emitcontext import EmitContext
+from autogen.emit.context import EmitContext
 from autogen.errors import ModelError
-from autogen.gguf_header import read_gguf_header
-from autogen.gguf_meta import meta_from_gguf
-from autogen.metadata import ModelMeta
-from autogen.plan import DIFFUSION, EMBEDDING, IMAGE, LLM, model_role
-from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Encoders, Override, Settings
+from autogen.metadata.gguf_header import read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.metadata.model_meta import ModelMeta
+from autogen.emit.dispatch import DIFFUSION, EMBEDDING, IMAGE, LLM, model_role
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import BackendRow, Encoders, Override, Settings
 from gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30

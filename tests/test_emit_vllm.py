@@ -12,10 +12,10 @@ from pathlib import Path
 import attrs
 import pytest
 
-from autogen.emit_vllm import emit_vllm
-from autogen.gguf_header import read_gguf_header
-from autogen.gguf_meta import meta_from_gguf
-from autogen.settings import Override
+from autogen.emit.vllm import emit_vllm
+from autogen.metadata.gguf_header import read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.settings.schema import Override
 from gguf_fixtures import write_gguf
 from vllm_fixtures import LLAMA3_8B, NO_DIMS, entry_of, flag, make_ctx, meta_of
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from autogen.fsutil import file_size
-from autogen.plan import component_state
-from autogen.settings import Encoders, Override, Settings
+from autogen.emit.dispatch import component_state
+from autogen.settings.schema import Encoders, Override, Settings
 
 
 def sparse(path, size):

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
-from autogen import cli
+from autogen.commands import cli
 from autogen.cmdline import split_command
-from autogen.validate import validate_text
+from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, llama_tensors, write_gguf, write_split_set
 
 SCHEMA = Path("/work/shared/data/llama-swap-config-schema.json")

@@ -9,8 +9,9 @@ import attrs
 import gguf
 import pytest
 
-from autogen import gguf_header, gguf_keys
-from autogen.gguf_header import MAX_KEPT_STRING, GGUFError, GGUFHeader, read_gguf_header
+from autogen.metadata import gguf_header
+from autogen.metadata import gguf_keys
+from autogen.metadata.gguf_header import MAX_KEPT_STRING, GGUFError, GGUFHeader, read_gguf_header
 from gguf_fixtures import (
     Q,
     llama_tensors,

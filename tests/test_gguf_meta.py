@@ -9,9 +9,9 @@ import pytest
 from gguf import GGUFValueType
 from gguf.gguf_writer import GGUFValue
 
-from autogen.gguf_header import GGUFError, read_gguf_header
-from autogen.gguf_meta import meta_from_gguf
-from autogen.metadata import ModelMeta
+from autogen.metadata.gguf_header import GGUFError, read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.metadata.model_meta import ModelMeta
 from gguf_fixtures import Q, tensor_nbytes, write_gguf
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")
@@ -191,7 +191,7 @@ class TestHybridAndRecurrent:
 def test_local_key_names_match_gguf_py():
     import gguf
 
-    from autogen import gguf_meta
+    from autogen.metadata import gguf_meta
     assert (gguf_meta.KEY_LENGTH_SWA, gguf_meta.VALUE_LENGTH_SWA) == (
         gguf.Keys.Attention.KEY_LENGTH_SWA, gguf.Keys.Attention.VALUE_LENGTH_SWA)
     assert (gguf_meta.SSM_CONV_KERNEL, gguf_meta.SSM_INNER_SIZE, gguf_meta.SSM_STATE_SIZE,

@@ -1,4 +1,4 @@
-"""`autogen.hf_config`: reading config.json, the causal-LM test, quant label, metadata mapping."""
+"""`autogen.metadata.hf_config`: reading config.json, the causal-LM test, quant label, metadata mapping."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogen import hf_config, hf_layout
+from autogen.metadata import hf_config
+from autogen.metadata import hf_layout
 from autogen.errors import ModelError
-from autogen.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
+from autogen.metadata.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
                                read_config_json)
-from autogen.kvcost import kv_cost
+from autogen.sizing.kvcost import kv_cost
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")
 

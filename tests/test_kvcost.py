@@ -1,4 +1,4 @@
-"""`autogen.kvcost`: bytes per token as vLLM and llama.cpp allocate them.
+"""`autogen.sizing.kvcost`: bytes per token as vLLM and llama.cpp allocate them.
 
 Expected values are vLLM's page size per token (`vllm/v1/kv_cache_interface.py`):
 full attention = kv_heads × (head_size + head_size_v) × 2 B per layer; MLA = 1 × (kv_lora_rank +
@@ -14,9 +14,9 @@ import gguf
 import pytest
 
 from autogen.errors import ModelError
-from autogen.hf_config import meta_from_hf_config, read_config_json
-from autogen.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
-from autogen.metadata import ModelMeta
+from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
+from autogen.sizing.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
+from autogen.metadata.model_meta import ModelMeta
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")
 
@@ -376,8 +376,8 @@ PARITY = [
 @pytest.mark.parametrize("source, arch, keys", PARITY,
                          ids=[s if isinstance(s, str) else a for s, a, _ in PARITY])
 def test_gguf_header_and_hf_config_agree(tmp_path, source, arch, keys):
-    gguf_header = pytest.importorskip("autogen.gguf_header")
-    gguf_meta = pytest.importorskip("autogen.gguf_meta")
+    gguf_header = pytest.importorskip("autogen.metadata.gguf_header")
+    gguf_meta = pytest.importorskip("autogen.metadata.gguf_meta")
     fixtures = pytest.importorskip("tests.gguf_fixtures")
     if isinstance(source, str):
         path = HF_CONFIGS / source / "config.json"

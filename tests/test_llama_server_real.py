@@ -21,15 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from autogen.backends import Resolved
+from autogen.resolve.backends import Resolved
 from autogen.cmdline import render_cmd, split_command
-from autogen.emit_llama import emit_llama
-from autogen.emitcontext import EmitContext
-from autogen.gguf_header import read_gguf_header
-from autogen.gguf_meta import meta_from_gguf
-from autogen.kvcost import kv_cost
-from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Override, Settings
+from autogen.emit.llama import emit_llama
+from autogen.emit.context import EmitContext
+from autogen.metadata.gguf_header import read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.sizing.kvcost import kv_cost
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import BackendRow, Override, Settings
 
 TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS", "/work/shared/tools/llama-server-check"))
 SERVER = os.environ.get("LLAMA_SERVER", "")
@@ -140,7 +140,7 @@ def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
     shell splitting)."""
     from ruamel.yaml import YAML
 
-    from autogen import cli
+    from autogen.commands import cli
 
     library = tmp_path / "models" / "pub lisher"
     library.mkdir(parents=True)

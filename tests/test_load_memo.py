@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from autogen import tasks
+from autogen.commands import tasks
 from tests.test_pipeline import SETTINGS, add_model, library  # noqa: F401 - the shared fixture
 
 
@@ -87,7 +87,7 @@ def test_a_new_gpu_inventory_or_generator_version_is_a_miss(library, monkeypatch
     load(library)
     monkeypatch.setattr(tasks, "inventory", lambda settings: ())
     load(library)
-    from autogen.settings import Gpu
+    from autogen.settings.schema import Gpu
 
     monkeypatch.setattr(tasks, "inventory", lambda settings: (Gpu(index=0, vram_gb=24.0),))
     assert not served_from_memo(library, monkeypatch)

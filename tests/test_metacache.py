@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from autogen import cli, tasks
-from autogen.metacache import HEAD_BYTES, MetaCache, Progress, head_hash
+from autogen.commands import cli
+from autogen.commands import tasks
+from autogen.metadata.cache import HEAD_BYTES, MetaCache, Progress, head_hash
 from tests.gguf_fixtures import Q, write_gguf
 
 KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
@@ -210,7 +211,7 @@ class TestNoOpRuns:
         def refuse(path):
             raise AssertionError(f"parsed {path}")
 
-        monkeypatch.setattr("autogen.discovery.read_config_json", refuse)
-        monkeypatch.setattr("autogen.hf_config.read_config_json", refuse)
+        monkeypatch.setattr("autogen.discovery.walk.read_config_json", refuse)
+        monkeypatch.setattr("autogen.metadata.hf_config.read_config_json", refuse)
         rc, stats = _run(settings)
         assert rc == 0 and stats["emitted"] == 0 and tasks._ACTIVE.cache.reads == 0

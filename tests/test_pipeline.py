@@ -8,8 +8,9 @@ import time
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, tasks
-from autogen.validate import validate_text
+from autogen.commands import cli
+from autogen.commands import tasks
+from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30

@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from autogen import cli, tasks
-from autogen.emit_llama import emit_llama
-from autogen.profiles_llama import ctx_tag, profile_clashes, profile_ids, profile_owners, slugify
-from autogen.router import _groups
-from autogen.settings import Group, Override, Settings, Variant
-from autogen.validate import validate_text
+from autogen.commands import cli
+from autogen.commands import tasks
+from autogen.emit.llama import emit_llama
+from autogen.emit.llama_profiles import ctx_tag, profile_clashes, profile_ids, profile_owners, slugify
+from autogen.router.assemble import _groups
+from autogen.settings.schema import Group, Override, Settings, Variant
+from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
 from tests.test_emit_llama import HEAD, context, meta
 
@@ -73,9 +74,9 @@ class TestNames:
 
     def test_names_and_clashes_load_without_the_emitter(self):
         """The task graph computes them for every model on every run, emitted or not."""
-        code = "import sys, autogen.profiles_llama; print(sorted(m for m in sys.modules if 'llama' in m))"
+        code = "import sys, autogen.emit.llama_profiles; print(sorted(m for m in sys.modules if 'llama' in m))"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        assert out.stdout.strip() == "['autogen.profiles_llama']"
+        assert out.stdout.strip() == "['autogen.emit.llama_profiles']"
 
     def test_an_id_several_models_make_goes_to_the_model_that_sorts_first(self):
         """Model `a` + variant `b-long` and model `a-b` + variant `long` both make `a-b-long`."""

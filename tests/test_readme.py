@@ -22,10 +22,11 @@ import attrs
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, sample
-from autogen.settings import (BackendRow, Encoders, Gpu, Group, Override, Settings, Variant, load_backends_file,
-                              load_settings)
-from autogen.validate import validate_text
+from autogen.commands import cli
+from autogen.commands import sample
+from autogen.settings.load import load_backends_file, load_settings
+from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Override, Settings, Variant
+from autogen.router.validate import validate_text
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"

@@ -12,9 +12,10 @@ import time
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, fsutil
+from autogen.commands import cli
+from autogen import fsutil
 from autogen.cmdline import split_command
-from autogen.validate import validate_text
+from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
 from tests.test_pipeline import SETTINGS, add_model
 
@@ -99,7 +100,7 @@ class TestNothingLost:
         add_model(tmp_path / "models", "pub/A-Q4_0.gguf")
         assert cli.main(["--settings", str(settings)]) == 0
         before = (tmp_path / "config.yaml").read_bytes()
-        from autogen import router
+        from autogen.router import assemble as router
 
         monkeypatch.setattr(router, "header", lambda s: "healthCheckTimeout: 3\n")
         add_model(tmp_path / "models", "pub/B-Q4_0.gguf")
@@ -110,7 +111,7 @@ class TestNothingLost:
     def test_kill_9_at_any_point_keeps_a_valid_config_and_the_next_run_recovers(self, tmp_path, settings):
         for i in range(40):
             add_model(tmp_path / "models", f"pub/M{i:02d}-Q4_0.gguf")
-        cmd = [sys.executable, "-m", "autogen.cli", "--settings", str(settings)]
+        cmd = [sys.executable, "-m", "autogen.commands.cli", "--settings", str(settings)]
         assert subprocess.run(cmd, capture_output=True).returncode == 0
         for delay in (0.05, 0.15, 0.3, 0.45, 0.6):
             settings.write_text(SETTINGS + f"ttl: {int(delay * 100) + 100}\n")  # every model re-emits
@@ -131,7 +132,7 @@ class TestLock:
         add_model(tmp_path / "models", "pub/A-Q4_0.gguf")
         cache = tmp_path / "cache"
         with fsutil.run_lock(str(cache)):
-            proc = subprocess.Popen([sys.executable, "-m", "autogen.cli", "--settings", str(settings)],
+            proc = subprocess.Popen([sys.executable, "-m", "autogen.commands.cli", "--settings", str(settings)],
                                     stderr=subprocess.PIPE, text=True)
             line = proc.stderr.readline()
             assert "another run holds" in line and "waiting" in line

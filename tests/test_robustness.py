@@ -8,8 +8,9 @@ import stat
 import pytest
 from ruamel.yaml import YAML
 
-from autogen import cli, tasks
-from autogen.validate import validate_text
+from autogen.commands import cli
+from autogen.commands import tasks
+from autogen.router.validate import validate_text
 from tests.test_pipeline import SETTINGS, add_model, library, llama_kv  # noqa: F401 - library: the shared fixture
 
 
@@ -86,7 +87,7 @@ class TestIncrementalEdges:
 
 class TestOneBadModel:
     def test_an_emitter_bug_costs_one_model_not_the_config(self, library, monkeypatch, capsys):
-        from autogen import emit_llama
+        from autogen.emit import llama as emit_llama
 
         real = emit_llama.emit_llama
 
@@ -140,7 +141,7 @@ class TestOutput:
 
 def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     """An in-process caller (a test, an editor plugin) can run again after a failed load."""
-    from autogen import tasks as tasks_module
+    from autogen.commands import tasks as tasks_module
 
     def broken(*args, **kwargs):
         raise tasks_module.SwapgenError("simulated failure while discovering")

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from autogen.errors import SettingsError
-from autogen.settings import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Group, Override, Settings, load_settings
+from autogen.settings.load import load_settings
+from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Group, Override, Settings
 
 
 def write(tmp_path, text: str, name: str = "swapgen.yaml"):
@@ -240,7 +241,7 @@ class TestLists:
     @pytest.mark.parametrize("cls", list(MINIMAL))
     def test_every_list_field_refuses_a_string(self, cls):
         """Guards list keys added later, whatever their item type."""
-        from autogen.structure import structure
+        from autogen.settings.structure import structure
 
         assert list_fields(cls)
         for name in list_fields(cls):
@@ -251,7 +252,7 @@ class TestLists:
     def test_the_guard_covers_every_settings_class_with_a_list_field(self):
         import attrs
 
-        import autogen.settings as module
+        import autogen.settings.schema as module
 
         classes = {c for c in vars(module).values() if isinstance(c, type) and attrs.has(c)}
         assert {c for c in classes if list_fields(c)} == set(MINIMAL)
@@ -314,7 +315,7 @@ default_variants: [{name: long, mmproj: ../shared/mmproj.gguf}, {name: short}]
         assert s.overrides[0].mmproj == s.overrides[0].variants[0].mmproj == s.default_variants[0].mmproj == mode
 
     def test_component_fields_match_what_emit_sd_reads(self):
-        from autogen.emit_sd import OVERRIDE_FIELD
+        from autogen.emit.sd import OVERRIDE_FIELD
 
         assert set(SD_COMPONENT_FIELDS) == set(OVERRIDE_FIELD.values())
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autogen.toolparsers import (
+from autogen.emit.toolparsers import (
     AMBIGUOUS,
     FAMILY_RULES,
     TEMPLATE_MARKERS,

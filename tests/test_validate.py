@@ -10,7 +10,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import render_cmd
-from autogen.validate import Problem, main_validate, validate_file, validate_text
+from autogen.router.validate import Problem, main_validate, validate_file, validate_text
 
 SCHEMA = Path("/work/shared/data/llama-swap-config-schema.json")
 

@@ -4,9 +4,9 @@ refuses becoming a Skip. What the pins do to the sizing is in `test_vllm_sizing`
 
 import pytest
 
-from autogen.emit_vllm import emit_vllm
-from autogen.settings import Override
-from autogen.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
+from autogen.emit.vllm import emit_vllm
+from autogen.settings.schema import Override
+from autogen.emit.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
 from vllm_fixtures import make_ctx
 
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogen.emit_vllm import emit_vllm
+from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
-from autogen.kvcost import KvCost, kv_cost
+from autogen.sizing.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
-from autogen.settings import Gpu, Override
-from autogen.vllm_sizing import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
+from autogen.settings.schema import Gpu, Override
+from autogen.sizing.vllm import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
 from vllm_fixtures import (BASE_V, BASELINE, DSV2, HF_CONFIGS, LLAMA3_8B, NO_DIMS, PAIR_24, QWEN25_05B, dense_meta,
                            device_ctx, entry_of, flag, make_ctx, meta_of)
 
@@ -113,7 +113,7 @@ class TestExampleD_HFParityWithGguf:
         config = HF_CONFIGS / "llama-3.1-8b" / "config.json"
         if not config.exists():
             pytest.skip("real HF configs not available")
-        from autogen.hf_config import meta_from_hf_config
+        from autogen.metadata.hf_config import meta_from_hf_config
 
         meta = meta_from_hf_config(json.loads(config.read_text()))
         ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
@@ -377,7 +377,7 @@ def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
     config = HF_CONFIGS / name / "config.json"
     if not config.exists():
         pytest.skip(f"real HF config {name} not available")
-    from autogen.hf_config import meta_from_hf_config
+    from autogen.metadata.hf_config import meta_from_hf_config
 
     meta = meta_from_hf_config(json.loads(config.read_text()))
     ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import attrs
 
-from autogen.backends import Resolved
-from autogen.emit_vllm import emit_vllm
-from autogen.emitcontext import EmitContext
-from autogen.entry import Entry
-from autogen.kvcost import KvCost, kv_cost
-from autogen.metadata import ModelMeta
+from autogen.resolve.backends import Resolved
+from autogen.emit.vllm import emit_vllm
+from autogen.emit.context import EmitContext
+from autogen.emit.entry import Entry
+from autogen.sizing.kvcost import KvCost, kv_cost
+from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
-from autogen.rows import ModelRow
-from autogen.settings import BackendRow, Gpu, Settings
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import BackendRow, Gpu, Settings
 
 # The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,
 # none of which these dense models have), slope = layers · kv_heads · (key + value) · 2 bytes.

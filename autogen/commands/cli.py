@@ -1,0 +1,101 @@
+"""`swapgen`: the same doit tasks as `dodo.py`, from any folder, plus tools around them.
+
+    swapgen [--settings PATH] [run|forget|clean|info …]   doit commands on our task graph
+    swapgen list [--json]                                 one line per model
+    swapgen show ID [--json]                              one model's plan and why
+    swapgen validate [FILE ...]                           check any llama-swap config
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from autogen.errors import SwapgenError
+
+DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpdb", "strace"}
+
+
+def _run_doit(settings: str | None, args: list[str]) -> int:
+    from doit.cmd_base import ModuleTaskLoader
+    from doit.doit_cmd import DoitMain
+
+    from autogen.commands import tasks
+
+    pipeline = tasks.load(settings)
+    try:
+        return DoitMain(ModuleTaskLoader(pipeline.namespace())).run(args)
+    finally:
+        pipeline.close()
+
+
+def _list(settings: str | None, as_json: bool) -> int:
+    from autogen.commands import listing
+    from autogen.commands import tasks
+
+    pipeline = tasks.load(settings)
+    try:
+        rows = listing.rows(pipeline)
+    finally:
+        pipeline.close()
+    sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n" if as_json else listing.table(rows))
+    return 0
+
+
+def _show(settings: str | None, model_id: str, as_json: bool) -> int:
+    from autogen.commands import show
+    from autogen.commands import tasks
+
+    pipeline = tasks.load(settings)
+    try:
+        return show.main(pipeline, model_id, as_json)
+    finally:
+        pipeline.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="swapgen", description="Generate a llama-swap config from model folders.")
+    p.add_argument("--settings", help="settings file (default: $SWAPGEN_SETTINGS, else ./swapgen.yaml)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    opts, rest = parser.parse_known_args(argv)
+    command = rest[0] if rest else "run"
+    try:
+        if command == "validate":
+            from autogen.router.validate import main_validate
+
+            files = rest[1:]
+            if not files:
+                from autogen.settings.load import load_settings
+
+                files = [load_settings(opts.settings).output]
+            return main_validate(files)
+        if command == "list":
+            return _list(opts.settings, "--json" in rest[1:])
+        if command == "show":
+            ids = [a for a in rest[1:] if not a.startswith("-")]
+            if len(ids) != 1:
+                parser.error("show needs exactly one model id (see `swapgen list`)")
+            return _show(opts.settings, ids[0], "--json" in rest[1:])
+        if command == "backends":
+            from autogen.commands.detect import main_backends
+
+            return main_backends(opts.settings, rest[1:])
+        if command in DOIT_COMMANDS or command.startswith("model") or command == "config" or command.startswith("-"):
+            return _run_doit(opts.settings, rest)
+        parser.error(f"unknown command {command!r}")
+    except SwapgenError as exc:
+        print(f"swapgen: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

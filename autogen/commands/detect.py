@@ -1,0 +1,445 @@
+"""`swapgen backends detect`: find installed engines, read their versions, write `backends_file`.
+
+Where it looks, in this order (the first path to a binary names its row; a binary reached
+twice, e.g. through a symlink, is one row, compared by resolved real path):
+
+1. the paths of the managed rows already in `backends_file`, so a row stays put while its
+   binary exists whatever PATH the run sees (pre-commit's PATH is not your shell's);
+2. every folder on $PATH;
+3. `~/.local/bin` (pip --user, pipx, uv tool), `/usr/local/bin` (make install), `/opt/*/bin` and
+   `/opt/*/build/bin` (release bundles), `~/*/build/bin` (a CMake build of a source checkout,
+   e.g. `~/llama.cpp/build/bin`);
+4. `bin/vllm` of each venv listed in the settings key `backend_venvs`.
+
+`~/.cache` is not searched: llama.cpp's folder there holds downloaded models, not binaries, and
+pipx / uv keep their venvs elsewhere but link the entry points into `~/.local/bin`.
+
+Version: `<exe> --version`, stdout and stderr together, all probes in parallel, each killed
+(with its whole process group) after `PROBE_TIMEOUT` s; a failure leaves "" and a note.
+llama.cpp (`common/arg.cpp`) prints `version: <build> (<commit>)`, kept as `b<build>`, the
+release-tag spelling. vLLM: the version in its venv's `vllm-<ver>.dist-info` name when there is
+one (no seconds-long import), else `vllm --version`.
+
+Variant of a GGML engine (llama.cpp, sd, tts, parakeet, audio.cpp, sam):
+1. its backend libraries beside the binary (same folder, `../lib`, `../lib64`):
+   `libggml-cuda` → cuda, `libggml-hip` → rocm, `libggml-vulkan` → vulkan, `libggml-sycl` →
+   sycl, `libggml-metal` → metal; a shared build with only `libggml-base` / `libggml-cpu*` → cpu;
+2. llama-server only, when 1 found no library (a static build): `--list-devices`, which prints
+   `Available devices:` then `  CUDA0: <name> (<total> MiB, <free> MiB free)` per non-CPU device
+   (`common/arg.cpp`): the first device's backend; no device listed → cpu;
+3. otherwise unknown (""). vLLM: rocm when its torch has `libtorch_hip.so`, cpu when torch has
+   neither that nor `libtorch_cuda.so`, else cuda.
+
+A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
+answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
+
+Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
+never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last
+version and variant); a new row gets the ★ only when no row of any list serves its class yet
+(`class_taken`); a row whose binary is gone is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import signal
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import attrs
+from attrs import frozen
+
+from autogen.resolve.backends import Engine, class_taken, engine_of
+from autogen.errors import SettingsError
+from autogen.fsutil import write_if_changed
+from autogen.settings.load import find_settings, load_backends_file, load_settings
+from autogen.settings.schema import BackendRow, Settings
+from autogen.settings.structure import read_yaml, structure, unstructure
+
+PROBE_TIMEOUT = 10.0
+
+#: Executable name → engine (reference spec-classes §1.3 for the legacy names).
+BINARIES: dict[str, Engine] = {
+    "llama-server": Engine.LLAMA, "vllm": Engine.VLLM, "sd-server": Engine.SD, "tts-server": Engine.TTS,
+    "parakeet-server": Engine.ASR, "audiocpp-server": Engine.AUDIOCPP, "sam3_server": Engine.SAM}
+
+#: Engine → the project a row's `component` names.
+COMPONENTS: dict[Engine, str] = {
+    Engine.LLAMA: "llama.cpp", Engine.VLLM: "vllm", Engine.SD: "stable-diffusion.cpp",
+    Engine.TTS: "qwentts.cpp", Engine.TTSCPP: "tts.cpp", Engine.ASR: "parakeet.cpp",
+    Engine.AUDIOCPP: "audio.cpp", Engine.SAM: "sam3"}
+
+#: Fixed places besides $PATH (globs; `~` is $HOME). Tests replace this tuple.
+SYSTEM_PLACES: tuple[str, ...] = ("~/.local/bin", "/usr/local/bin", "/opt/*/bin", "/opt/*/build/bin", "~/*/build/bin")
+
+#: GGML backend library stem → variant, in the order a build with several is labelled
+#: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
+GGML_LIBS: tuple[tuple[str, str], ...] = (
+    ("cuda", "cuda"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"), ("metal", "metal"))
+
+#: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → variant.
+DEVICE_PREFIXES: dict[str, str] = {
+    "cuda": "cuda", "rocm": "rocm", "hip": "rocm", "vulkan": "vulkan", "mtl": "metal", "metal": "metal",
+    "sycl": "sycl"}
+
+FILE_HEADER = (
+    "# Written by `swapgen backends detect`: rows with `managed: true` are rewritten on every detect.\n"
+    "# Rows without `managed: true` are kept as they are: add your own here. While this file has\n"
+    "# rows, the settings file's `backends:` list is not read.\n")
+
+
+@frozen
+class Found:
+    """One installed engine binary after probing.
+
+    Example: Found(path="/usr/local/bin/llama-server", real="/opt/llama/bin/llama-server",
+    engine="llama", version="b11434", variant="cuda").
+    """
+
+    #: As found (the symlink a user runs), or the managed row's own path.
+    path: str
+    #: `os.path.realpath(path)`: the identity used to de-duplicate and match rows.
+    real: str
+    engine: str
+    version: str = ""
+    variant: str = ""
+
+
+@frozen
+class Change:
+    """What detect writes and how it differs from the file it read."""
+
+    #: The file's rows in write order: unmanaged rows as read, then managed rows by id.
+    rows: tuple[BackendRow, ...]
+    added: tuple[BackendRow, ...]
+    dropped: tuple[BackendRow, ...]
+    #: One line per kept row whose version or variant changed ("llama-cuda: version b1 → b2").
+    updated: tuple[str, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# finding
+
+
+def search_dirs(path_env: str, venvs: tuple[str, ...]) -> list[str]:
+    """Folders to look in, in order, without repeats (module docstring)."""
+    dirs = [d for d in path_env.split(os.pathsep) if d]
+    for place in SYSTEM_PLACES:
+        dirs += sorted(glob.glob(os.path.expanduser(place)))
+    dirs += [os.path.join(v, "bin") for v in venvs]
+    return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_binaries(known: list[tuple[str, str]], dirs: list[str]) -> list[tuple[str, str, str]]:
+    """(path, real path, engine) per binary; `known` (path, engine) pairs come first."""
+    wanted = list(known)
+    for folder in dirs:
+        wanted += [(os.path.join(folder, name), engine.value) for name, engine in BINARIES.items()]
+    out, seen = [], set()
+    for path, engine in wanted:
+        if not _executable(path):
+            continue
+        real = os.path.realpath(path)
+        if real not in seen:
+            seen.add(real)
+            out.append((path, real, engine))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# probing
+
+
+def run_probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
+    """(exit code, stdout+stderr); (None, "") when it did not finish within `timeout` s.
+
+    The whole process group is killed: a wrapper script's children would otherwise keep the
+    pipe open and the read would never end.
+    """
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        return -1, str(exc)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended just now
+        proc.stdout.close()
+        proc.wait()
+        return None, ""
+    return proc.returncode, out.decode("utf-8", "replace")
+
+
+_LLAMA_VERSION = re.compile(r"version:\s*(\d+)\s*\(")
+_PLAIN_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+\S*)$")
+_NAMED_VERSION = re.compile(r"version\b[\s:=]*v?(\d[\w.+-]*)", re.IGNORECASE)
+_DOTTED_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*[\w.+-]*)")
+
+
+def parse_version(engine: str, text: str) -> str:
+    """The version in a `--version` answer, "" when none is recognisable."""
+    if engine == Engine.LLAMA:
+        m = _LLAMA_VERSION.search(text)
+        return f"b{m.group(1)}" if m else ""
+    for line in reversed(text.splitlines()):  # vLLM may log before the bare version line
+        m = _PLAIN_VERSION.match(line.strip())
+        if m:
+            return m.group(1)
+    m = _NAMED_VERSION.search(text) or _DOTTED_VERSION.search(text)
+    return m.group(1).rstrip(".,") if m else ""
+
+
+def parse_devices(text: str) -> str:
+    """Variant from `llama-server --list-devices`: first device's backend, "cpu" when none."""
+    if "Available devices:" not in text:
+        return ""
+    for line in text.split("Available devices:", 1)[1].splitlines():
+        m = re.match(r"\s+([A-Za-z]+)\d*:", line)
+        if m and m.group(1).lower() in DEVICE_PREFIXES:
+            return DEVICE_PREFIXES[m.group(1).lower()]
+    return "cpu"
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:  # missing or unreadable: nothing to learn there
+        return []
+
+
+def library_variant(real: str) -> str:
+    """Variant from the GGML backend libraries beside a binary; "" when it has none."""
+    here = os.path.dirname(real)
+    folders = [here, os.path.join(here, "..", "lib"), os.path.join(here, "..", "lib64")]
+    names = {n for f in folders for n in _listdir(f)}
+    for stem, variant in GGML_LIBS:
+        if any(n.startswith(f"libggml-{stem}.") for n in names):
+            return variant
+    return "cpu" if any(n.startswith(("libggml-base.", "libggml-cpu")) for n in names) else ""
+
+
+def _site_packages(real: str) -> list[str]:
+    venv = os.path.dirname(os.path.dirname(real))
+    return sorted(glob.glob(os.path.join(venv, "lib", "python*", "*-packages")))  # site- or dist-
+
+
+def vllm_dist_version(real: str) -> str:
+    for site in _site_packages(real):
+        for info in sorted(glob.glob(os.path.join(site, "vllm-*.dist-info"))):
+            return os.path.basename(info)[len("vllm-"):-len(".dist-info")]
+    return ""
+
+
+def vllm_variant(real: str) -> str:
+    for site in _site_packages(real):
+        names = _listdir(os.path.join(site, "torch", "lib"))
+        if names:
+            if any(n.startswith("libtorch_hip") for n in names):
+                return "rocm"
+            if not any(n.startswith("libtorch_cuda") for n in names):
+                return "cpu"
+    return "cuda"
+
+
+def _probe(path: str, real: str, engine: str, timeout: float) -> tuple[Found, list[str]]:
+    notes: list[str] = []
+
+    def ask(flag: str) -> tuple[bool, str]:
+        code, text = run_probe([path, flag], timeout)
+        if code is None:
+            notes.append(f"{path}: `{flag}` gave no answer within {timeout:g} s (stopped it)")
+        elif code != 0:
+            first = text.strip().splitlines()[0][:120] if text.strip() else "no output"
+            notes.append(f"{path}: `{flag}` failed (exit {code}): {first}")
+        return code == 0, text
+
+    ok = False
+    if engine == Engine.VLLM:
+        version = vllm_dist_version(real)
+        if not version:
+            ok, text = ask("--version")
+            version = parse_version(engine, text) if ok else ""
+        variant = vllm_variant(real)
+    else:
+        ok, text = ask("--version")
+        version = parse_version(engine, text) if ok else ""
+        variant = library_variant(real)
+        if not variant and engine == Engine.LLAMA:
+            ok_devices, devices = ask("--list-devices")
+            variant = parse_devices(devices) if ok_devices else ""
+        if engine in (Engine.TTS, Engine.TTSCPP):
+            usage = "--model-path" in text  # TTS.cpp has no --version: it answers with its usage
+            engine = Engine.TTSCPP if usage or "tts.cpp" in f"{path} {real}".lower() else Engine.TTS
+            version = "" if usage else version
+    if ok and not version:
+        notes.append(f"{path}: no version in its `--version` answer")
+    return Found(path=path, real=real, engine=Engine(engine).value, version=version, variant=variant), notes
+
+
+def probe_all(binaries: list[tuple[str, str, str]], timeout: float) -> tuple[list[Found], list[str]]:
+    """Probe every binary in parallel; results in input order."""
+    if not binaries:
+        return [], []
+    with ThreadPoolExecutor(max_workers=min(8, len(binaries))) as pool:
+        results = list(pool.map(lambda b: _probe(*b, timeout), binaries))
+    return [f for f, _ in results], [n for _, notes in results for n in notes]
+
+
+# ---------------------------------------------------------------------------------------------
+# planning (pure)
+
+
+def _is_ours(row: BackendRow) -> bool:
+    return row.managed and engine_of(row.kind) in COMPONENTS
+
+
+def _base_id(found: Found) -> str:
+    suffix = found.variant if found.variant and found.engine != Engine.VLLM else ""
+    return f"{found.engine}-{suffix}" if suffix else found.engine
+
+
+def _unique(base: str, taken: set[str]) -> str:
+    n, candidate = 1, base
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}-{n}"
+    taken.add(candidate)
+    return candidate
+
+
+def plan(found: list[Found], manual: tuple[BackendRow, ...], file_rows: tuple[BackendRow, ...]) -> Change:
+    """The new file rows from what was found, the manual rows and the file's current rows."""
+    foreign = [r for r in file_rows if not _is_ours(r)]
+    by_real = {f.real: f for f in found}
+    kept, dropped, updated = [], [], []
+    for row in (r for r in file_rows if _is_ours(r)):
+        f = by_real.pop(os.path.realpath(row.path.strip()), None)
+        if f is None:
+            dropped.append(row)
+            continue
+        new = attrs.evolve(row, kind=f.engine, component=COMPONENTS[Engine(f.engine)],
+                           version=f.version or row.version, variant=f.variant or row.variant)
+        for name in ("version", "variant"):
+            if getattr(new, name) != getattr(row, name):
+                updated.append(f"{row.id}: {name} {getattr(row, name) or '-'} → {getattr(new, name)}")
+        kept.append(new)
+    context = [*manual, *foreign, *kept]
+    taken = {r.id for r in context}
+    added = []
+    # GPU builds first, so a class's first ★ goes to one; then by path, for stable ids.
+    for f in sorted(by_real.values(), key=lambda f: (f.engine, f.variant in ("", "cpu"), f.real)):
+        row = BackendRow(id=_unique(_base_id(f), taken), kind=f.engine, path=f.path,
+                         default=not class_taken(context, f.engine), version=f.version, managed=True,
+                         component=COMPONENTS[Engine(f.engine)], variant=f.variant)
+        context.append(row)
+        added.append(row)
+    managed = sorted([*kept, *added], key=lambda r: r.id)
+    return Change(rows=(*foreign, *managed), added=tuple(added), dropped=tuple(dropped), updated=tuple(updated))
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def render(rows: tuple[BackendRow, ...]) -> bytes:
+    """The backends file, by hand for byte stability: fields in class order, defaults left out."""
+    if not rows:
+        return (FILE_HEADER + "[]\n").encode()
+    lines = [FILE_HEADER.rstrip("\n")]
+    for row in rows:
+        fields = [a for a in attrs.fields(BackendRow)
+                  if a.name in ("id", "kind", "path") or getattr(row, a.name) != a.default]
+        for i, a in enumerate(fields):
+            lines.append(f"{'- ' if i == 0 else '  '}{a.name}: {_scalar(getattr(row, a.name))}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# command
+
+
+def _manual_rows(settings: Settings) -> tuple[BackendRow, ...]:
+    """The settings file's own `backends:` (load_settings replaced them with the file's rows)."""
+    data = read_yaml(find_settings(settings.source)) or {}
+    return structure(data, Settings, settings.source).backends
+
+
+def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_TIMEOUT) -> dict:
+    """Find, probe, plan and (unless `dry_run`) write; returns the report `--json` prints."""
+    if not settings.backends_file:
+        raise SettingsError(settings.source, [
+            "backends_file: required by `swapgen backends detect`, which writes its rows there "
+            "(hint: add `backends_file: backends.yaml`)"])
+    target = Path(settings.backends_file)
+    file_rows = load_backends_file(target) if target.exists() else ()
+    known = [(r.path.strip(), engine_of(r.kind)) for r in file_rows if _is_ours(r)]
+    binaries = find_binaries(known, search_dirs(os.environ.get("PATH", ""), settings.backend_venvs))
+    found, notes = probe_all(binaries, timeout)
+    manual = _manual_rows(settings)
+    change = plan(found, manual, file_rows)
+    data = render(change.rows)
+    changed = (target.read_bytes() if target.exists() else None) != data
+    written = write_if_changed(str(target), data) if not dry_run else False
+    if manual and any(r.managed for r in change.rows):
+        notes.append(f"rows in {target.name} replace the {len(manual)} row(s) under `backends:` when "
+                     "settings load (PRODUCT §3.2): pins to those ids fall back to automatic resolution")
+    return {
+        "file": str(target),
+        "rows": [unstructure(r) for r in change.rows if r.managed],
+        "added": [r.id for r in change.added],
+        "dropped": [{"id": r.id, "path": r.path} for r in change.dropped],
+        "updated": list(change.updated),
+        "changed": changed,
+        "written": written,
+        "dry_run": dry_run,
+        "notes": notes,
+    }
+
+
+def format_report(report: dict) -> str:
+    """One line per managed row (★, id, kind, version, variant, path), then what changed."""
+    lines = []
+    for r in report["rows"]:
+        star = "★" if r["default"] else " "
+        lines.append(f"{star} {r['id']:<16} {r['kind']:<9} {r['version'] or '-':<10} "
+                     f"{r['variant'] or '-':<7} {r['path']}")
+    if not lines:
+        lines.append("no engines found (searched $PATH, " + ", ".join(SYSTEM_PLACES) + ", backend_venvs)")
+    lines += [f"added: {i}" for i in report["added"]]
+    lines += [f"dropped: {d['id']} ({d['path']} is gone)" for d in report["dropped"]]
+    lines += [f"updated: {u}" for u in report["updated"]]
+    lines += [f"note: {n}" for n in report["notes"]]
+    name = report["file"]
+    if report["dry_run"]:
+        lines.append(f"dry run: {name} would be {'rewritten' if report['changed'] else 'left unchanged'}")
+    else:
+        lines.append(f"wrote {name}" if report["written"] else f"{name} unchanged")
+    return "\n".join(lines) + "\n"
+
+
+def main_backends(settings_path: str | None, args: list[str]) -> int:
+    """`swapgen backends detect [--dry-run] [--json]`."""
+    parser = argparse.ArgumentParser(prog="swapgen backends", description="Manage the backend registry.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="detect")
+    cmd = sub.add_parser("detect", help="find installed engines and write backends_file")
+    cmd.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
+    cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    opts = parser.parse_args(args)
+    report = detect(load_settings(settings_path), dry_run=opts.dry_run)
+    print(json.dumps(report, indent=2, ensure_ascii=False) if opts.json else format_report(report).rstrip("\n"))
+    return 0

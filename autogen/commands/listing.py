@@ -1,0 +1,69 @@
+"""`swapgen list`: one aligned line per model (and per ignored folder), or JSON for scripts.
+
+Reasons known at load time (unreadable header, missing shard, refused pin) are always shown;
+reasons an emitter finds are read from the model's last fragment when it is current.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
+from autogen.router.assemble import Fragment
+
+
+def rows(pipeline) -> list[dict[str, Any]]:
+    from autogen.commands.tasks import fragment_path
+
+    out = []
+    for job in pipeline.jobs:
+        skip = job.error
+        entries = [job.row.id]
+        path = fragment_path(pipeline.settings.cache_dir, job.row.id)
+        # the fragment tells what the emitter decided, when it was emitted from today's inputs
+        if skip is None and pipeline.keys.get(job.row.id) == pipeline.model_key(job):
+            try:
+                summary = Fragment.load(path).summary
+            except (OSError, ValueError, KeyError):
+                summary = None
+            if summary:
+                entries = summary.get("entries") or []
+                if summary.get("skips") and not entries:
+                    skip = summary["skips"][0][1]
+        if job.override is not None and job.override.skip:
+            skip, entries = SKIPPED_BY_OVERRIDE, []
+        out.append({
+            "id": job.row.id,
+            "task": f"model:{job.row.id}",
+            "class": job.role,
+            "engine": job.engine,
+            "backend": job.backend_id,
+            "why": job.backend.why if job.backend else "",
+            "path": job.row.path,
+            "size_gb": round(job.row.size_gb, 2),
+            "entries": entries,
+            "skipped": skip,
+        })
+    for item in pipeline.discovery.ignored:
+        out.append({"id": None, "task": None, "class": "ignored", "engine": "-", "backend": "-", "why": "",
+                    "path": item.path, "size_gb": None, "entries": [], "skipped": item.reason})
+    return out
+
+
+def table(items: list[dict[str, Any]]) -> str:
+    if not items:
+        return "no models found\n"
+    cols = [("id", lambda r: r["id"] or "-"), ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
+            ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
+            ("status", lambda r: "SKIPPED" if r["skipped"] and r["class"] != "ignored" else
+             ("ignored" if r["class"] == "ignored" else "ok"))]
+    widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
+    lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths)) + "  path / reason"]
+    for r in items:
+        cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths))
+        tail = r["path"] + (f"  ({r['skipped']})" if r["skipped"] else "")
+        lines.append(f"{cells}  {tail}")
+    served = sum(1 for r in items if r["task"] and not r["skipped"])
+    skipped = sum(1 for r in items if r["task"] and r["skipped"])
+    lines.append(f"{served} served, {skipped} skipped, {sum(1 for r in items if not r['task'])} ignored")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,49 @@
+"""The one input every emitter takes: a discovered model with everything resolved for it.
+
+Built by `plan.py` (the dispatcher); emitters are pure functions `EmitContext -> Plan`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from attrs import frozen
+
+from autogen.metadata.model_meta import ModelMeta
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import Gpu, Override, Settings
+
+if TYPE_CHECKING:
+    from autogen.resolve.backends import Resolved
+    from autogen.sizing.kvcost import KvCost
+
+
+@frozen
+class EmitContext:
+    row: ModelRow
+    #: None for rows that carry no readable metadata (e.g. SAM .ggml files).
+    meta: ModelMeta | None
+    #: KV cost of `meta` (None when there is no metadata).
+    kv: "KvCost | None"
+    #: The first matching override row, or None.
+    override: Override | None
+    settings: Settings
+    backend: "Resolved"
+    #: The model's VRAM budget in GiB (override `vram_budget_gb`, else settings, else card, else 8).
+    budget_gb: float
+    #: Total VRAM of the eligible GPUs in GiB; None = no reading (vLLM then falls back to 0.90).
+    card_vram_gb: float | None
+    #: `ttl` to write (settings.ttl).
+    ttl: int
+    #: Ids of other models, or of profiles other models keep, that equal one of this model's llama
+    #: profile ids (such a profile is refused with a reason); filled by `plan.build_plan`.
+    #: Example: frozenset({"qwen3-8b-64k"}).
+    taken_ids: frozenset[str] = frozenset()
+    #: The GPUs the model runs on (`devices.Placement.gpus`, filled by `plan.build_plan`); () = the
+    #: driver's default. vLLM sizes per device and sets its tensor parallelism from them; llama
+    #: splits layers over several. Example: (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=12.0)).
+    devices: "tuple[Gpu, ...]" = ()
+    #: (id, model) for the ids of `taken_ids` that another model's profile keeps (cross-model
+    #: profile clashes, `profiles_llama.profile_owners`); the others are model ids. Example:
+    #: (("a-b-long", "a"),).
+    taken_by: "tuple[tuple[str, str], ...]" = ()

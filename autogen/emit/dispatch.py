@@ -1,0 +1,344 @@
+"""From a discovered row to its plan: override, class, backend, budget → the right emitter.
+
+This is the only module that knows every class and engine; emitters stay pure and small.
+`model_inputs` is the plain-data key doit stores per model: when it (or one of the model's
+files) changes, that model alone is re-emitted.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Container, Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+import attrs
+from attrs import frozen
+
+from autogen import GENERATOR_VERSION
+from autogen.resolve.backends import (Resolved, only_audiocpp, resolution_key, resolve_backend, resolve_backend_preferring,
+                              resolve_embedder, without_audiocpp)
+from autogen.cmdline import unsafe_arg_reason
+from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, pin_plan, place, prefer_one_card, requested
+from autogen.resolve.devices import key as placement_key
+from autogen.emit.context import EmitContext
+from autogen.emit.entry import Plan, Skip
+from autogen.errors import ModelError
+from autogen.fsutil import file_size
+from autogen.sizing.kvcost import kv_cost
+from autogen.metadata.model_meta import ModelMeta
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
+
+DEFAULT_BUDGET_GB = 8.0
+SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
+
+#: Model roles, each served by its own emitter. Embedding is class llm served differently;
+#: audio.cpp serves class tts or asr by its family; "diffusion" = a DiT with no image arm (skipped).
+LLM, EMBEDDING, IMAGE, TTS, ASR, SEGMENT = "llm", "embedding", "image", "tts", "asr", "segment"
+AUDIOCPP, DIFFUSION = "audiocpp", "diffusion"
+
+#: GGUF architectures of encoder-only embedding models (pooling may be absent in old files).
+EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "t5encoder"})
+
+
+@lru_cache(maxsize=1024)
+def glob_pattern(pattern: str) -> re.Pattern[str]:
+    """A settings glob: case-insensitive, `*` crosses folders, `?` is one character."""
+    return re.compile(fnmatch.translate(pattern.replace("\\", "/")), re.IGNORECASE | re.DOTALL)
+
+
+def match_override(settings: Settings, row: ModelRow) -> Override | None:
+    """First override whose glob matches the full path (and quant, when set) wins."""
+    subject = row.path.replace("\\", "/")
+    for ov in settings.overrides:
+        if ov.quant and ov.quant.strip().lower() != row.quant.lower():
+            continue
+        if glob_pattern(ov.match).match(subject):
+            return ov
+    return None
+
+
+def model_role(row: ModelRow, meta: ModelMeta | None) -> str:
+    """First match wins (reference `spec-classes.md` §1.1): SAM before any header read, image
+    before embedding, embedding before every audio class, audio.cpp (its header names the
+    family) before the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
+    from autogen.emit.audio import is_asr_model, is_audiocpp_model, is_tts_model
+    from autogen.emit.sd import UNSERVED_DIFFUSION_ARCHS, is_image_model
+
+    if row.format == "hf":
+        return LLM
+    if row.format == "sam":
+        return SEGMENT
+    if meta is None:
+        return LLM
+    if meta.arch in UNSERVED_DIFFUSION_ARCHS:
+        return DIFFUSION
+    if is_image_model(meta):
+        return IMAGE
+    if meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS:
+        return EMBEDDING
+    if is_audiocpp_model(meta):
+        return AUDIOCPP
+    if is_tts_model(row, meta):
+        return TTS
+    if is_asr_model(row, meta):
+        return ASR
+    return LLM
+
+
+def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: str,
+                meta: ModelMeta | None = None) -> Resolved:
+    """Which backend serves this model (raises ModelError for a pin to another class)."""
+    if row.format == "hf":
+        return resolve_backend_preferring(settings, override, "llm", "vllm")
+    if role == EMBEDDING:
+        return resolve_embedder(settings, override)
+    if role == SEGMENT:
+        return resolve_backend(settings, override, "segment")
+    if role in (IMAGE, DIFFUSION):
+        return resolve_backend(settings, override, "image")
+    if role == TTS:
+        from autogen.emit.audio import is_ttscpp_model
+
+        prefer = "ttscpp" if is_ttscpp_model(row, meta) else "tts"
+        return resolve_backend_preferring(without_audiocpp(settings), override, "tts", prefer)
+    if role == ASR:
+        return resolve_backend(without_audiocpp(settings), override, "asr")
+    if role == AUDIOCPP:
+        from autogen.emit.audio import audiocpp_task
+
+        cls = "asr" if audiocpp_task(meta) == "asr" else "tts"
+        return resolve_backend_preferring(only_audiocpp(settings), override, cls, "audiocpp")
+    return resolve_backend(settings, override, "llm")
+
+
+def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None,
+               devices: tuple[Gpu, ...] = ()) -> float:
+    """Override budget, else the VRAM of the model's devices (`devices.budget_gb`), else the
+    settings budget, else the card reading, else 8."""
+    if override is not None and override.vram_budget_gb:
+        return override.vram_budget_gb
+    if devices:
+        return budget_gb(devices, settings.vram_budget_gb)
+    if settings.vram_budget_gb:
+        return settings.vram_budget_gb
+    return card_vram_gb if card_vram_gb else DEFAULT_BUDGET_GB
+
+
+@frozen
+class Job:
+    """One model as the task graph sees it: everything its fragment depends on, resolved."""
+
+    row: ModelRow
+    override: Override | None
+    role: str
+    #: Resolved backend, or None with `error` set.
+    backend: Resolved | None
+    #: A reason known before emitting (unreadable header, missing shard, refused pin…).
+    error: str | None
+    budget_gb: float
+    card_vram_gb: float | None
+    #: The GPUs it runs on and their vendor variables (`devices.place`); empty = driver default.
+    placement: Placement = NO_PLACEMENT
+
+    @property
+    def engine(self) -> str:
+        return self.backend.kind if self.backend else "-"
+
+    @property
+    def backend_id(self) -> str:
+        return self.backend.backend_id if self.backend else "-"
+
+
+def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
+             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None) -> Job:
+    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it."""
+    override = match_override(settings, row)
+    role = model_role(row, meta)
+    backend = None
+    placement = NO_PLACEMENT
+    if error is None:
+        try:
+            backend = resolve_for(settings, override, row, role, meta)
+            placement = _placement(settings, override, backend, gpus)
+        except ModelError as exc:
+            error = str(exc)
+    return Job(row=row, override=override, role=role, backend=backend, error=error,
+               budget_gb=budget_for(settings, override, card_vram_gb, placement.gpus), card_vram_gb=card_vram_gb,
+               placement=placement)
+
+
+def _placement(settings: Settings, override: Override | None, backend: Resolved,
+               gpus: tuple[Gpu, ...] | None) -> Placement:
+    """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
+    vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
+    wanted, _ = requested(settings, override)
+    if not wanted and (backend.kind != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
+        return NO_PLACEMENT
+    if gpus is None:
+        from autogen.resolve.gpus import inventory
+
+        gpus = inventory(settings)
+    return place(settings, override, backend.row, backend.kind, gpus)
+
+
+def global_inputs(settings: Settings) -> str:
+    """Settings every fragment may read, as a stable text (the per-model parts — overrides,
+    registry, roots, budget, GPUs and devices — are left out: each model's own key carries what
+    it uses, so a new card re-emits only the models placed on or sized against it)."""
+    shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
+                          overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
+                          card_vram_gb=None, gpus=None, devices=None)
+    return f"{GENERATOR_VERSION}|{shared!r}"
+
+
+def component_state(settings: Settings, override: Override | None) -> dict[str, int | None]:
+    """Size (None = absent) of every declared image component: downloading a missing T5 later
+    re-emits the image models that warned about it."""
+    paths = [v for v in attrs.astuple(settings.encoders) if v]
+    if override is not None:
+        paths += [getattr(override, name) for name in SD_COMPONENT_FIELDS if getattr(override, name)]
+    return {path: file_size(path) for path in paths}
+
+
+def _has_profiles(job: Job) -> bool:
+    """A chat model on llama-server that will be emitted: the models llama profiles belong to."""
+    return (job.role == LLM and job.engine == "llama" and job.error is None
+            and not (job.override is not None and job.override.skip))
+
+
+def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
+    """Profile ids several models make → the model that keeps it (`profiles_llama.profile_owners`);
+    computed once per run for `model_inputs` and `build_plan` (cross-model profile clashes)."""
+    from autogen.emit.llama_profiles import profile_owners as owners
+
+    return owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
+
+
+def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
+                     owners: Mapping[str, str] | None) -> dict[str, str]:
+    """This model's llama profile ids that another model's id ("") or profile (its model) takes."""
+    if not _has_profiles(job):
+        return {}
+    from autogen.emit.llama_profiles import profile_clashes
+
+    return profile_clashes(job.row, job.override, settings, taken_ids, owners)
+
+
+def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Container[str] = frozenset(),
+                 owners: Mapping[str, str] | None = None) -> str:
+    """The doit up-to-date key of one model (its files are `file_dep`s, not part of this).
+
+    A repr of frozen records: stable across runs and far cheaper than unstructuring them.
+    `taken_ids` = every model's id, `owners` = `profile_owners`; the key holds only the ids its
+    profiles would clash with, and who has them."""
+    return repr((
+        tuple(sorted(_profile_clashes(job, settings, taken_ids, owners).items())),
+        settings_key,
+        job.row,
+        job.override,
+        job.role,
+        resolution_key(job.backend) if job.backend else None,
+        job.error,
+        job.budget_gb,
+        job.card_vram_gb if job.engine == "vllm" else None,
+        component_state(settings, job.override) if job.role == IMAGE else None,
+        placement_key(job.placement),
+    ))
+
+
+def _path_problem(row: ModelRow) -> str | None:
+    for path in (row.path, row.mmproj, row.draft, row.codec):
+        if path and not _is_utf8(path):
+            return f"path {path!r} is not valid UTF-8, which a YAML config cannot carry; rename the file"
+        if path:
+            reason = unsafe_arg_reason(path)
+            if reason:
+                return f"path {path!r} cannot be passed safely: {reason}"
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of a file name arrive as surrogate escapes
+        return False
+    return True
+
+
+def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset(),
+               owners: Mapping[str, str] | None = None) -> Plan:
+    """Run the emitter for one job (`taken_ids`: every model's id, `owners`: `profile_owners`,
+    for profile names). Per-model problems become a Skip, never an exception."""
+    row = job.row
+    if job.override is not None and job.override.skip:
+        return Plan(model_id=row.id, notes=(f"{SKIPPED_BY_OVERRIDE}; not written",))
+    if job.error is not None:
+        return Plan(model_id=row.id, skips=(Skip(row.id, job.error),))
+    problem = _path_problem(row)
+    if problem:
+        return Plan(model_id=row.id, skips=(Skip(row.id, problem),))
+    clashes = _profile_clashes(job, settings, taken_ids, owners)
+    ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta) if meta is not None else None,
+                      override=job.override, settings=settings, backend=job.backend,
+                      budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
+                      taken_ids=frozenset(clashes), devices=job.placement.gpus,
+                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)))
+    try:
+        plan = _placed(job, ctx, _dispatch(job, ctx))
+        if job.engine == "vllm":
+            from autogen.emit.llama_profiles import note_profiles_ignored
+
+            plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
+        return plan
+    except ModelError as exc:
+        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+
+
+def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
+    """The plan with its device pin, for every class; a llama entry that loses nothing on the
+    largest of its cards alone runs there, the others split layers over all."""
+    placement = job.placement
+    if job.engine != "llama" or len(placement.gpus) < 2:
+        return pin_plan(plan, placement)
+    card = max(placement.gpus, key=lambda g: g.vram_gb)
+    one = placement.only(card, f"{placement.why}; fits card {card.index} alone")
+    single = _dispatch(job, attrs.evolve(ctx, devices=one.gpus,
+                                         budget_gb=budget_for(ctx.settings, job.override, None, one.gpus)))
+    return prefer_one_card(plan, single, placement, one)
+
+
+def _dispatch(job: Job, ctx: EmitContext) -> Plan:
+    row, engine = job.row, job.engine
+    if row.format == "hf" and engine != "vllm":
+        raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
+                         "Add a row of kind vllm to `backends` in swapgen.yaml")
+    if job.role in (LLM, EMBEDDING) and engine == "vllm":
+        from autogen.emit.vllm import emit_vllm
+
+        return emit_vllm(ctx)
+    if job.role in (LLM, EMBEDDING) and engine == "llama":
+        from autogen.emit.llama import emit_llama
+
+        return emit_llama(ctx)
+    if job.role == IMAGE:
+        from autogen.emit.sd import emit_sd
+
+        return emit_sd(ctx, file_size)
+    if job.role == DIFFUSION:
+        raise ModelError(f"diffusion model of arch {ctx.meta.arch if ctx.meta else '?'}: video and other DiTs "
+                         f"have no sd-server arm here yet")
+    if job.role == SEGMENT:
+        from autogen.emit.sam import emit_sam
+
+        return emit_sam(ctx)
+    if job.role in (TTS, ASR, AUDIOCPP):
+        from autogen.emit import audio as emit_audio
+
+        if job.role == TTS:
+            return emit_audio.emit_tts(ctx, file_size)
+        return emit_audio.emit_asr(ctx) if job.role == ASR else emit_audio.emit_audiocpp(ctx)
+    raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
+

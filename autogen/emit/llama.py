@@ -1,0 +1,417 @@
+"""The llama-server emitter: one entry per GGUF chat or embedding model, sized from the budget.
+
+Only flags llama-server b11434 accepts (its `--help`: `/work/shared/tools/llama-server-check/
+llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. Chat argv order
+(reference `spec-discovery-generate.md` §6, reduced to the flags we size or the user sets):
+
+    <exe> -m <path> --host 127.0.0.1 --port ${PORT} [-sm layer -ts <GiB of each device>]
+      -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>]
+      [-fa on|off|auto] [-ctk <t> -ctv <t>] [--parallel <n>] [-t <n>]
+      [--mmproj <file> [--no-mmproj-offload]]
+      <extra_args>
+
+Embedding argv (reference `spec-classes.md` §3; `--pooling auto` no longer exists, so the header's
+pooling type is named; batch and ubatch equal the context because a non-causal model must see a
+whole input in one ubatch):
+
+    <exe> -m <path> --host 127.0.0.1 --port ${PORT} --embeddings [--pooling <type>]
+      -c <ctx> -b <ctx> -ub <ctx> -ngl <all> [-t <n>] <extra_args>
+
+`extra_args` are appended verbatim, except that `--flag=value` of a known flag becomes two
+arguments (llama-server rejects the `=` form); a flag there (any spelling) removes our flag of the
+same meaning, and its value pins the sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`,
+`-fa`, `-ctk`/`-ctv`), so the estimates describe the command that really runs. Each value read
+back is checked against what b11434 accepts (a bad one skips the model, naming flag, value and
+the allowed values); `-c 0` is the trained window, `-np -1` the auto slots, `-ngl auto` (fit to
+free memory) is refused. `-fit` is left at its default: with `-c` and `-ngl` given, llama-server's
+fitting leaves them alone.
+
+`--parallel` is emitted only when the user chose a slot count (1 included). Without it
+llama-server runs its auto 4 slots over one shared KV pool of -c tokens: the same KV cost as one
+slot and more concurrency, and the 4 sequences of recurrent state are charged (`AUTO_SLOTS`).
+A scanned chat template that never mentions `tools` gives no `tools` capability.
+
+Profiles: ctx tiers, named variants and the vision profile of a chat model, each
+sized here as its own entry; their names, clashes and inheritance are `profiles_llama`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import attrs
+from attrs import frozen
+
+from autogen.cmdline import HOST, unsafe_arg_reason
+from autogen.emit.context import EmitContext
+from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
+from autogen.errors import ModelError
+from autogen.sizing.kvcost import KV_TYPE_BYTES, kv_bytes
+from autogen.numfmt import GIB, format_g, size_gb
+from autogen.emit.llama_profiles import note_profiles_ignored, profile_context, profiles, refused_before_sizing
+from autogen.settings.schema import FLASH_ATTN_MODES, MMPROJ_MODES
+from autogen.sizing.llama import (AUTO_SLOTS, BASE_OVERHEAD, FLOAT_KV_TYPES, LlamaKnobs, LlamaSizing,
+                                  attention_scores, compute_buffer, gb, projector_charge, runtime_bytes,
+                                  size_llama)
+from autogen.emit.toolparsers import TOOLS_VAR
+
+DEFAULT_EXE = "llama-server"
+#: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
+POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
+#: Embedding context: the trained window (512 when absent), capped (reference `spec-classes.md` §3).
+EMBED_CTX_FALLBACK = 512
+EMBED_CTX_CAP = 8192
+
+#: Every spelling of each flag we generate or read, by meaning (llama-server b11434 `--help`).
+FLAG_KNOBS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model"), "model"),
+    "--host": "host",
+    "--port": "port",
+    **dict.fromkeys(("-c", "--ctx-size"), "ctx"),
+    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers"), "ngl"),
+    **dict.fromkeys(("-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"), "n_cpu_moe"),
+    **dict.fromkeys(("-fa", "--flash-attn"), "flash_attn"),
+    **dict.fromkeys(("-ctk", "--cache-type-k"), "cache_type_k"),
+    **dict.fromkeys(("-ctv", "--cache-type-v"), "cache_type_v"),
+    **dict.fromkeys(("-np", "--parallel"), "parallel"),
+    **dict.fromkeys(("-t", "--threads"), "threads"),
+    **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj", "--mmproj-auto",
+                     "--no-mmproj-auto"), "mmproj"),
+    **dict.fromkeys(("--mmproj-offload", "--no-mmproj-offload"), "mmproj_offload"),
+    **dict.fromkeys(("--embedding", "--embeddings"), "embeddings"),
+    "--pooling": "pooling",
+    **dict.fromkeys(("-b", "--batch-size"), "batch"),
+    **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
+    **dict.fromkeys(("-sm", "--split-mode"), "split_mode"),
+    **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
+}
+#: Flags that take no value (the rest take exactly one).
+SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
+                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings"})
+
+
+def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """Knob → (flag, value) for every known flag in `extra_args` (last one wins)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for i, arg in enumerate(extra_args):
+        flag, eq, inline = arg.partition("=")
+        knob = FLAG_KNOBS.get(flag)
+        if knob is None:
+            continue
+        if flag in SWITCHES:
+            value = None
+        elif eq:
+            value = inline
+        else:
+            value = extra_args[i + 1] if i + 1 < len(extra_args) else None
+        found[knob] = (flag, value)
+    return found
+
+
+def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
+    """`--ctx-size=4096` → `--ctx-size 4096` for the flags we know: llama-server b11434 rejects the
+    `=` form ("error: invalid argument: --ctx-size=4096", seen in the real-server test)."""
+    out: list[str] = []
+    for arg in extra_args:
+        flag, eq, value = arg.partition("=")
+        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in SWITCHES else [arg]
+    return tuple(out)
+
+
+def _pin(found: dict[str, tuple[str, str | None]], knob: str, *, words: Sequence[str] = (),
+         minimum: int | None = None, hint: str = "") -> int | str:
+    """The value `extra_args` gives `knob`: one of `words`, or an integer ≥ `minimum`. Anything
+    else is a ModelError naming the flag, the value and what llama-server b11434 accepts: it would
+    refuse to start, or run a command we did not size."""
+    flag, value = found[knob]
+    if value in words:
+        return value
+    if minimum is not None and value and value.lstrip("-").isdigit() and int(value) >= minimum:
+        return int(value)
+    expected = ", ".join(([f"an integer of {minimum} or more"] if minimum is not None else []) + list(words))
+    raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected {expected}{hint}")
+
+
+@frozen
+class LlamaChoices:
+    """Everything the user chose for one model (override > settings), with extra_args pins."""
+
+    knobs: LlamaKnobs
+    threads: int | None
+    #: "auto" | "none" | "cpu" | "gpu" | a projector path.
+    mmproj: str
+    extra_args: tuple[str, ...]
+    #: Knobs `extra_args` sets (their flags replace ours).
+    replaced: frozenset[str]
+    #: The user chose the slot count (else llama-server's auto, AUTO_SLOTS): `--parallel` is emitted.
+    slots_chosen: bool = False
+
+
+def resolve_choices(ctx: EmitContext) -> LlamaChoices:
+    """Merge override > settings, then the pins of `extra_args`, each value checked."""
+    s, ov = ctx.settings, ctx.override
+
+    def pick(name: str):
+        value = getattr(ov, name, None) if ov is not None else None
+        return value if value is not None else getattr(s, name, None)
+
+    extra = split_equals(ov.extra_args) if ov is not None else ()
+    found = extra_flags(extra)
+    meta = ctx.meta
+    blocks = meta.block_count if meta is not None else 0
+    ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel")
+    n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
+    if "parallel" in found:  # -1: llama-server's auto slots
+        parallel = _pin(found, "parallel", minimum=1, words=("-1",), hint=" (-1 = auto)")
+        parallel = None if parallel == "-1" else parallel
+    slots = parallel or 1
+    if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
+        total = _pin(found, "ctx", minimum=0, hint=" (0 = the trained context)")
+        if total == 0 and not (meta and meta.context_length):
+            raise ModelError(f"extra_args: {found['ctx'][0]} 0 asks for the trained context, "
+                             "which the GGUF header does not state")
+        ctx_pin = max(1, (total or meta.context_length) // slots)
+    if "ngl" in found:
+        ngl = _pin(found, "ngl", minimum=0, words=("all",),
+                   hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
+        ngl = blocks + 1 if ngl == "all" else ngl
+    if "n_cpu_moe" in found:
+        flag, _ = found["n_cpu_moe"]
+        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
+    if "flash_attn" in found:
+        flash_attn = _pin(found, "flash_attn", words=FLASH_ATTN_MODES)
+    if "cache_type_k" in found or "cache_type_v" in found:
+        k, v = (_pin(found, knob, words=tuple(KV_TYPE_BYTES)) if knob in found else None
+                for knob in ("cache_type_k", "cache_type_v"))
+        k, v = k or v, v or k
+        if flash_attn == "off" and v not in FLOAT_KV_TYPES:
+            raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
+        kv_type = max((k, v), key=KV_TYPE_BYTES.__getitem__)  # sized at the larger of the two
+    mmproj = (pick("mmproj") or "auto").strip()
+    knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
+                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS)
+    return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
+                        replaced=frozenset(found), slots_chosen=parallel is not None)
+
+
+def is_embedding(ctx: EmitContext) -> bool:
+    from autogen.emit.dispatch import EMBEDDING_ARCHS
+
+    meta = ctx.meta
+    return meta is not None and (meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS)
+
+
+def emit_llama(ctx: EmitContext) -> Plan:
+    """The llama-server entries of one model (chat: + its profiles; embedding), or Skips."""
+    row = ctx.row
+    try:
+        if ctx.meta is None:
+            raise ModelError("no readable GGUF metadata: cannot size llama-server flags")
+        if is_embedding(ctx):
+            return note_profiles_ignored(emit_llama_embedding(ctx), ctx.override, "embedding models have none")
+        entry, notes = _chat_entry(ctx)
+    except ModelError as exc:
+        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+    entries, skips, all_notes = [entry], [], list(notes)
+    for profile in profiles(row, ctx.override, ctx.settings):
+        reason = profile.refused or refused_before_sizing(ctx, profile)
+        if reason is None:
+            try:
+                entry, notes = _chat_entry(profile_context(ctx, profile))
+            except ModelError as exc:
+                reason = str(exc)
+        if reason is not None:
+            skips.append(Skip(profile.id, reason))
+            all_notes.append(f"profile {profile.id}: SKIPPED: {reason}")
+            continue
+        line = f"profile of {row.id}: {profile.describe}"
+        entries.append(attrs.evolve(entry, id=profile.id, comment=entry.comment + (line,)))
+        all_notes += [f"profile {profile.id} ({profile.describe}):",
+                      *(f"  {n}" for n in notes if not n.startswith("  "))]  # KV derivation: once, above
+    return Plan(model_id=row.id, entries=tuple(entries), skips=tuple(skips), notes=tuple(all_notes))
+
+
+def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[str, ...]:
+    """Drop generated flag groups whose meaning `extra_args` sets, then append `extra_args`."""
+    kept = [group for group in generated if FLAG_KNOBS.get(group[0]) not in choices.replaced]
+    return tuple(token for group in kept for token in group) + choices.extra_args
+
+
+def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
+    """Program, model, address; over several devices layers split in proportion to
+    each card's VRAM, in the order the device variables list them."""
+    exe = ctx.backend.exe or DEFAULT_EXE
+    head = [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
+    if len(ctx.devices) > 1:
+        from autogen.resolve.devices import tensor_split
+
+        head += [("-sm", "layer"), ("-ts", tensor_split(ctx.devices))]
+    return head
+
+
+def _variant(ctx: EmitContext) -> str:
+    row = ctx.backend.row
+    return row.variant if row is not None else ""
+
+
+def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str]:
+    """(projector path or None, placement "auto" | "cpu" | "gpu")."""
+    mode = choices.mmproj
+    if mode == "none" or "mmproj" in choices.replaced:
+        return None, "auto"
+    if mode in MMPROJ_MODES:
+        return ctx.row.mmproj, mode
+    return checked_path(os.path.expanduser(mode)), "auto"
+
+
+def checked_path(path: str) -> str:
+    """A user-given projector path, or ModelError when no command line can carry it safely."""
+    if (reason := unsafe_arg_reason(path)) is not None:
+        raise ModelError(f"mmproj path {path!r} cannot be passed safely: {reason}")
+    return path
+
+
+def size_chat(ctx: EmitContext, choices: LlamaChoices) -> tuple[LlamaSizing, str | None, bool]:
+    """(sizing, projector path, projector on GPU). `auto` keeps the projector on the GPU only
+    when that costs no layers, experts or context below what the CPU placement gets."""
+    meta = ctx.meta
+    assert meta is not None
+    projector, placement = _projector(ctx, choices)
+    common = dict(size=ctx.row.size_bytes or meta.tensor_bytes, budget=int(ctx.budget_gb * GIB),
+                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)))
+    if projector is None or placement == "cpu":
+        return size_llama(meta, ctx.kv, **common), projector, False
+    own = projector == ctx.row.mmproj
+    charge = projector_charge(ctx.row.mmproj_bytes if own else 0)
+    if placement == "gpu":
+        return size_llama(meta, ctx.kv, projector=charge, **common), projector, True
+    on_cpu = size_llama(meta, ctx.kv, **common)
+    try:
+        on_gpu = size_llama(meta, ctx.kv, projector=charge, **common)
+    except ModelError:
+        return on_cpu, projector, False
+    keeps = on_gpu.full_gpu and on_gpu.ctx >= on_cpu.ctx
+    return (on_gpu, projector, True) if keeps else (on_cpu, projector, False)
+
+
+def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, projector: str | None,
+              projector_on_gpu: bool) -> tuple[str, ...]:
+    """The command line, in the order of the module docstring."""
+    groups = _head(ctx)
+    groups += [("-c", str(sizing.ctx_total)), ("-ngl", str(sizing.ngl))]
+    if sizing.n_cpu_moe:
+        groups.append(("--n-cpu-moe", str(sizing.n_cpu_moe)))
+    if choices.knobs.flash_attn:
+        groups.append(("-fa", choices.knobs.flash_attn))
+    if sizing.kv_type != "f16":
+        groups += [("-ctk", sizing.kv_type), ("-ctv", sizing.kv_type)]
+    if choices.slots_chosen:
+        groups.append(("--parallel", str(sizing.parallel)))
+    if choices.threads:
+        groups.append(("-t", str(choices.threads)))
+    if projector:
+        groups.append(("--mmproj", projector))
+        if not projector_on_gpu:
+            groups.append(("--no-mmproj-offload",))
+    return _finish(groups, choices)
+
+
+def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
+    meta, row, ov = ctx.meta, ctx.row, ctx.override
+    assert meta is not None
+    choices = resolve_choices(ctx)
+    sizing, projector, on_gpu = size_chat(ctx, choices)
+    argv = chat_argv(ctx, choices, sizing, projector, on_gpu)
+    ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
+    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {sizing.ctx}, {ngl_text} "
+               f"({sizing.why})",
+               f"est VRAM {format_g(size_gb(sizing.est_vram))} GB of "
+               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(size_gb(sizing.est_ram))} GB, "
+               f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")]
+    if projector:
+        comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
+    if choices.replaced:
+        comment.append("extra_args set: " + ", ".join(sorted(choices.replaced)))
+    tools = meta.has_chat_template and (TOOLS_VAR in meta.chat_template_markers or not meta.chat_template_scanned)
+    if meta.has_chat_template and not tools:
+        comment.append("no tools capability: the chat template never mentions tools")
+    images = projector is not None or _extra_attaches_projector(choices)
+    metadata = _metadata(ctx, sizing) + [("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
+    caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
+                        tools=True if tools else None, context=sizing.ctx)
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+    notes = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), budget {format_g(ctx.budget_gb)} GB",
+             *sizing.notes, *(f"  {line}" for line in (ctx.kv.derivation if ctx.kv else ()))]
+    if projector:
+        where = f"GPU, charged {gb(sizing.projector)} GB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
+        notes.append(f"projector {projector}: {where}")
+    return entry, tuple(notes)
+
+
+def _extra_attaches_projector(choices: LlamaChoices) -> bool:
+    flag, _ = extra_flags(choices.extra_args).get("mmproj", ("", None))
+    return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
+
+
+def _metadata(ctx: EmitContext, sizing: LlamaSizing) -> list[tuple[str, MetaValue]]:
+    """`kv_bytes_per_token` is the model's own cost at f16, the same figure every engine's entry
+    reports for one model; the cache type actually used is `kv_type`."""
+    meta = ctx.meta
+    assert meta is not None
+    per_token = ctx.kv.bytes_per_token if ctx.kv is not None and ctx.kv.bytes_per_token else sizing.kv_bytes_per_token
+    return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
+            ("size_gb", size_gb(ctx.row.size_bytes)), ("est_vram_gb", size_gb(sizing.est_vram)),
+            ("est_ram_gb", size_gb(sizing.est_ram)),
+            ("kv_bytes_per_token", per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
+
+
+def emit_llama_embedding(ctx: EmitContext) -> Plan:
+    """A `--embeddings` entry: whole model on the GPU, batch = ubatch = context."""
+    meta, row, ov = ctx.meta, ctx.row, ctx.override
+    if meta is None or meta.block_count <= 0:
+        reason = "GGUF header has no block_count: cannot place layers on the GPU"
+        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+    choices = resolve_choices(ctx)
+    trained = meta.context_length or EMBED_CTX_FALLBACK
+    ctx_len = choices.knobs.ctx or min(trained, EMBED_CTX_CAP)
+    ngl = meta.block_count + 1
+    pooling = POOLING.get(meta.pooling_type)
+    compute, compute_note = compute_buffer(meta, ctx_len, runtime_bytes(_variant(ctx)))
+    known_kv = ctx.kv is not None and ctx.kv.bytes_per_token is not None
+    kv = kv_bytes(ctx.kv, ctx_len) if known_kv else 0
+    scores = attention_scores(meta, ctx.kv, ctx_len, ctx_len, choices.knobs.flash_attn) if known_kv else 0
+    compute += scores
+    size = row.size_bytes or meta.tensor_bytes
+    vram = size + kv + BASE_OVERHEAD + compute
+    sizing = LlamaSizing(ctx=ctx_len, parallel=1, ngl=ngl, n_cpu_moe=0, kv_type="f16",
+                         kv_bytes_per_token=kv_bytes(ctx.kv, 1) if known_kv else 0, kv_total=kv,
+                         weights=size, compute=compute, projector=0, overhead=BASE_OVERHEAD + compute,
+                         est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
+                         blocks=meta.block_count, why="embedding, whole model on the GPU", scores=scores)
+    groups = _head(ctx) + [("--embeddings",)]
+    if pooling:
+        groups.append(("--pooling", pooling))
+    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl))]
+    if choices.threads:
+        groups.append(("-t", str(choices.threads)))
+    argv = _finish(groups, choices)
+    kind = "reranker" if pooling == "rank" else "text embedder"
+    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {ctx_len}, ngl {ngl} "
+               f"({kind}, pooling {pooling or 'model default'})"]
+    if vram > sizing.budget:
+        comment.append(f"est VRAM {gb(vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
+    metadata = _metadata(ctx, sizing) + [("pooling", pooling or "default")]
+    caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+    notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
+             f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
+                                  f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
+             "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
+             compute_note + (f" + attention scores {gb(scores)} GB (flash attention off)" if scores else ""),
+             f"KV {gb(kv)} GB" + ("" if known_kv else " (cost unknown, not charged)"),
+             f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + base {gb(BASE_OVERHEAD)} + compute")
+    return Plan(model_id=row.id, entries=(entry,), notes=notes)
+

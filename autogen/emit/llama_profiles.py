@@ -1,0 +1,224 @@
+"""llama profiles (reference `spec-discovery-generate.md` §5.3, §8.5): names, clashes
+and inheritance of the extra entries of one chat model, each sized on its own by `emit_llama`.
+
+In this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`
+(override `variants`, then `default_variants` not shadowed by a model variant of the same name),
+and `<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`).
+A tier is the model's override with its context pinned. A variant is the model's override with
+every field the variant sets replaced: an unset field inherits (override, then settings), the
+budget too (the reference falls back to the global one); `unlisted` is the variant's own; its
+`extra_args` are appended, and a flag there or a field it sets drops the inherited flag of the
+same meaning. Embedding models and vLLM rows get no profiles.
+
+A profile whose id is already taken is a `# SKIPPED` line: by another model's id, by an earlier
+profile of the same model, or by another model's profile — then the model whose id sorts first
+keeps it (`profile_owners`, once per run). Ownership is decided from names alone, before
+sizing: a profile the owner later refuses (a tier above its trained context, a sizing error)
+is not handed to the other model.
+
+Names and clashes (`profile_ids`, `profile_clashes`, `profile_owners`) need no metadata and do
+not import the emitter: the task graph computes them for every model on every run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Container, Iterable, Mapping, Sequence
+from functools import lru_cache
+
+import attrs
+from attrs import frozen
+
+from autogen.emit.context import EmitContext
+from autogen.emit.entry import Plan
+from autogen.discovery.rows import ModelRow
+from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
+
+#: The variant name that makes the `-vision` profile (reference §5.3 reserves it).
+VISION = "vision"
+#: Variant field → the flag meanings (`emit_llama.FLAG_KNOBS` values) it takes over from
+#: inherited extra_args.
+VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
+    "ctx": ("ctx",), "kv_type": ("cache_type_k", "cache_type_v"), "parallel": ("parallel",),
+    "flash_attn": ("flash_attn",), "threads": ("threads",), "ngl": ("ngl",), "mmproj": ("mmproj", "mmproj_offload"),
+}
+
+
+@lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
+def slugify(name: str) -> str:
+    """Reference §5.3: lowercase, each run of characters other than [a-z0-9] → one `-`, trimmed."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def ctx_tag(tokens: int) -> str:
+    """Tier suffix (reference §5.3): 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
+    if tokens % (1 << 20) == 0:
+        return f"{tokens >> 20}m"
+    if tokens % 1024 == 0:
+        return f"{tokens >> 10}k"
+    return str(tokens)
+
+
+@frozen
+class Profile:
+    """One extra entry of a chat model, before sizing."""
+
+    id: str
+    #: "ctx tier", "variant" or "vision".
+    kind: str
+    #: The tier's per-slot context (tiers only).
+    ctx: int | None = None
+    #: The variant that makes it (variants and the vision profile).
+    variant: Variant | None = None
+    #: Why it is not emitted (a name clash, no projector), or None.
+    refused: str | None = None
+
+    @property
+    def describe(self) -> str:
+        if self.kind == VISION:
+            return "vision profile (projector on the GPU)"
+        return f"ctx tier {self.ctx}" if self.variant is None else f"variant {self.variant.name!r}"
+
+
+def vision_projector(row: ModelRow, override: Override | None, variant: Variant) -> tuple[str, str] | None:
+    """(projector file, placement) of the vision profile: the variant's `mmproj` (a keyword or a
+    file), else the GPU; the file is the variant's, else the model's pinned one, else the one beside
+    it. None when nothing would be attached (`none` on the variant or the model, no file)."""
+    model_pin = override.mmproj if override is not None else None
+    mode = variant.mmproj or ("none" if model_pin == "none" else "gpu")
+    if mode == "none":
+        return None
+    if mode not in MMPROJ_MODES:
+        return os.path.expanduser(mode), "gpu"
+    path = os.path.expanduser(model_pin) if model_pin and model_pin not in MMPROJ_MODES else row.mmproj
+    return (path, mode) if path else None
+
+
+def profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[Profile]:
+    """Candidate profiles in emit order; within the model the first of an id wins."""
+    tiers = override.ctx_variants if override is not None else ()
+    own = override.variants if override is not None else ()
+    if not tiers and not own and not settings.default_variants:
+        return []
+    own_slugs = {slugify(v.name) for v in own}
+    variants = [(v, True) for v in own] + [(v, False) for v in settings.default_variants
+                                           if slugify(v.name) not in own_slugs]
+    out = [Profile(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
+    vision: tuple[Variant, bool] | None = None
+    for variant, is_own in variants:
+        slug = slugify(variant.name)
+        if slug == VISION:
+            vision = vision or (variant, is_own)
+            continue
+        refused = None if slug else f"variant name {variant.name!r} has no letter or digit to make an id of"
+        out.append(Profile(id=f"{row.id}-{slug or variant.name}", kind="variant", variant=variant, refused=refused))
+    if vision is not None:
+        variant, is_own = vision
+        refused = None if vision_projector(row, override, variant) else "no projector to put on the GPU"
+        if refused is None or is_own:  # a default `vision` variant passes text-only models silently
+            out.append(Profile(id=f"{row.id}-{VISION}", kind=VISION, variant=variant, refused=refused))
+    first: dict[str, str] = {}
+    for i, p in enumerate(out):
+        if p.refused is None and p.id in first:
+            out[i] = attrs.evolve(p, refused=f"{p.describe} clashes with {first[p.id]} of this model (same id)")
+        first.setdefault(p.id, p.describe)
+    return out
+
+
+def profile_ids(row: ModelRow, override: Override | None, settings: Settings) -> list[str]:
+    """Ids of the profiles a chat model on llama-server gets, before clashes with other models.
+    Pure and cheap, no metadata: the caller checks that the model is a chat model on
+    llama-server (embeddings and vLLM rows have none)."""
+    return [p.id for p in profiles(row, override, settings) if p.refused is None]
+
+
+def profile_owners(models: Iterable[tuple[ModelRow, Override | None]], settings: Settings) -> dict[str, str]:
+    """Profile id → the model that keeps it, for ids several models' profiles make (model `a` +
+    variant `b-long` and model `a-b` + variant `long`): the model whose id sorts first. Ids of one
+    model only are left out, so the map stays as small as the clashes."""
+    owners: dict[str, str] = {}
+    shared: set[str] = set()
+    for row, override in sorted(models, key=lambda m: m[0].id):
+        for pid in profile_ids(row, override, settings):
+            if owners.setdefault(pid, row.id) != row.id:
+                shared.add(pid)
+    return {pid: owners[pid] for pid in shared}
+
+
+def profile_clashes(row: ModelRow, override: Override | None, settings: Settings, taken_ids: Container[str],
+                    owners: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This model's profile ids that are taken → "" for another model's id (`taken_ids`: every
+    model's id), else the model whose profile keeps it (`owners`, from `profile_owners`). What
+    `EmitContext.taken_ids` / `taken_by` need, and all of the id set its up-to-date key depends on."""
+    clashes: dict[str, str] = {}
+    owners = owners or {}
+    for pid in profile_ids(row, override, settings):
+        if pid in taken_ids:
+            clashes[pid] = ""
+        elif owners.get(pid, row.id) != row.id:
+            clashes[pid] = owners[pid]
+    return clashes
+
+
+def refused_before_sizing(ctx: EmitContext, profile: Profile) -> str | None:
+    """A reason known before sizing: the id belongs to another model or another model's profile,
+    or a tier above the trained window (llama-server would run it, past what the model was
+    trained for)."""
+    if profile.id in ctx.taken_ids:
+        owner = dict(ctx.taken_by).get(profile.id)
+        whose = f"a profile of model {owner!r}" if owner else "another model's id"
+        return f"{profile.describe} clashes with {whose}"
+    trained = ctx.meta.context_length if ctx.meta is not None else 0
+    if profile.ctx and trained and profile.ctx > trained:
+        return f"ctx tier {profile.ctx} is above the trained context {trained}"
+    return None
+
+
+def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
+    """`args` (split at `=` already) without the flags of these meanings and their values."""
+    from autogen.emit.llama import FLAG_KNOBS, SWITCHES  # the emitter imports this module
+
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif FLAG_KNOBS.get(arg) in knobs:
+            skip = arg not in SWITCHES
+        else:
+            out.append(arg)
+    return tuple(out)
+
+
+def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
+    """The model's context with the profile's effective override (module docstring)."""
+    from autogen.emit.llama import checked_path, extra_flags, split_equals  # the emitter imports this module
+
+    ov = ctx.override or Override(match="*")
+    inherited = split_equals(ov.extra_args)
+    if profile.variant is None:
+        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, {"ctx"}))
+        return attrs.evolve(ctx, override=tier)
+    v, row = profile.variant, ctx.row
+    sets = {name: getattr(v, name) for name in VARIANT_KNOBS if getattr(v, name) is not None}
+    if profile.kind == VISION:  # the file becomes the row's projector, so a keyword can place it
+        found = vision_projector(row, ctx.override, v)
+        assert found is not None, "refused in profiles()"
+        path, sets["mmproj"] = found
+        if path != row.mmproj:
+            row = attrs.evolve(row, mmproj=checked_path(path), mmproj_bytes=0)
+    own = split_equals(v.extra_args)
+    dropped = {knob for name in sets for knob in VARIANT_KNOBS[name]} | set(extra_flags(own))
+    effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,
+                             vram_budget_gb=v.vram_budget_gb or ov.vram_budget_gb)
+    return attrs.evolve(ctx, row=row, override=effective, budget_gb=v.vram_budget_gb or ctx.budget_gb)
+
+
+def note_profiles_ignored(plan: Plan, override: Override | None, why: str) -> Plan:
+    """A comment line on the entry when its override asks for profiles it cannot have (vLLM
+    rows, embedding models)."""
+    if override is None or not (override.ctx_variants or override.variants) or not plan.entries:
+        return plan
+    first = plan.entries[0]
+    line = f"ctx_variants and variants of the override are ignored: {why}"
+    return attrs.evolve(plan, entries=(attrs.evolve(first, comment=first.comment + (line,)), *plan.entries[1:]))

@@ -1,0 +1,173 @@
+"""The vLLM emitter: one `vllm serve` entry per GGUF file or HF folder, sized from the budget.
+
+The numbers (`--max-model-len`, the KV-pool pin, `--gpu-memory-utilization`, the estimate)
+come from `vllm_sizing.size_vllm`; what `extra_args` pin or replace, from `vllm_args`. This
+module turns them into the argv, the comment, the metadata and the `swapgen show` notes. A
+`--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
+value, and extra_args come last), so our own flag is left out.
+
+Argv order (reference §3.8): exe, `serve <path>`, `--host`, `--port`, `--served-model-name`,
+`--quantization gguf` (GGUF only), `--gpu-memory-utilization`, then — new against the original's
+code, placed where its design note suggests — `--kv-cache-memory-bytes`, then `--max-model-len`,
+`--tokenizer`, `--enable-auto-tool-choice --tool-call-parser`, `--tensor-parallel-size`,
+`extra_args`.
+
+Where we differ from the original: the path is passed as is (backslashes are not turned into
+`/`; quoting is the renderer's job).
+"""
+
+from __future__ import annotations
+
+import re
+
+from autogen.cmdline import HOST
+from autogen.emit.context import EmitContext
+from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
+from autogen.errors import ModelError
+from autogen.numfmt import format_g, gib
+from autogen.emit.toolparsers import ParserChoice, choose_tool_parser, format_version, parse_version
+from autogen.emit.vllm_args import ExtraArgs
+from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
+
+DEFAULT_EXE = "vllm"
+#: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (ecosystem §0 trap 9).
+GGUF_PLUGIN_SINCE = (0, 24)
+
+#: Split GGUF shard names (reference §5); a shard set is served by llama.cpp only.
+_SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$")
+
+
+def is_split_gguf(ctx: EmitContext) -> bool:
+    return ctx.row.format == "gguf" and (ctx.row.is_split or bool(_SHARD.search(ctx.row.path)))
+
+
+def model_names(ctx: EmitContext) -> tuple[str, ...]:
+    """What else names the model for the tool-parser family rules: the file or folder, its parent
+    folder (the HF cache's repo) and GGUF `general.name`."""
+    name = ctx.meta.name if ctx.meta is not None else ""
+    return (re.split(r"[/\\]", ctx.row.path.rstrip("/\\"))[-1], ctx.row.repo, name)
+
+
+def served_template(ctx: EmitContext, extra: ExtraArgs) -> bool | None:
+    """Does vLLM serve the model with a chat template? A GGUF's own answers for it unless
+    `vllm_tokenizer` or a `--chat-template` in `extra_args` brings another; an HF folder's lives
+    in `tokenizer_config.json`, which we do not read (None = not known)."""
+    ov = ctx.override
+    elsewhere = extra.sets_template or (ov is not None and bool((ov.vllm_tokenizer or "").strip()))
+    if ctx.meta is None or ctx.meta.source != "gguf" or elsewhere:
+        return None
+    return ctx.meta.has_chat_template
+
+
+def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tuple[str, ...]:
+    """The command line (reference §3.8 plus the pin); pure, shared by YAML and `swapgen show`.
+    Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'."""
+    ov, extra = ctx.override, sizing.extra
+    argv = [ctx.backend.exe or DEFAULT_EXE, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",
+            "--served-model-name", ctx.row.id]
+    if ctx.row.format == "gguf":
+        argv += ["--quantization", "gguf"]
+    argv += ["--gpu-memory-utilization", sizing.util_flag]
+    if sizing.kv_pin_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(sizing.kv_pin_bytes)]
+    if extra.max_model_len is None:
+        argv += ["--max-model-len", str(sizing.max_model_len)]
+    tokenizer = (ov.vllm_tokenizer or "").strip() if ov else ""
+    if tokenizer:
+        argv += ["--tokenizer", tokenizer]
+    if parser.parser and not extra.sets_parser:
+        argv += ["--enable-auto-tool-choice", "--tool-call-parser", parser.parser]
+    if sizing.tensor_parallel > 1 and extra.tensor_parallel is None:
+        argv += ["--tensor-parallel-size", str(sizing.tensor_parallel)]
+    return (*argv, *(ov.extra_args if ov else ()))
+
+
+def emit_vllm(ctx: EmitContext) -> Plan:
+    """One `vllm serve` entry, or a Skip for a split GGUF or a model vLLM could not start."""
+    row, ov, meta = ctx.row, ctx.override, ctx.meta
+    if is_split_gguf(ctx):
+        reason = "vllm cannot load split gguf shards; merge them with llama-gguf-split --merge"
+        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+    row_version = ctx.backend.row.version if ctx.backend.row is not None else ""
+    version = parse_version(row_version)
+    try:
+        sizing = size_vllm(ctx, version)
+    except ModelError as exc:
+        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+    arch = meta.arch if meta is not None else ""
+    template = served_template(ctx, sizing.extra)
+    markers = meta.chat_template_markers if template and meta.chat_template_scanned else None
+    parser = choose_tool_parser(arch, row.id, names=model_names(ctx), has_chat_template=template,
+                                template_markers=markers, vocab_size=meta.vocab_size if meta is not None else 0,
+                                pin=ov.vllm_tool_parser if ov else None, table=ctx.settings.tool_parsers,
+                                version=version)
+    extra_parser = sizing.extra.sets_parser
+    per_token = ctx.kv.bytes_per_token if ctx.kv is not None else None
+
+    comment = [f"vllm · {arch or '?'} · {format_g(sizing.weights_gb)} GB · max-model-len "
+               f"{sizing.max_model_len} ({sizing.ctx_note})",
+               f"gpu-memory-utilization {sizing.util_flag} ({sizing.util_note})"]
+    if sizing.kv_pin_bytes is not None:
+        comment.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes} ({sizing.pin_note})")
+    else:
+        comment.append(f"KV pool not pinned: {sizing.pin_note}")
+    if extra_parser:
+        comment.append("tool-call parser set by extra_args")
+    elif parser.parser:
+        comment.append(f"tool-call parser {parser.parser} ({parser.note})")
+    else:
+        comment.append(f"no tool-call parser ({parser.note}): vllm rejects requests carrying tools")
+    if row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
+        which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
+        comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
+
+    metadata: list[tuple[str, MetaValue]] = [
+        ("backend", ctx.backend.backend_id), ("engine", "vllm"), ("arch", arch), ("size_gb", sizing.weights_gb),
+        ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
+    if sizing.kv_pin_bytes is not None:
+        metadata.append(("kv_cache_bytes", sizing.kv_pin_bytes))
+    if per_token is not None:
+        metadata.append(("kv_bytes_per_token", per_token))
+    metadata.append(("est_vram_gb", sizing.est_vram_gb))
+    if parser.parser and not extra_parser:
+        metadata.append(("tool_parser", parser.parser))
+
+    tools = bool(parser.parser) or extra_parser
+    entry = Entry(id=row.id, argv=vllm_argv(ctx, sizing, parser), comment=tuple(comment),
+                  metadata=tuple(metadata),
+                  capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
+                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+    return Plan(model_id=row.id, entries=(entry,), notes=_notes(ctx, sizing, parser, row_version))
+
+
+def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_version: str) -> tuple[str, ...]:
+    """Every sizing number with its reason, for `swapgen show`."""
+    card = ctx.card_vram_gb
+    kv = ctx.kv
+    if ctx.devices:
+        cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
+        card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
+    else:
+        card_text = f"card {'%g GiB' % card if card else 'not read'}"
+    lines = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), vLLM version "
+             f"{row_version or 'unknown (taken as current)'}",
+             f"budget {ctx.budget_gb:g} GiB, {card_text}, "
+             f"weights {sizing.weights_gb:g} GiB, overhead {OVERHEAD_GIB:g} GiB",
+             f"KV cost: {kv.bytes_per_token if kv is not None else 'none'} bytes/token (f16)"
+             + (f" — {kv.note}" if kv is not None and kv.note else "")]
+    if kv is not None:
+        lines += [f"  {step}" for step in kv.derivation]
+    lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
+    if sizing.kv_reserve_gb is not None:
+        lines.append(f"KV at max-model-len: {sizing.kv_reserve_gb:.3f} GiB"
+                     + (f", including {gib(sizing.state_bytes):.3f} GiB of recurrent state for one sequence "
+                        "(vLLM starts only if one request of max-model-len fits)" if sizing.state_bytes else ""))
+    lines.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes}: {sizing.pin_note}"
+                 if sizing.kv_pin_bytes is not None else f"no KV pin: {sizing.pin_note}")
+    lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")
+    lines.append(f"gpu-memory-utilization {sizing.util_flag}: {sizing.util_note}")
+    lines.append(f"est_vram_gb {format_g(sizing.est_vram_gb)}"
+                 + (" (utilization × each device's card)" if ctx.devices else
+                    " (utilization × card)" if card else " (footprint, no card reading)"))
+    lines.append(f"tool-call parser {parser.parser or 'none'}: {parser.note}")
+    return tuple(lines)

@@ -1,0 +1,250 @@
+"""Which GPUs a model runs on, and the vendor variables that pin them.
+
+A model's devices are its override's `devices`, else the settings' `devices` (an empty override
+list means "no pin"); with none, a vLLM model on a host of several eligible GPUs is placed on the
+largest card (ties: the lower index), or the N largest for a tensor-parallel pin (`-tp N` in
+`extra_args`, else `vllm_tensor_parallel`), because vLLM runs on one GPU unless tensor-parallel and its
+`--gpu-memory-utilization` is a fraction of EACH GPU; every other engine keeps the driver's
+default (llama-server spreads layers over every visible GPU, which the pooled budget describes).
+
+The variables follow the RESOLVED backend's build (`BackendRow.variant`), never the ★ row's
+(seed `backends.md`, the `env:` single-device pin): a model pinned to a vulkan build gets
+`GGML_VK_VISIBLE_DEVICES` even when the ★ is a CUDA build. An empty or unknown variant (a
+legacy exe, a hand-written row, sycl…) is inferred from the vendor of the chosen GPUs: NVIDIA →
+cuda, AMD → rocm, anything else → vulkan; a declared GPU without a vendor counts as NVIDIA.
+
+Each variable takes the device's number as that runtime counts it: CUDA counts NVIDIA GPUs only
+(`CUDA_DEVICE_ORDER=PCI_BUS_ID` makes its order nvidia-smi's), HIP counts AMD GPUs only, Vulkan
+counts every GPU, taken here as the inventory's order (declare `gpus` in Vulkan's order when it
+differs). Inventory indices (what `devices` names) therefore differ from the values on a
+mixed-vendor host: NVIDIA 0, 1 and AMD 2 → `HIP_VISIBLE_DEVICES=0` for device 2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+from attrs import frozen
+
+from autogen.emit.entry import Entry, Plan
+from autogen.errors import ModelError
+from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
+from autogen.numfmt import format_g, round_half_away
+from autogen.settings.schema import BackendRow, Gpu, Override, Settings
+from autogen.emit.vllm_args import read_extra_args
+
+CUDA, ROCM, VULKAN, CPU = "cuda", "rocm", "vulkan", "cpu"
+#: Build variant → the variables that pin devices, the last one taking the device list. Metal
+#: (one GPU) and cpu builds have none. llama.cpp docs/build.md (CUDA, HIP), ggml-vulkan.cpp
+#: (`GGML_VK_VISIBLE_DEVICES`); CUDA's default order is "fastest first", not nvidia-smi's.
+VARIABLES: dict[str, tuple[str, ...]] = {
+    CUDA: ("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES"),
+    ROCM: ("HIP_VISIBLE_DEVICES",),
+    VULKAN: ("GGML_VK_VISIBLE_DEVICES",),
+}
+#: Variant spellings (`BackendRow.variant`, detect.py's labels) → the family above.
+VARIANT_FAMILY = {"cuda": CUDA, "rocm": ROCM, "hip": ROCM, "vulkan": VULKAN, "cpu": CPU, "metal": CPU}
+#: The GPU vendor a family can use (vulkan takes any).
+FAMILY_VENDOR = {CUDA: "nvidia", ROCM: "amd"}
+
+
+#: Vendor → the words naming it in a declared `vendor` or a driver's text, matched as whole
+#: words ("Intel Corporation" holds "ati" but not the word): lspci's "NVIDIA Corporation",
+#: "Advanced Micro Devices, Inc. [AMD/ATI]", "Intel Corporation", "Apple".
+VENDOR_WORDS = {
+    "nvidia": re.compile(r"\bnvidia\b"),
+    "amd": re.compile(r"\b(amd|ati|radeon|amdgpu|advanced micro devices)\b"),
+    "intel": re.compile(r"\bintel\b"),
+    "apple": re.compile(r"\bapple\b"),
+}
+
+
+def vendor_of(gpu: Gpu) -> str:
+    """"nvidia", "amd", "intel", "apple" or the declared text lower-cased; "" counts as NVIDIA."""
+    v = gpu.vendor.strip().lower()
+    return next((name for name, words in VENDOR_WORDS.items() if words.search(v)), v or "nvidia")
+
+
+@frozen
+class Placement:
+    """The GPUs one model runs on and the variables that pin them (empty = the driver's default).
+
+    Example: Placement(gpus=(Gpu(0, 24.0, "RTX 4090", "nvidia"),), values=("0",), family="cuda",
+    why="pinned").
+    """
+
+    gpus: tuple[Gpu, ...] = ()
+    #: Each GPU's number as the build's runtime counts it (aligned with `gpus`).
+    values: tuple[str, ...] = ()
+    #: "cuda", "rocm", "vulkan" or "cpu" (no variables).
+    family: str = ""
+    #: "pinned", "settings devices", "largest card (…)", "fits one card of 0,1", plus
+    #: "; variant inferred from nvidia GPUs" when the row does not say.
+    why: str = ""
+
+    @property
+    def label(self) -> str:
+        """Inventory indices, as `devices` names them: "0,1"."""
+        return ",".join(str(g.index) for g in self.gpus)
+
+    @property
+    def env(self) -> tuple[str, ...]:
+        names = VARIABLES.get(self.family, ())
+        if not self.gpus or not names:
+            return ()
+        return (*names[:-1], f"{names[-1]}={','.join(self.values)}")
+
+    def only(self, gpu: Gpu, why: str) -> Placement:
+        return attrs.evolve(self, gpus=(gpu,), values=(self.values[self.gpus.index(gpu)],), why=why)
+
+
+NO_PLACEMENT = Placement()
+
+
+def requested(settings: Settings, override: Override | None) -> tuple[tuple[int, ...], str]:
+    """(indices, why) the user asked for, deduplicated in their order; () = no pin."""
+    if override is not None and override.devices is not None:
+        return tuple(dict.fromkeys(override.devices)), "pinned"
+    return tuple(dict.fromkeys(settings.devices or ())), "settings devices"
+
+
+def describe(gpus: Sequence[Gpu]) -> str:
+    """"0: RTX 4090 24 GiB nvidia, 1: UHD 0.5 GiB intel (under 3 GiB)" or "none"."""
+    parts = []
+    for g in gpus:
+        size = format_g(round_half_away(g.vram_gb, 1))
+        small = f" (under {format_g(MIN_ELIGIBLE_GIB)} GiB)" if g.vram_gb < MIN_ELIGIBLE_GIB else ""
+        parts.append(f"{g.index}: {g.name or 'GPU'} {size} GiB {vendor_of(g)}{small}")
+    return ", ".join(parts) or "none"
+
+
+def _family(row: BackendRow | None, gpus: Sequence[Gpu]) -> tuple[str, str]:
+    """(family, note) from the row's variant, else from the chosen GPUs' vendor."""
+    variant = row.variant.strip().lower() if row is not None else ""
+    family = VARIANT_FAMILY.get(variant)
+    if family is not None:
+        return family, ""
+    vendors = sorted({vendor_of(g) for g in gpus})
+    if len(vendors) > 1:
+        raise ModelError(f"devices {','.join(str(g.index) for g in gpus)} mix {' and '.join(vendors)} GPUs and "
+                         f"the backend's build is not known: pin a vulkan build (variant: vulkan)")
+    family = {"nvidia": CUDA, "amd": ROCM}.get(vendors[0], VULKAN)
+    what = f"variant {variant!r} unknown" if variant else "no variant"
+    return family, f"{what}; {family} inferred from {vendors[0]} GPUs"
+
+
+def _values(family: str, gpus: Sequence[Gpu], inventory: Sequence[Gpu]) -> tuple[str, ...]:
+    """Each GPU's number as the runtime counts it (module docstring)."""
+    vendor = FAMILY_VENDOR.get(family)
+    counted = [g for g in inventory if vendor is None or vendor_of(g) == vendor]
+    return tuple(str(counted.index(g)) for g in gpus)
+
+
+def vllm_tensor_parallel(override: Override | None) -> tuple[int, str]:
+    """(ranks, what pinned them) as `vllm_sizing.size_vllm` reads them: a `-tp` /
+    `--tensor-parallel-size` in `extra_args` (any spelling vLLM accepts; it comes last on the
+    command line, so it wins) over the override's `vllm_tensor_parallel`; (1, "") when neither.
+    Raises ModelError for a value vLLM would refuse."""
+    if override is None:
+        return 1, ""
+    if (tp := read_extra_args(override.extra_args).tensor_parallel) is not None:
+        return tp, "extra_args --tensor-parallel-size"
+    if override.vllm_tensor_parallel:
+        return override.vllm_tensor_parallel, "vllm_tensor_parallel"
+    return 1, ""
+
+
+def place(settings: Settings, override: Override | None, row: BackendRow | None, engine: str,
+          inventory: Sequence[Gpu]) -> Placement:
+    """The model's placement; raises ModelError for devices the inventory or the build cannot
+    serve (the model is skipped with that reason)."""
+    wanted, why = requested(settings, override)
+    usable = eligible(tuple(inventory))
+    if wanted:
+        by_index = {g.index: g for g in usable}
+        unknown = [i for i in wanted if i not in by_index]
+        if unknown:
+            raise ModelError(f"devices {','.join(map(str, unknown))} not in the GPU inventory "
+                             f"({describe(inventory)}); eligible GPUs have {format_g(MIN_ELIGIBLE_GIB)} GiB or more")
+        gpus = tuple(by_index[i] for i in wanted)
+    elif engine == "vllm" and len(usable) > 1:
+        tp, source = vllm_tensor_parallel(override)
+        ranked = sorted(usable, key=lambda g: (-g.vram_gb, g.index))[:tp]
+        gpus = tuple(sorted(ranked, key=lambda g: g.index))
+        why = ("largest card: vLLM runs on one GPU without tensor parallel" if len(gpus) == 1
+               else f"the {len(gpus)} largest cards for {source} {tp}")
+    else:
+        return NO_PLACEMENT
+    family, note = _family(row, gpus)
+    vendor = FAMILY_VENDOR.get(family)
+    foreign = [g for g in gpus if vendor is not None and vendor_of(g) != vendor]
+    if foreign:
+        who = f"backend '{row.id}'" if row is not None else "the backend"
+        raise ModelError(f"{who} is a {family} build: device {describe(foreign)} is not an {vendor.upper()} GPU")
+    return Placement(gpus=gpus, values=_values(family, gpus, inventory), family=family,
+                     why=f"{why}; {note}" if note else why)
+
+
+def budget_gb(gpus: Sequence[Gpu], settings_budget: float | None) -> float:
+    """VRAM budget on these devices: each card's VRAM, capped by the settings' `vram_budget_gb`
+    (read as what a model may take of one card), summed over the cards of a split."""
+    return sum(min(g.vram_gb, settings_budget) if settings_budget else g.vram_gb for g in gpus)
+
+
+def key(placement: Placement) -> tuple | None:
+    """The model's up-to-date key part: the inventory entries used and how they are pinned."""
+    if not placement.gpus:
+        return None
+    return placement.gpus, placement.values, placement.family, placement.why
+
+
+def _pin(entry: Entry, placement: Placement) -> Entry:
+    """The entry with the placement's variables (replacing an emitter's of the same name), its
+    `devices` metadata and a comment line saying why."""
+    if not placement.gpus:
+        return entry
+    env = placement.env
+    names = {e.split("=", 1)[0] for e in env}
+    kept = tuple(e for e in entry.env if e.split("=", 1)[0] not in names)
+    if env:
+        line = f"devices {placement.label} ({placement.why}): {env[-1]}"
+    else:
+        line = f"devices {placement.label} ({placement.why}): a {placement.family} build takes no device pin"
+    return attrs.evolve(entry, env=kept + env, comment=entry.comment + (line,),
+                        metadata=entry.metadata + (("devices", placement.label),))
+
+
+def pin_plan(plan: Plan, placement: Placement) -> Plan:
+    """Every entry of the plan pinned to the same placement."""
+    return attrs.evolve(plan, entries=tuple(_pin(e, placement) for e in plan.entries))
+
+
+#: Sizing results an entry loses when it moves from a split to one card (llama metadata keys).
+_SIZING_KEYS = ("ctx", "ngl", "n_cpu_moe", "kv_type")
+
+
+def prefer_one_card(split: Plan, single: Plan, placement: Placement, one: Placement) -> Plan:
+    """Per entry, the one-card version when it keeps every sizing result of the split (context,
+    layers, experts, KV type) and its estimate fits that card; else the split. One card avoids
+    the pipeline hop between GPUs and leaves the other cards free."""
+    card = one.gpus[0].vram_gb
+    alone = {e.id: e for e in single.entries}
+    entries, notes = [], []
+    for entry in split.entries:
+        alt = alone.get(entry.id)
+        same = alt is not None and all(dict(alt.metadata).get(k) == dict(entry.metadata).get(k) for k in _SIZING_KEYS)
+        est = dict(alt.metadata).get("est_vram_gb", 0) if alt is not None else 0
+        if same and isinstance(est, (int, float)) and est <= card:
+            entries.append(_pin(alt, one))
+            notes.append(f"devices of {entry.id}: {one.label} alone (fits one card, loses nothing)")
+        else:
+            entries.append(_pin(entry, placement))
+            notes.append(f"devices of {entry.id}: {placement.label}, layers split by VRAM")
+    return attrs.evolve(split, entries=tuple(entries), notes=split.notes + tuple(notes))
+
+
+def tensor_split(gpus: Sequence[Gpu]) -> str:
+    """llama-server `--tensor-split` proportions: each card's VRAM in GiB, 1 decimal ("24,12")."""
+    return ",".join(format_g(round_half_away(g.vram_gb, 1)) for g in gpus)

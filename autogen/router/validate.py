@@ -1,0 +1,416 @@
+"""Check a llama-swap config as llama-swap would: its JSON schema, then its loader's rules.
+
+Mirrors `internal/config/{load.go,macros.go,config.go}` of mostlygeek/llama-swap (reference
+`anchors.md` §1.1–1.5); the schema tables are in `llamaswap_schema`, the line-keeping YAML
+reader in `yamllines`. Every problem is collected, not just the first, each with the line of
+the key it concerns. Keys llama-swap silently ignores are reported too: a generator must
+never write them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from attrs import frozen
+
+from autogen.cmdline import split_command, strip_comment_lines
+from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
+from autogen.numfmt import format_g
+from autogen.router.yamllines import Converter, LineMap, TooBig, compose
+
+
+@frozen
+class Problem:
+    """One finding; `str()` gives `FILE:LINE: message`.
+
+    `severity`: "error" (llama-swap refuses the file), "ignored" (llama-swap silently
+    ignores the key or id; still fails `swapgen validate`), "warning" (depends on where
+    llama-swap runs, e.g. an unset `${env.X}`; does not fail).
+    """
+
+    line: int | None
+    message: str
+    source: str = "config.yaml"
+    severity: str = ERROR
+
+    @property
+    def fatal(self) -> bool:
+        return self.severity != WARNING
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        prefix = "warning: " if self.severity == WARNING else ""
+        return f"{where}: {prefix}{self.message}"
+
+
+class _Report:
+    """Problems of one file, in the order found; `add` is what the readers and checks call."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
+        self.problems.append(Problem(line, message, self.source, severity))
+
+
+# --- macros (macros.go: resolveConfigMacros, validateConfigMacroUses) --------------------
+
+_MACRO_USE = re.compile(r"\$\{([a-zA-Z0-9_-]+)\}")
+_ENV_MACRO = re.compile(r"\$\{env\.([a-zA-Z_][a-zA-Z0-9_]*)\}")
+_DEFAULT_PROXY = "http://localhost:${PORT}"
+
+
+def _go_format(value) -> str:
+    """Go's `fmt.Sprintf("%v", v)` for a macro value interpolated into a string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, float):
+        return str(value)
+    return format_g(value)
+
+
+def _expand(text: str, macros):
+    """Apply macros last-declared first, as llama-swap does; `${x}` alone keeps x's type."""
+    value = text
+    for name, macro in reversed(macros):
+        slug = "${" + name + "}"
+        if value == slug:
+            value = macro
+            if not isinstance(value, str):
+                return value
+        elif slug in value:
+            value = value.replace(slug, _go_format(macro))
+    return value
+
+
+_HINTS = {
+    "PORT": " (${PORT} is only set when cmd uses it)",
+    "PID": " (${PID} is only allowed in cmdStop)",
+    "MODEL_ID": " (${MODEL_ID} is only set inside a model)",
+}
+
+
+def _resolve(value, macros, path: str, line, report: _Report, declared, allow_pid=False):
+    """Expand macros in every string under `value` (in place for containers; keys are not
+    targets) and report what stays unresolved (validateConfigMacroUses)."""
+    if isinstance(value, str):
+        if "${" in value:
+            value = _expand(value, macros)
+            for match in _MACRO_USE.finditer(value) if isinstance(value, str) else ():
+                name = match[1]
+                if not (name == "PID" and allow_pid):
+                    why = "a macro may only use macros defined before it"
+                    hint = _HINTS.get(name, f" ({why})" if name in declared else "")
+                    report.add(line, f"{path}: unknown macro '${{{name}}}'{hint}")
+                    break
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            at = value.lines[key]
+            value[key] = _resolve(item, macros, f"{path}.{key}", at, report, declared, allow_pid)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            at = value.lines[i]
+            value[i] = _resolve(item, macros, f"{path}[{i}]", at, report, declared, allow_pid)
+    return value
+
+
+def _resolve_param_keys(model: LineMap, macros, path: str, report: _Report) -> None:
+    """`filters.setParamsByID` keys are the one kind of key llama-swap expands."""
+    filters = model.get("filters")
+    params = filters.get("setParamsByID") if isinstance(filters, dict) else None
+    if not isinstance(params, dict):
+        return
+    out = LineMap()
+    where = f"{path}.filters.setParamsByID"
+    for key, value in params.items():
+        new, line = key, params.lines[key]
+        for name, macro in reversed(macros):
+            new = new.replace("${" + name + "}", _go_format(macro))
+        if match := _MACRO_USE.search(new):
+            report.add(line, f"{where}: unknown macro '${{{match[1]}}}' in key '{key}'")
+        if new in out:
+            report.add(line, f"{where}: keys '{key}' and '{new}' resolve to the same value")
+        out[new], out.lines[new] = value, line
+    filters["setParamsByID"] = out
+
+
+def _resolve_macros(doc: LineMap, report: _Report) -> None:
+    """resolveConfigMacros: global macros outside `models`, then each model's own scope."""
+    global_macros = macro_entries(doc.get("macros"), "macros", doc.lines.get("macros"), report.add)
+    declared = {name for name, _ in global_macros}
+    for key in doc.keys() & TOP_SPEC.fields.keys() - {"models", "macros"}:
+        doc[key] = _resolve(doc[key], global_macros, key, doc.lines[key], report, declared)
+    models = doc.get("models")
+    port = 5800  # any number: validity does not depend on it
+    for model_id in sorted(models) if isinstance(models, dict) else ():
+        model, path, line = models[model_id], f"models.{model_id}", models.lines[model_id]
+        if not isinstance(model, dict):
+            continue
+        local = macro_entries(model.get("macros"), f"{path}.macros", model.lines.get("macros"), report.add)
+        merged = [("MODEL_ID", model_id), *global_macros]
+        for name, value in local:  # mergeModelMacros: a model macro replaces a global one
+            names = [n for n, _ in merged]
+            if name in names:
+                merged[names.index(name)] = (name, value)
+            else:
+                merged.append((name, value))
+        for field in ("cmd", "cmdStop"):  # comment lines go before any expansion
+            if isinstance(model.get(field), str) and strip_comment_lines(model[field]).strip():
+                model[field] = strip_comment_lines(model[field])
+        cmd = _expand(model["cmd"], merged) if isinstance(model.get("cmd"), str) else None
+        if isinstance(cmd, str) and "${PORT}" in cmd:
+            merged.insert(0, ("PORT", port))  # expanded after every other macro
+            port += 1
+        explicit_proxy = model.get("proxy") is not None
+        proxy = _expand(model["proxy"] if explicit_proxy else _DEFAULT_PROXY, merged)
+        model["proxy"], model.lines["proxy"] = proxy, model.lines.get("proxy", line)
+        if isinstance(cmd, str) and isinstance(proxy, str) and "${PORT}" in proxy:
+            why = "" if explicit_proxy else f" (no proxy set, so the default {_DEFAULT_PROXY} applies)"
+            msg = "proxy uses ${PORT} but cmd does not - ${PORT} is only available when used in cmd"
+            report.add(model.lines["proxy"], f"{path}: {msg}{why}")
+        known = declared | {name for name, _ in local}
+        _resolve_param_keys(model, merged, path, report)
+        for field, value in model.items():
+            if field not in ("macros", "proxy"):
+                where, at = f"{path}.{field}", model.lines[field]
+                model[field] = _resolve(value, merged, where, at, report, known, field == "cmdStop")
+
+
+# --- the loader's cross-references (load.go, internal/router/group.go) --------------------
+
+
+def _check_models(models: LineMap, report: _Report) -> dict[str, str]:
+    """cmd splits to a program, proxy parses, aliases unique; returns alias → model id."""
+    owner: dict[str, str] = {}
+    for model_id in sorted(models):
+        model, path = models[model_id], f"models.{model_id}"
+        if not isinstance(model, dict):
+            continue
+        cmd = model.get("cmd")
+        if isinstance(cmd, str) and cmd and not split_command(cmd):
+            report.add(model.lines["cmd"], f"{path}.cmd: empty command (only comment lines or blanks)")
+        proxy = model.get("proxy")
+        if isinstance(proxy, str) and "${" not in proxy and not _parses_as_url(proxy):
+            report.add(model.lines["proxy"], f"{path}.proxy: invalid proxy URL {proxy!r}")
+        aliases = model.get("aliases")
+        for i, alias in enumerate(aliases if isinstance(aliases, list) else ()):
+            if not isinstance(alias, str):
+                continue
+            at = aliases.lines[i]
+            if alias in owner:
+                why = f"duplicate alias '{alias}' (already used by model '{owner[alias]}')"
+                report.add(at, f"{path}.aliases[{i}]: {why}")
+            elif alias in models and alias != model_id:
+                why = f"alias '{alias}' is the id of another model, which wins"
+                report.add(at, f"{path}.aliases[{i}]: {why}")
+            owner.setdefault(alias, model_id)
+    for model_id in sorted(models):  # setParamsByID keys become aliases after explicit ones
+        model = models[model_id]
+        filters = model.get("filters") if isinstance(model, dict) else None
+        params = filters.get("setParamsByID") if isinstance(filters, dict) else None
+        for key in params if isinstance(params, dict) else ():
+            where = f"models.{model_id}.filters.setParamsByID"
+            if key == model_id:
+                continue
+            if key in models:
+                report.add(params.lines[key], f"{where}: key '{key}' conflicts with an existing model ID")
+            elif owner.setdefault(key, model_id) != model_id:
+                why = f"duplicate alias '{key}', already used by model {owner[key]}"
+                report.add(params.lines[key], f"{where}: {why}")
+    return owner
+
+
+def _parses_as_url(text: str) -> bool:
+    """Roughly Go's url.Parse: no control characters or spaces, a numeric port."""
+    if any(ch <= " " or ch == "\x7f" for ch in text):
+        return False
+    try:
+        urlsplit(text).port
+    except ValueError:
+        return False
+    return True
+
+
+def _check_groups(groups, path: str, models, report: _Report) -> None:
+    """load.go's member rules, and group.go's "no model config for" at router start."""
+    used_in: dict[str, str] = {}
+    for group_id, group in groups.items():
+        members = group.get("members") if isinstance(group, dict) else None
+        if not isinstance(members, list):
+            continue
+        seen = set()
+        for i, member in enumerate(members):
+            at, where = members.lines[i], f"{path}.{group_id}.members[{i}]"
+            if not isinstance(member, str):
+                continue
+            if member in seen:
+                report.add(at, f"{where}: duplicate model member {member} found in group: {group_id}")
+                continue
+            seen.add(member)
+            if member in used_in:
+                why = f"is used in multiple groups: {used_in[member]} and {group_id}"
+                report.add(at, f"{where}: model member {member} {why}")
+            used_in.setdefault(member, group_id)
+            if member not in models:
+                why = f'llama-swap fails to start: no model config for "{member}"'
+                report.add(at, f"{where}: {member!r} is not a model id ({why})")
+
+
+def _duration_seconds(text: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total = sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)", text))
+    return -total if text.startswith("-") else total
+
+
+def _at(node, *keys, kind=dict):
+    """The value at `keys` below `node` when every step is a mapping and it is a `kind`."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, kind) else kind()
+
+
+def _check_references(doc: LineMap, report: _Report) -> None:
+    models = _at(doc, "models")
+    owner = _check_models(models, report)
+    router, settings = _at(doc, "routing", "router"), _at(doc, "routing", "router", "settings")
+    legacy = doc.get("matrix") is not None or bool(doc.get("groups"))
+    if legacy and (router.get("use") or settings.get("matrix") is not None or settings.get("groups")):
+        msg = "config uses both the legacy top-level 'matrix'/'groups' keys and the new 'routing.router' block"
+        report.add(doc.lines["routing"], msg)
+    if doc.get("groups") and doc.get("matrix") is not None:
+        report.add(doc.lines["matrix"], "config cannot use both 'groups' and 'matrix'")
+    if router.get("use") == "matrix" and settings.get("matrix") is None:
+        msg = "routing.router.use is 'matrix' but routing.router.settings.matrix is not set"
+        report.add(router.lines["use"], msg)
+    for where, block in (("", doc), ("routing.router.settings.", settings)):
+        _check_groups(_at(block, "groups"), f"{where}groups", models, report)
+        variables = _at(block, "matrix", "vars")
+        for var, model_id in variables.items():
+            if isinstance(model_id, str) and model_id not in models:
+                report.add(variables.lines[var], f"{where}matrix.vars.{var}: {model_id!r} is not a model id")
+    known_ids = models.keys() | owner.keys()
+    preload = _at(doc, "hooks", "on_startup", "preload", kind=list)
+    for i, model_id in enumerate(preload):
+        if isinstance(model_id, str) and model_id.strip() and model_id.strip() not in known_ids:
+            why = "is not a model id or alias (llama-swap drops it)"
+            report.add(preload.lines[i], f"hooks.on_startup.preload[{i}]: {model_id!r} {why}", IGNORED)
+    priority = _at(doc, "routing", "scheduler", "settings", "fifo", "priority")
+    for model_id in priority.keys() - known_ids:
+        msg = f"routing.scheduler.settings.fifo.priority references unknown model {model_id!r}"
+        report.add(priority.lines[model_id], msg)
+    keys = _at(doc, "apiKeys", kind=list)
+    for i, key in enumerate(keys):
+        if isinstance(key, str) and " " in key:
+            report.add(keys.lines[i], f"apiKeys[{i}]: api key cannot contain spaces")
+    every = _at(doc, "performance").get("every")
+    if isinstance(every, str) and re.search(DURATION, every) and _duration_seconds(every) < 5:
+        report.add(doc["performance"].lines["every"], f"performance.every: must be at least 5s (got {every})")
+
+
+# --- entry points ------------------------------------------------------------------------
+
+
+def _env_substituted(text: str, report: _Report) -> str:
+    """Phase 1 of the loader: `${env.X}` is replaced in the raw text before YAML parsing."""
+    scratch = _Report(report.source)
+    root = compose(text, scratch.add)
+    if not root:
+        return text
+    found: dict[str, int] = {}
+
+    def collect(value, line):
+        if isinstance(value, str):
+            for name in _ENV_MACRO.findall(value):
+                found.setdefault(name, line)
+        elif isinstance(value, (dict, list)):
+            pairs = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in pairs:
+                collect(key if isinstance(value, dict) else None, value.lines[key])
+                collect(item, value.lines[key])
+
+    try:
+        collect(Converter(scratch.add).value(root), 1)
+    except (TooBig, RecursionError):
+        return text
+    for name, line in found.items():
+        value = os.environ.get(name)
+        if value is None:
+            why = "llama-swap refuses the file unless it is set where it runs"
+            report.add(line, f"environment variable '{name}' is not set ({why})", WARNING)
+        elif any(ch in value for ch in "\n\r\0"):
+            why = "contains newlines or null bytes which are not allowed in YAML substitution"
+            report.add(line, f"environment variable '{name}' {why}")
+        else:
+            escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+            text = text.replace("${env." + name + "}", escaped)
+    return text
+
+
+def _validate(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
+    report = _Report(source)
+    if "${env." in text:
+        text = _env_substituted(text, report)
+    root = compose(text, report.add)
+    doc = None
+    if root is None:  # an empty file
+        doc = LineMap()
+    elif root is not False:
+        try:
+            doc = Converter(report.add).value(root)
+        except TooBig:
+            report.add(None, "YAML aliases expand to too many values")
+        except RecursionError:
+            report.add(None, "YAML nests too deeply (or an alias refers to itself)")
+    if isinstance(doc, LineMap):
+        _resolve_macros(doc, report)
+        check(doc, TOP_SPEC, "", 1, report.add)
+        _check_references(doc, report)
+    elif doc is not None:
+        report.add(1, f"the top level must be a mapping, got {show(doc)}")
+        doc = None
+    return sorted(report.problems, key=lambda p: p.line or 0), doc
+
+
+def validate_text(text: str, source: str = "config.yaml") -> list[Problem]:
+    """Every reason llama-swap would refuse (or silently ignore part of) this config."""
+    return _validate(text, source)[0]
+
+
+def _read(path: str) -> tuple[str | None, Problem | None]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return None, Problem(None, f"cannot read: {exc.strerror or exc}", path)
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, Problem(None, f"not valid UTF-8 (byte {exc.start})", path)
+
+
+def validate_file(path: str) -> list[Problem]:
+    """`validate_text` on a file; an unreadable file is one problem."""
+    text, problem = _read(path)
+    return [problem] if problem else validate_text(text, path)
+
+
+def main_validate(paths: list[str]) -> int:
+    """`swapgen validate [FILE…]`: one line per problem and exit 1, else a summary, exit 0."""
+    failed = False
+    for path in paths or ["config.yaml"]:
+        text, problem = _read(path)
+        problems, doc = ([problem], None) if problem else _validate(text, path)
+        for p in problems:
+            print(p)
+        if any(p.fatal for p in problems) or doc is None:
+            failed = True
+            continue
+        groups = _at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups")
+        n, g = len(_at(doc, "models")), len(groups)
+        print(f"{path}: valid llama-swap config ({n} model{'s' * (n != 1)}, {g} group{'s' * (g != 1)})")
+    sys.stdout.flush()
+    return 1 if failed else 0

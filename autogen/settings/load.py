@@ -1,0 +1,178 @@
+"""Finding and reading `swapgen.yaml`: ruamel.yaml → one strict cattrs converter → `schema` classes.
+
+Errors name the exact place (`overrides[2].vllm_gpu_util: expected a number, got 'high'`) and
+nothing is written. Relative paths resolve against the settings file's folder; `~` is expanded.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import attrs
+import xxhash
+
+from autogen import GENERATOR_VERSION, __version__
+from autogen.errors import SettingsError
+from autogen.fsutil import code_stamp, write_if_changed
+from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Encoders, Override, Settings, Variant
+from autogen.settings.structure import describe, read_yaml, structure
+
+SETTINGS_ENV = "SWAPGEN_SETTINGS"
+DEFAULT_SETTINGS_NAME = "swapgen.yaml"
+
+
+def find_settings(explicit: str | None = None) -> Path:
+    """`--settings` / `settings=`, else $SWAPGEN_SETTINGS, else ./swapgen.yaml."""
+    chosen = explicit or os.environ.get(SETTINGS_ENV) or DEFAULT_SETTINGS_NAME
+    return Path(chosen).expanduser().absolute()
+
+
+def _resolve(base: Path, value: str) -> str:
+    return str((base / Path(value).expanduser()).absolute())
+
+
+def _resolve_paths(base: Path, encoders: Encoders) -> Encoders:
+    """Declared component paths, relative to the settings file's folder like `roots`."""
+    changes = {a.name: _resolve(base, v) for a in attrs.fields(Encoders) if (v := getattr(encoders, a.name))}
+    return attrs.evolve(encoders, **changes)
+
+
+def _path_or_keyword(base: Path, value: str | None, keywords: tuple[str, ...], fold: bool = False) -> str | None:
+    """A path value resolved like `roots`; a keyword (as the emitter reads it) stays as written."""
+    if value is None:
+        return None
+    word = value.strip().lower() if fold else value.strip()
+    return value if word in keywords else _resolve(base, value.strip())
+
+
+def _resolve_variant(base: Path, variant: Variant) -> Variant:
+    return attrs.evolve(variant, mmproj=_path_or_keyword(base, variant.mmproj, MMPROJ_MODES))
+
+
+def _resolve_override(base: Path, ov: Override) -> Override:
+    """Component, LoRA and projector paths; `none` and the `mmproj` modes are keywords
+    (`emit_sd.resolve_components`, `emit_llama._projector`)."""
+    components = {name: _path_or_keyword(base, getattr(ov, name), ("none",), fold=True)
+                  for name in SD_COMPONENT_FIELDS}
+    return attrs.evolve(ov, **components, lora_dir=_path_or_keyword(base, ov.lora_dir, ()),
+                        mmproj=_path_or_keyword(base, ov.mmproj, MMPROJ_MODES),
+                        variants=tuple(_resolve_variant(base, v) for v in ov.variants))
+
+
+def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
+    """Rows of the machine-owned backends file (a YAML list, or `{backends: [...]}`)."""
+    data = read_yaml(path)
+    if isinstance(data, dict) and set(data) == {"backends"}:
+        data = data["backends"]
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise SettingsError(str(path), [f"(top level): expected a list of backend rows, got {describe(data)}"])
+    holder = structure({"roots": [], "backends": data}, Settings, str(path))
+    return holder.backends
+
+
+def _duplicates(rows: tuple, where: str, key: str) -> list[str]:
+    """Rows whose `key` repeats an earlier row's: backend ids, group names, GPU indices."""
+    problems, seen = [], {}
+    for i, row in enumerate(rows):
+        value = getattr(row, key)
+        if value in seen:
+            problems.append(f"{where}[{i}].{key}: duplicate {key} {value!r} (also {where}[{seen[value]}])")
+        seen.setdefault(value, i)
+    return problems
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read, structure and resolve the settings file. Raises SettingsError.
+
+    The result is cached per settings file (keyed by its bytes and the backends file's), so a
+    run where nothing changed pays neither ruamel nor cattrs."""
+    path = find_settings(str(path) if path else None)
+    cache = _SettingsCache(path)
+    settings = cache.load()
+    if settings is None:
+        settings = _parse_settings(path)
+        cache.store(settings)
+    return settings
+
+
+def _parse_settings(path: Path) -> Settings:
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    settings: Settings = structure(data, Settings, str(path))
+    base = path.parent
+    problems = (_duplicates(settings.backends, "backends", "id") + _duplicates(settings.groups, "groups", "name")
+                + _duplicates(settings.gpus or (), "gpus", "index"))
+    if not settings.roots:
+        problems.append("roots: list at least one model folder")
+    backends_file = _resolve(base, settings.backends_file) if settings.backends_file else None
+    backends = settings.backends
+    if backends_file and os.path.exists(backends_file):
+        file_rows = load_backends_file(Path(backends_file))
+        problems += _duplicates(file_rows, Path(backends_file).name, "id")
+        if file_rows:
+            backends = file_rows
+    if problems:
+        raise SettingsError(str(path), problems)
+    return attrs.evolve(
+        settings,
+        roots=tuple(_resolve(base, r) for r in settings.roots),
+        output=_resolve(base, settings.output),
+        cache_dir=_resolve(base, settings.cache_dir),
+        backends_file=backends_file,
+        backends=backends,
+        backend_venvs=tuple(_resolve(base, v) for v in settings.backend_venvs),
+        encoders=_resolve_paths(base, settings.encoders),
+        overrides=tuple(_resolve_override(base, ov) for ov in settings.overrides),
+        default_variants=tuple(_resolve_variant(base, v) for v in settings.default_variants),
+        source=str(path),
+    )
+
+
+def _file_digest(path: str | None) -> str:
+    if not path:
+        return "-"
+    try:
+        with open(path, "rb") as f:
+            return xxhash.xxh3_128_hexdigest(f.read())
+    except OSError:
+        return "absent"
+
+
+class _SettingsCache:
+    """Pickled `Settings` in the user's cache folder ($XDG_CACHE_HOME/swapgen), valid while the
+    settings file, its backends file and this module are unchanged. Any failure = a miss."""
+
+    def __init__(self, path: Path):
+        root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        name = xxhash.xxh3_64_hexdigest(str(path).encode("utf-8", "surrogatepass"))
+        self.file = os.path.join(root, "swapgen", f"settings-{name}.pickle")
+        self.path = path
+        # every module of the package may shape the result (classes, hooks, keyword tables), and
+        # `~` in paths expands against HOME, so a different HOME is a different result
+        self.version = (GENERATOR_VERSION, __version__, code_stamp(), str(path), os.path.expanduser("~"))
+
+    def load(self) -> Settings | None:
+        try:
+            with open(self.file, "rb") as f:
+                version, digest, backends_file, backends_digest, settings = pickle.load(f)
+        except Exception:  # noqa: BLE001 - a stale or foreign pickle is just a miss
+            return None
+        if version != self.version or digest != _file_digest(str(self.path)):
+            return None
+        if backends_digest != _file_digest(backends_file) or not isinstance(settings, Settings):
+            return None
+        return settings
+
+    def store(self, settings: Settings) -> None:
+        record = (self.version, _file_digest(str(self.path)), settings.backends_file,
+                  _file_digest(settings.backends_file), settings)
+        try:
+            os.makedirs(os.path.dirname(self.file), exist_ok=True)
+            write_if_changed(self.file, pickle.dumps(record), durable=False)
+        except OSError:
+            pass

@@ -1,0 +1,204 @@
+"""The shape of `swapgen.yaml`: frozen classes every later stage reads, and the keyword tables
+their values are checked against.
+
+`settings.load` reads the file and `settings.structure` turns it into these classes; past that
+edge there are no dicts.
+"""
+
+from __future__ import annotations
+
+from attrs import field, frozen
+
+
+@frozen
+class BackendRow:
+    """One installed engine. `id` is what an override's `backend:` pins.
+
+    Example: BackendRow(id="llama-cuda", kind="llama", path="/opt/llama/bin/llama-server",
+    default=True, variant="cuda").
+    """
+
+    id: str
+    kind: str
+    path: str
+    name: str = ""
+    #: The ★: this row is the automatic pick for its class.
+    default: bool = False
+    #: Installed version, e.g. "0.11.0" (vLLM gates flags on it).
+    version: str = ""
+    #: Written by `swapgen backends detect` (never edit by hand; rewritten on detect).
+    managed: bool = False
+    component: str = ""
+    #: Build flavour: "cuda", "rocm", "vulkan", "cpu", …
+    variant: str = ""
+    #: A derived row for one installed build of a component (pin it by id).
+    build: bool = False
+
+
+@frozen
+class Variant:
+    """A named llama profile of one model: `<id>-<slug(name)>` (see README)."""
+
+    name: str
+    ctx: int | None = None
+    kv_type: str | None = None
+    vram_budget_gb: float | None = None
+    parallel: int | None = None
+    flash_attn: str | None = None
+    threads: int | None = None
+    ngl: int | None = None
+    mmproj: str | None = None
+    extra_args: tuple[str, ...] = ()
+    unlisted: bool = False
+
+
+@frozen
+class Override:
+    """Per-model knobs; the first row whose `match` glob fits the model's path wins."""
+
+    #: Glob on the model's full path: case-insensitive, `*` crosses folders, `?` one char.
+    match: str
+    quant: str | None = None
+    skip: bool = False
+    unlisted: bool = False
+    #: Registry id to pin; a stale id falls back to automatic resolution.
+    backend: str | None = None
+    ctx: int | None = None
+    vram_budget_gb: float | None = None
+    vllm_gpu_util: float | None = None
+    vllm_tensor_parallel: int | None = None
+    vllm_tokenizer: str | None = None
+    #: "none" turns the tool-call parser off; anything else is used verbatim.
+    vllm_tool_parser: str | None = None
+    #: Appended verbatim; a flag here replaces our generated flag of the same meaning.
+    extra_args: tuple[str, ...] = ()
+    devices: tuple[int, ...] | None = None
+    ctx_variants: tuple[int, ...] = ()
+    variants: tuple[Variant, ...] = ()
+    # llama-server knobs
+    kv_type: str | None = None
+    parallel: int | None = None
+    flash_attn: str | None = None
+    threads: int | None = None
+    ngl: int | None = None
+    #: "auto" | "none" | "cpu" | "gpu" | a projector path.
+    mmproj: str | None = None
+    # sd-server (image) knobs; component paths win over `encoders`, "none" drops the component
+    #: VAE, e.g. "/models/flux/ae.safetensors".
+    vae: str | None = None
+    #: CLIP-L / CLIP-G text encoders (Flux.1 needs CLIP-L), e.g. "/models/clip_l.safetensors".
+    clip_l: str | None = None
+    clip_g: str | None = None
+    #: T5-XXL text encoder (Flux.1, Chroma), e.g. "/models/t5xxl_fp16.safetensors".
+    t5xxl: str | None = None
+    #: LLM text encoder (`--llm`: Z-Image, Qwen-Image, Flux.2), e.g. "/models/Qwen3-4B-Q8_0.gguf".
+    llm_text_encoder: str | None = None
+    #: LoRA folder for sd-server (default: the model's own folder).
+    lora_dir: str | None = None
+    #: true/false pins sd-server's `--offload-to-cpu` (default: from the budget).
+    offload_to_cpu: bool | None = None
+    #: Keep the VAE / text encoders on the CPU (defaults: false / true).
+    vae_on_cpu: bool | None = None
+    te_on_cpu: bool | None = None
+    #: sd-server savers `--diffusion-fa` / `--vae-tiling` (default: on).
+    diffusion_fa: bool | None = None
+    vae_tiling: bool | None = None
+    #: sd-server generation defaults (`--steps`, `--cfg-scale`, `--sampling-method`, size).
+    steps: int | None = None
+    cfg_scale: float | None = None
+    sampling_method: str | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+@frozen
+class Encoders:
+    """Diffusion components shared by every image model that needs them (reference
+    `spec-classes.md` §4.3 "declared fields"); a per-model override path wins.
+
+    Example: Encoders(flux_vae="/models/flux/ae.safetensors", clip_l="/models/clip_l.safetensors",
+    t5xxl="/models/t5xxl_fp16.safetensors").
+    """
+
+    #: Flux.1 AE (16-channel latents): Flux.1, Chroma, LongCat.
+    flux_vae: str | None = None
+    #: Flux.2 VAE (32-channel latents): Flux.2 / Klein, ERNIE-Image.
+    flux2_vae: str | None = None
+    #: Z-Image / Lumina VAE; default: `flux_vae` (Z-Image's AE is Flux.1's).
+    zimage_vae: str | None = None
+    #: Qwen-Image VAE (a Wan-2.1-style 3-D VAE).
+    qwen_image_vae: str | None = None
+    clip_l: str | None = None
+    clip_g: str | None = None
+    t5xxl: str | None = None
+    #: LLM text encoder for `--llm` (Z-Image: Qwen3-4B, Qwen-Image: Qwen2.5-VL-7B, …); pin per
+    #: model with the override's `llm_text_encoder` when several families need different ones.
+    llm_text_encoder: str | None = None
+
+
+@frozen
+class Group:
+    """A llama-swap group: models whose id matches one of `match` join the first such group."""
+
+    name: str
+    match: tuple[str, ...] = ()
+    #: True: members stay loaded side by side (swap: false).
+    coexist: bool = False
+
+
+@frozen
+class Gpu:
+    index: int
+    vram_gb: float
+    name: str = ""
+    vendor: str = ""
+
+
+@frozen
+class Settings:
+    """The whole settings file, paths already absolute."""
+
+    roots: tuple[str, ...]
+    output: str = "config.yaml"
+    cache_dir: str = "cache"
+    #: Per-model VRAM budget in GiB; None = the probed card total, else 8.
+    vram_budget_gb: float | None = None
+    #: Total VRAM of the eligible GPUs in GiB; None = probe once; 0 = "no reading".
+    card_vram_gb: float | None = None
+    ttl: int = 600
+    health_check_timeout: int = 300
+    backends: tuple[BackendRow, ...] = ()
+    backends_file: str | None = None
+    server_exe: str | None = None
+    sd_server_exe: str | None = None
+    tts_server_exe: str | None = None
+    asr_server_exe: str | None = None
+    overrides: tuple[Override, ...] = ()
+    groups: tuple[Group, ...] = ()
+    #: Architecture → vLLM tool-call parser; extends/replaces the built-in table.
+    tool_parsers: dict[str, str] = field(factory=dict, hash=False)
+    gpus: tuple[Gpu, ...] | None = None
+    devices: tuple[int, ...] | None = None
+    default_variants: tuple[Variant, ...] = ()
+    # llama-server defaults (an override wins)
+    kv_type: str | None = None
+    parallel: int | None = None
+    flash_attn: str | None = None
+    threads: int | None = None
+    #: Virtualenvs whose `bin/vllm` `swapgen backends detect` also checks (relative to this file).
+    backend_venvs: tuple[str, ...] = ()
+    #: Declared diffusion components for image models (see `Encoders`).
+    encoders: Encoders = Encoders()
+    #: Where the settings were read from (not a key of the file).
+    source: str = field(default="", kw_only=True)
+
+
+#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); `sizing.kvcost.KV_TYPE_BYTES`
+#: holds their widths, and a test keeps the two in step.
+LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+FLASH_ATTN_MODES = ("on", "off", "auto")
+#: `mmproj:` keywords; any other non-empty string is a projector path.
+MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
+#: Override fields naming a diffusion component file; "none" (any case) drops the component
+#: (mirrors `emit_sd.OVERRIDE_FIELD`).
+SD_COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")

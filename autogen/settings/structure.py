@@ -1,0 +1,265 @@
+"""Structuring settings data: ruamel.yaml → plain data → one strict cattrs converter → frozen
+classes, with every error named by its exact place.
+
+Imported only when a settings file is actually parsed (a cached run skips cattrs entirely).
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import attrs
+import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, override
+
+from autogen.errors import SettingsError
+from autogen.settings.schema import FLASH_ATTN_MODES, LLAMA_KV_TYPES, BackendRow, Encoders, Gpu, Override, Settings, Variant
+
+# ---------------------------------------------------------------------------------------------
+# strict scalar hooks: "false" is not True, "600" is not a number
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if value is None:
+        return "nothing"
+    if isinstance(value, (dict, list)):
+        return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    return repr(value)
+
+
+def _strict_str(value: Any, _type: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {describe(value)}")
+    return value
+
+
+def _strict_int(value: Any, _type: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {describe(value)}")
+    return value
+
+
+def _strict_float(value: Any, _type: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"expected a number, got {describe(value)}")
+    return float(value)
+
+
+def _strict_bool(value: Any, _type: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {describe(value)}")
+    return value
+
+
+def _args(value: Any, _type: Any) -> tuple[str, ...]:
+    """Extra arguments: a list of strings, or one string split like a shell would."""
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as exc:
+            raise ValueError(f"cannot split {value!r}: {exc}") from None
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a list of strings or one string, got {describe(value)}")
+
+
+def _is_list_field(type_: Any) -> bool:
+    """`tuple[X, ...]`: how every list-valued settings key is typed."""
+    return get_origin(type_) is tuple and len(get_args(type_)) == 2 and get_args(type_)[1] is Ellipsis
+
+
+def _list_only(type_: Any, conv: cattrs.Converter):
+    """cattrs' tuple hook iterates whatever it gets, so `roots: models` would become
+    ('m', 'o', …) and `match: "*qwen*"` a bare `*`; only a YAML list is a list here."""
+    base = homogenous_tuple_structure_factory(type_, conv)
+
+    def hook(value: Any, _type: Any) -> tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"expected a list, got {describe(value)}")
+        return base(value, _type)
+
+    return hook
+
+
+def _str_map(value: Any, _type: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of strings, got {describe(value)}")
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"expected string keys and values, got {k!r}: {v!r}")
+    return dict(value)
+
+
+def _checked(base, check, message):
+    def hook(value: Any, type_: Any):
+        if value is None:
+            return None
+        result = base(value, type_)
+        if not check(result):
+            raise ValueError(f"{message}, got {describe(value)}")
+        return result
+
+    return hook
+
+
+_positive_float = _checked(_strict_float, lambda v: v > 0, "expected a number above 0")
+_non_negative_float = _checked(_strict_float, lambda v: v >= 0, "expected a number of 0 or more")
+_positive_int = _checked(_strict_int, lambda v: v > 0, "expected an integer above 0")
+_fraction = _checked(_strict_float, lambda v: 0 < v <= 1, "expected a fraction in (0, 1]")
+_ttl = _checked(_strict_int, lambda v: v >= -1, "expected an integer of -1 or more")
+_health = _checked(_strict_int, lambda v: v >= 15, "expected an integer of 15 or more (llama-swap's minimum)")
+_nonblank = _checked(_strict_str, lambda v: v.strip() != "", "expected a non-empty string")
+
+_kv_type = _checked(_strict_str, lambda v: v in LLAMA_KV_TYPES, f"expected one of {', '.join(LLAMA_KV_TYPES)}")
+_flash_attn = _checked(_strict_str, lambda v: v in FLASH_ATTN_MODES, "expected on, off or auto")
+_mmproj = _checked(_strict_str, lambda v: v.strip() != "",
+                   "expected auto, none, cpu, gpu or a projector path")
+_non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
+_LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
+
+_SD_HOOKS = {
+    **dict.fromkeys(("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder", "lora_dir", "sampling_method"),
+                    _nonblank),
+    **dict.fromkeys(("steps", "width", "height"), _positive_int),
+    "cfg_scale": _positive_float,
+}
+
+_FIELD_HOOKS: dict[type, dict[str, Any]] = {
+    BackendRow: {"id": _nonblank, "kind": _nonblank, "path": _nonblank},
+    Variant: {
+        "name": _nonblank,
+        "ctx": _positive_int,
+        "vram_budget_gb": _positive_float,
+        "parallel": _positive_int,
+        "threads": _positive_int,
+        "extra_args": _args,
+        **_LLAMA_HOOKS,
+    },
+    Override: {
+        "match": _nonblank,
+        "ctx": _positive_int,
+        "vram_budget_gb": _positive_float,
+        "vllm_gpu_util": _fraction,
+        "vllm_tensor_parallel": _positive_int,
+        "parallel": _positive_int,
+        "threads": _positive_int,
+        "extra_args": _args,
+        **_LLAMA_HOOKS,
+        **_SD_HOOKS,
+    },
+    Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
+                             "t5xxl", "llm_text_encoder"), _nonblank),
+    Gpu: {"vram_gb": _non_negative_float},
+    Settings: {
+        "vram_budget_gb": _positive_float,
+        "card_vram_gb": _non_negative_float,
+        "ttl": _ttl,
+        "health_check_timeout": _health,
+        "tool_parsers": _str_map,
+        "parallel": _positive_int,
+        "threads": _positive_int,
+        "kv_type": _kv_type,
+        "flash_attn": _flash_attn,
+    },
+}
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True)
+    conv.register_structure_hook(str, _strict_str)
+    conv.register_structure_hook(int, _strict_int)
+    conv.register_structure_hook(float, _strict_float)
+    conv.register_structure_hook(bool, _strict_bool)
+    conv.register_structure_hook_factory(_is_list_field, _list_only)
+
+    for cls, hooks in _FIELD_HOOKS.items():
+        overrides = {name: override(struct_hook=hook) for name, hook in hooks.items()}
+        if cls is Settings:
+            overrides["source"] = override(omit=True)
+        conv.register_structure_hook(
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides)
+        )
+    return conv
+
+
+_CONVERTER = _make_converter()
+
+
+# ---------------------------------------------------------------------------------------------
+# error paths
+
+
+def _format_path(path: str) -> str:
+    path = path.removeprefix("$")
+    return path.removeprefix(".") or "(top level)"
+
+
+def _format_exception(exc: BaseException, type_: Any) -> str:
+    if isinstance(exc, KeyError):
+        return "required key missing"
+    if isinstance(exc, ForbiddenExtraKeysError):
+        known = [a.name for a in attrs.fields(exc.cl) if a.name != "source"]
+        parts = []
+        for key in sorted(exc.extra_fields):
+            hint = difflib.get_close_matches(key, known, n=1)
+            parts.append(f"unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+        return "; ".join(parts)
+    if isinstance(exc, ValueError):
+        return str(exc)
+    if isinstance(exc, TypeError) and type_ is not None:
+        return f"expected {getattr(type_, '__name__', type_)}, got something else"
+    return f"invalid value ({exc})"
+
+
+def _error_lines(exc: ClassValidationError | IterableValidationError) -> list[str]:
+    lines = []
+    for message in cattrs.transform_error(exc, path="$", format_exception=_format_exception):
+        text, _, where = message.rpartition(" @ ")
+        lines.append(f"{_format_path(where)}: {text}")
+    return lines
+
+
+def structure(data: Any, cls: type, source: str):
+    """Structure plain data into `cls`, raising SettingsError with one line per problem."""
+    if not isinstance(data, dict):
+        raise SettingsError(source, [f"(top level): expected a mapping of settings, got {describe(data)}"])
+    try:
+        return _CONVERTER.structure(data, cls)
+    except (ClassValidationError, IterableValidationError) as exc:
+        raise SettingsError(source, _error_lines(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file with ruamel (safe, pure), errors as SettingsError naming the line."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SettingsError(str(path), ["file not found (pass --settings PATH or set SWAPGEN_SETTINGS)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(str(path), [f"cannot read: {exc}"]) from None
+    try:
+        return YAML(typ="safe", pure=True).load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(parse)"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SettingsError(str(path), [f"{where}: not valid YAML: {problem}"]) from None
+
+def unstructure(value: Any) -> Any:
+    """Plain data (for up-to-date keys and `--json` output)."""
+    return _CONVERTER.unstructure(value)
+

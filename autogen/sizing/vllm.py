@@ -1,0 +1,278 @@
+"""How much of a card one vLLM entry takes: `--max-model-len`, the KV-pool pin,
+`--gpu-memory-utilization` and the estimate, each with the note that explains it.
+
+vLLM preallocates: its KV pool comes from `--max-model-len` and its share of the card from
+`--gpu-memory-utilization`, so both are derived from the model's VRAM budget and its real f16
+KV cost instead of the trained window and a flat 0.90 (seed `backends.md` "vllm", reference
+`spec-backends-vllm-hf.md` §3–5, §7). Only the override's `ctx`, `vllm_*` knobs and
+`extra_args` apply; llama's knobs are ignored. A `--max-model-len` or `--tensor-parallel-size`
+in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
+follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
+
+KV-pool pin (the seed's `--kv-cache-memory-bytes`, reference §3.10): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
+integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint then charges the
+rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
+10 % + 0.25 GiB margin, which keeps the reference's derived numbers (§3.10).
+
+KvReserve(ctx) is the KV of `ctx` tokens plus ONE sequence's recurrent state (SSM / linear
+attention, `KvCost.state_bytes_per_seq`), the reference's `slope·ctx + const` (§3.4.1): vLLM
+refuses to start unless its pool holds one request of `--max-model-len`, and a `MambaSpec`
+layer's share of that request is one state page (`max_memory_usage_bytes`,
+vllm/v1/kv_cache_interface.py). So the state is taken from the room before the window is sized,
+and the footprint and the pin carry it.
+
+Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices every number
+is one rank's, against the smallest card: weights / TP, the KV one rank holds
+(`per_gpu_bytes_per_token`: heads fewer than ranks and MLA latents are copied to every rank),
+the overhead, and `max-model-len` from the budget's share per card. There the window is also
+capped to what fits 0.95 of the card (pin margin included), and a model that does not fit even
+at the 4096 floor is a Skip: vLLM could not start it. `--tensor-parallel-size` is the device
+count unless pinned. Without devices nothing changes (the reference's pooled numbers).
+
+Where we differ from the original: the 4096 floor for over-budget weights is capped by a
+shorter trained window (vLLM refuses a longer one); a model with no per-token KV
+(bytes_per_token 0) gets its trained window and no pin; weights are the row's size rounded to
+2 decimals, as the original's `SizeGB`.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from autogen.emit.context import EmitContext
+from autogen.errors import ModelError
+from autogen.sizing.kvcost import KvCost
+from autogen.metadata.model_meta import ModelMeta
+from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
+from autogen.emit.toolparsers import format_version
+from autogen.emit.vllm_args import AUTO, ExtraArgs, read_extra_args
+
+# Constants of the original (reference §3.2).
+DEFAULT_UTIL = 0.90
+MIN_UTIL, MAX_UTIL = 0.10, 0.95
+#: Flat reserve for activations, CUDA graphs and the profiling peak (vLLM's allocator is opaque).
+OVERHEAD_GIB = 1.5
+FALLBACK_CTX = 32768
+CTX_STEP = 4096
+
+#: The pin's margin: paged blocks and hybrid page sizes do not match our cost byte for byte.
+PIN_FACTOR_TENTHS = 11  # × 1.10
+PIN_PAD_BYTES = GIB // 4  # + 0.25 GiB
+MIB = 1 << 20
+
+#: `--kv-cache-memory-bytes` first shipped in vLLM 0.10.2 (vllm-project/vllm#21489; ecosystem §6.2).
+KV_PIN_SINCE = (0, 10, 2)
+
+
+def rounded_ctx(tokens: float) -> int:
+    """Floor to a multiple of 4096, at least 4096 (`RoundedCtx`)."""
+    return max(CTX_STEP, int(tokens // CTX_STEP) * CTX_STEP)
+
+
+def per_gpu_bytes_per_token(kv: KvCost | None, meta: ModelMeta | None, tp: int) -> int | None:
+    """f16 KV bytes per token on one of `tp` ranks (None = no cost model). vLLM gives each rank
+    max(1, heads // tp) of a layer's KV heads (`ModelConfig.get_num_kv_heads`,
+    vllm/config/model.py), so heads fewer than ranks are copied, and MLA's one latent per layer
+    sits whole on every rank."""
+    if kv is None or kv.bytes_per_token is None:
+        return None
+    total = kv.bytes_per_token
+    if tp == 1 or kv.mla:
+        return total
+    heads = [h for h in (kv.kv_heads or (meta.head_count_kv if meta is not None else ())) if h > 0]
+    if not heads:
+        return -(-total // tp)
+    return -(-total * sum(max(1, h // tp) for h in heads) // sum(heads))
+
+
+def pin_bytes(kv_bytes: int) -> int:
+    """`--kv-cache-memory-bytes` for `kv_bytes` of KV: × 1.10 + 0.25 GiB, rounded up to a whole
+    MiB, in integers so no float noise reaches the argv."""
+    tenths = kv_bytes * PIN_FACTOR_TENTHS + PIN_PAD_BYTES * 10
+    return -(-tenths // (10 * MIB)) * MIB
+
+
+@frozen
+class VllmSizing:
+    """Every sizing number of one vLLM entry with the note that explains it.
+
+    Example: VllmSizing(max_model_len=32768, ctx_note="sized to 6.5GB free of budget",
+    footprint_gb=15.5, util=0.65, util_note="15.5GB needed … of 24.0GB card, under the 16.0GB
+    budget", kv_pin_bytes=None, pin_note="vLLM 0.10.1 lacks --kv-cache-memory-bytes",
+    est_vram_gb=15.6, kv_reserve_gb=6.0, tensor_parallel=1, weights_gb=8.0, gpu_util=0.65,
+    util_flag="0.65", extra=ExtraArgs()).
+    """
+
+    #: The window vLLM will use (for `auto`, our estimate of what it fits).
+    max_model_len: int
+    ctx_note: str
+    footprint_gb: float
+    util: float
+    util_note: str
+    #: `--kv-cache-memory-bytes`; None = not pinned (see pin_note).
+    kv_pin_bytes: int | None
+    pin_note: str
+    est_vram_gb: float
+    #: f16 KV of `max_model_len` tokens plus one sequence's recurrent state, on one GPU, in GiB;
+    #: None = no KV cost model.
+    kv_reserve_gb: float | None
+    #: `--tensor-parallel-size`: extra_args' or the override's pin, else the number of devices.
+    tensor_parallel: int = 1
+    #: The row's size as every formula charges it (`numfmt.size_gb`).
+    weights_gb: float = 0.0
+    #: `util` rounded to 2 decimals (metadata) and as the flag prints it.
+    gpu_util: float = 0.0
+    util_flag: str = ""
+    extra: ExtraArgs = ExtraArgs()
+    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin).
+    state_bytes: int = 0
+
+
+def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
+    """Recurrent state one sequence holds on one of `tp` ranks: vLLM splits the state's heads and
+    conv channels over the ranks (`MambaStateShapeCalculator`,
+    vllm/model_executor/layers/mamba/mamba_utils.py); rounded up."""
+    return -(-kv.state_bytes_per_seq // tp) if kv is not None else 0
+
+
+def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
+    """`--max-model-len`, the KV pin, the footprint, `--gpu-memory-utilization`, the estimate.
+
+    On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
+    card is the pooled reading and a tensor-parallel pin changes only the flag (the reference's
+    numbers). Raises ModelError when vLLM could not start: a tensor-parallel pin above the
+    devices, a model over 0.95 of the smallest card at the floor, an unreadable extra_args value.
+    """
+    ov, budget = ctx.override, ctx.budget_gb
+    extra = read_extra_args(ov.extra_args if ov is not None else ())
+    weights = size_gb(ctx.row.size_bytes)
+    card = ctx.card_vram_gb if ctx.card_vram_gb and ctx.card_vram_gb > 0 else None
+    tp_pin = extra.tensor_parallel or (ov.vllm_tensor_parallel if ov is not None else None) or None
+    util_pin = ov.vllm_gpu_util if ov is not None and ov.vllm_gpu_util else None
+    length_pin = extra.max_model_len or (ov.ctx if ov is not None and ov.ctx else None)
+    tp, ranks = tp_pin or 1, 1
+    if ctx.devices:
+        if tp_pin is not None and tp_pin > len(ctx.devices):
+            which = "extra_args --tensor-parallel-size" if extra.tensor_parallel else "vllm_tensor_parallel"
+            raise ModelError(f"{which} {tp_pin} needs {tp_pin} GPUs; devices "
+                             f"{','.join(str(g.index) for g in ctx.devices)} give {len(ctx.devices)}")
+        tp = ranks = tp_pin or len(ctx.devices)
+        card = min(g.vram_gb for g in ctx.devices[:ranks])  # vLLM takes the first `tp` visible GPUs
+    of_card = "" if card is None else f"{card:.1f}GB card" if not ctx.devices else (
+        f"{card:.1f}GB card {ctx.devices[0].index}" if ranks == 1 else f"the smallest {card:.1f}GB card of {ranks}")
+    per_token = per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks)
+    state = per_gpu_state_bytes(ctx.kv, ranks) if per_token is not None else 0
+    trained = ctx.meta.context_length if ctx.meta is not None else 0
+    share, rank_weights = budget / ranks, weights / ranks
+
+    pin_note = _why_no_pin(bool(util_pin), extra, length_pin, per_token, version)
+
+    def kv_gib(tokens: int) -> float:
+        """What one GPU charges for the KV of `tokens` and one sequence's state: the pin, else the raw cache."""
+        kv = (per_token or 0) * tokens + state
+        return gib(pin_bytes(kv) if not pin_note else kv)
+
+    # the physical limit on devices: vLLM cannot start past its utilization of the smallest card
+    limit = (util_pin or MAX_UTIL) * card if ctx.devices and card is not None else None
+    if limit is not None:
+        floor = min(n for n in (CTX_STEP, trained, length_pin) if n is not None and n > 0)
+        need = rank_weights + kv_gib(floor) + OVERHEAD_GIB
+        if need > limit:
+            kv_what = "KV + recurrent state" if state else "KV"
+            raise ModelError(f"needs {need:.1f}GB per GPU at max-model-len {floor} (weights {rank_weights:.1f}GB "
+                             f"+ {kv_what} + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
+                             "vLLM cannot start it; give it more devices or a smaller quant")
+
+    # --max-model-len (reference §3.4): a pin stands as given
+    if length_pin is not None and length_pin != AUTO:
+        max_len, ctx_note = length_pin, "pinned by extra_args" if extra.max_model_len else "pinned"
+    else:
+        fits = None
+        if limit is not None and per_token:
+            # KV room under the limit, less the pin's margin and its whole-MiB rounding, and the state
+            room = limit - rank_weights - OVERHEAD_GIB
+            room = (room - gib(PIN_PAD_BYTES + MIB)) * 10 / PIN_FACTOR_TENTHS if not pin_note else room
+            fits = (rounded_ctx((room * GIB - state) // per_token), f"{limit:.1f}GB of {of_card}")
+        max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
+                                           " per GPU" if ranks > 1 else "", state)
+        if length_pin == AUTO:
+            ctx_note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({ctx_note})"
+    kv_gpu = per_token * max_len + state if per_token is not None else None
+    kv_reserve = gib(kv_gpu) if kv_gpu is not None else None
+
+    pin = pin_bytes(kv_gpu) if not pin_note and kv_gpu is not None else None
+    if pin is not None:
+        what = (f"KV {kv_reserve:.2f}GB" if not state else
+                f"(KV {gib(kv_gpu - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
+        pin_note = f"{what}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
+
+    # footprint on one GPU (reference §3.5; uncapped with a pin, since that is what the process holds)
+    if pin is not None:
+        footprint = rank_weights + gib(pin) + OVERHEAD_GIB
+    elif kv_reserve is None:
+        footprint = share
+    else:
+        footprint = min(share, rank_weights + kv_reserve + OVERHEAD_GIB)
+
+    # --gpu-memory-utilization (reference §3.6) and the estimate (§3.7)
+    if util_pin:
+        util, util_note = util_pin, "pinned"
+    elif card is None:
+        util, util_note = DEFAULT_UTIL, "no GPU reading"
+    else:
+        util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / card, 2)))
+        what, per_gpu = ("weights+KV+overhead", "") if ranks == 1 else (f"weights/{ranks}+KV+overhead", " per GPU")
+        if footprint < share or pin is not None:
+            util_note = (f"{footprint:.1f}GB needed ({what}) of {of_card}, "
+                         f"{'under' if footprint <= share else 'over'} the {share:.1f}GB budget{per_gpu}")
+        else:
+            util_note = f"{footprint:.1f}GB budget{per_gpu} of {of_card}"
+    # each rank takes `util` of its own card
+    cards = sum(g.vram_gb for g in ctx.devices[:ranks]) if ctx.devices else card
+    est = round_half_away(util * cards if cards is not None else footprint * ranks, 2)
+    gpu_util = round_half_away(util, 2)
+    return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
+                      util_note=util_note, kv_pin_bytes=pin, pin_note=pin_note, est_vram_gb=est,
+                      kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
+                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state)
+
+
+def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
+                version: tuple[int, ...] | None) -> str:
+    """Why no KV-pool pin is written (reference §3.10); "" = it is."""
+    if util_pinned:
+        return "utilization pinned (vLLM fills its share)"
+    if extra.sets_memory:
+        return "extra_args set the memory"
+    if length_pin == AUTO:
+        return "max-model-len auto: vLLM sizes the window from its memory"
+    if per_token is None:
+        return "no KV cost model"
+    if per_token == 0:
+        return "no per-token KV cache to size a pool from"
+    if version is not None and version < KV_PIN_SINCE:
+        return f"vLLM {format_version(version)} lacks --kv-cache-memory-bytes (0.10.2+)"
+    return ""
+
+
+def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
+                   per_gpu: str, state: int) -> tuple[int, str]:
+    """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
+    sequence's recurrent state (reference §3.4, `MaxCtxForBudget(avail, slope, const)`), cut to
+    `fits` = (tokens, what) the card holds on devices, then to the trained window."""
+    if avail <= 0:
+        max_len, note = CTX_STEP, "weights exceed the VRAM budget"
+    elif per_token is None:
+        max_len, note = FALLBACK_CTX, "no KV cost model; conservative default"
+    elif per_token == 0:
+        max_len, note = trained or FALLBACK_CTX, "no per-token KV cache"
+    else:
+        max_len = rounded_ctx((avail * GIB - state) // per_token)
+        note = f"sized to {avail:.1f}GB free of budget{per_gpu}" + (
+            f", less {gib(state):.2f}GB recurrent state" if state else "")
+        if fits is not None and fits[0] < max_len:
+            max_len, note = fits[0], f"{note}, cut to fit {fits[1]}"
+    # vLLM refuses a window past the trained one, so the 4096 floor is capped too
+    if 0 < trained < max_len:
+        return trained, f"{note}; trained context" if avail <= 0 else "trained context"
+    return max_len, note
