@@ -12,6 +12,7 @@ from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.cmdline import split_command
 from autogen.router.validate import validate_text
+from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30
@@ -89,8 +90,9 @@ def build_library(tmp_path):
 
 
 def run(settings):
-    assert cli.main(["--settings", str(settings)]) == 0
-    return (settings.parent / "config.yaml").read_text(), tasks._ACTIVE.stats
+    rc, graph = generate(settings)
+    assert rc == 0
+    return (settings.parent / "config.yaml").read_text(), graph.stats
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Gpu, Override, Settings
 from autogen.router.validate import validate_text
 from autogen.sizing.vllm import size_vllm
+from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
 
 RTX4090 = Gpu(index=0, vram_gb=24.0, name="RTX 4090", vendor="nvidia")
@@ -586,15 +587,15 @@ class TestPipeline:
         assert models["amd-q8_0"]["env"] == ["HIP_VISIBLE_DEVICES=0"]
         assert models["small-q8_0"]["metadata"]["devices"] == "1"
         assert "lost-q8_0" not in models and '# SKIPPED "lost-q8_0": devices 5 not in the GPU inventory' in text
-        tasks._ACTIVE.close()
 
     def test_a_changed_card_re_emits_only_the_models_that_use_it(self, library):
         settings = library / "swapgen.yaml"
         assert cli.main(["--settings", str(settings)]) == 0
-        assert cli.main(["--settings", str(settings)]) == 0 and tasks._ACTIVE.stats["emitted"] == 0
+        rc, graph = generate(settings)
+        assert rc == 0 and graph.stats["emitted"] == 0
         settings.write_text(SETTINGS.replace("vram_gb: 24, vendor: amd", "vram_gb: 20, vendor: amd"))
-        assert cli.main(["--settings", str(settings)]) == 0
-        assert tasks._ACTIVE.stats["emitted"] == 2  # amd-q8_0 on it, lost-q8_0 whose reason lists it
+        rc, graph = generate(settings)
+        assert rc == 0 and graph.stats["emitted"] == 2  # amd-q8_0 on it, lost-q8_0 whose reason lists it
 
     def test_show_says_which_devices_and_why(self, library, capsys):
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "show", "amd-q8_0"]) == 0

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from autogen.emit.audio import audiocpp_task, emit_asr, emit_audiocpp, emit_tts
+from autogen.emit.audio import emit_asr, emit_audiocpp, emit_tts
 from autogen.emit.context import EmitContext
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
-from autogen.emit.dispatch import ASR, AUDIOCPP, EMBEDDING, LLM, TTS, build_plan, make_job, model_role, resolve_for
+from autogen.emit.dispatch import build_plan, make_job, resolve_for
+from autogen.resolve.roles import Role, audiocpp_task, model_role
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Override, Settings
 
@@ -210,27 +211,27 @@ class TestClassifiers:
     """Reference worked example P, through the dispatcher's `model_role`."""
 
     @pytest.mark.parametrize("arch,name,role", [
-        ("qwen3-tts", "model.gguf", TTS), ("qwen3", "qwen-talker-1.7b.gguf", TTS), ("qwentts-codec", "x.gguf", TTS),
-        ("kokoro", "x.gguf", TTS), ("llama", "Kokoro_espeak_f16.gguf", TTS), ("llama", "Parler_TTS_Mini_Q5_0.gguf", TTS),
-        ("qwen35moe", "Qwen3.6-35B-A3B-Q4_K_M.gguf", LLM), ("llama", "Diamond-Coder-7B-Q4_K_M.gguf", LLM),
-        ("parakeet", "x.gguf", ASR), ("llama", "parakeet-tdt-0.6b.gguf", ASR), ("fastconformer", "x.gguf", ASR),
-        ("llama", "nemotron-3.5-asr-streaming-q8_0.gguf", ASR), ("llama", "nemotron-speech-streaming.gguf", ASR),
-        ("nemotron", "Nemotron-4-340B-Instruct-Q4_K_M.gguf", LLM), ("llama", "Llama-3.1-8B.gguf", LLM),
-        ("audiocpp", "x.gguf", AUDIOCPP), ("bert", "bge-m3.gguf", EMBEDDING),
+        ("qwen3-tts", "model.gguf", Role.TTS), ("qwen3", "qwen-talker-1.7b.gguf", Role.TTS), ("qwentts-codec", "x.gguf", Role.TTS),
+        ("kokoro", "x.gguf", Role.TTS), ("llama", "Kokoro_espeak_f16.gguf", Role.TTS), ("llama", "Parler_TTS_Mini_Q5_0.gguf", Role.TTS),
+        ("qwen35moe", "Qwen3.6-35B-A3B-Q4_K_M.gguf", Role.LLM), ("llama", "Diamond-Coder-7B-Q4_K_M.gguf", Role.LLM),
+        ("parakeet", "x.gguf", Role.ASR), ("llama", "parakeet-tdt-0.6b.gguf", Role.ASR), ("fastconformer", "x.gguf", Role.ASR),
+        ("llama", "nemotron-3.5-asr-streaming-q8_0.gguf", Role.ASR), ("llama", "nemotron-speech-streaming.gguf", Role.ASR),
+        ("nemotron", "Nemotron-4-340B-Instruct-Q4_K_M.gguf", Role.LLM), ("llama", "Llama-3.1-8B.gguf", Role.LLM),
+        ("audiocpp", "x.gguf", Role.AUDIOCPP), ("bert", "bge-m3.gguf", Role.EMBEDDING),
     ])
     def test_roles(self, arch, name, role):
         assert model_role(row(f"/m/{name}"), ModelMeta(source="gguf", arch=arch)) == role
 
     def test_a_family_key_makes_audiocpp_whatever_the_arch(self):
         meta = ModelMeta(source="gguf", arch="qwen3", audio_family="qwen3_tts")
-        assert model_role(row("/m/qwen3-tts-talker.gguf"), meta) == AUDIOCPP
+        assert model_role(row("/m/qwen3-tts-talker.gguf"), meta) == Role.AUDIOCPP
         assert audiocpp_task(meta) == "tts"
 
     def test_an_embedder_is_tested_before_every_audio_class(self):
         meta = ModelMeta(source="gguf", arch="qwen3", pooling_type=3)
-        assert model_role(row("/m/parakeet-embed.gguf"), meta) == EMBEDDING
+        assert model_role(row("/m/parakeet-embed.gguf"), meta) == Role.EMBEDDING
 
     def test_a_pin_to_a_row_of_another_class_is_refused(self):
         s = settings(BackendRow(id="llama", kind="llama", path="/l/llama-server"))
         with pytest.raises(ModelError, match="cannot serve a tts model"):
-            resolve_for(s, Override(match="*", backend="llama"), row(TALKER), TTS, qwen3())
+            resolve_for(s, Override(match="*", backend="llama"), row(TALKER), Role.TTS, qwen3())

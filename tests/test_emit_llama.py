@@ -9,7 +9,8 @@ import attrs
 import pytest
 
 from autogen.resolve.backends import Resolved
-from autogen.emit.llama import emit_llama, extra_flags, split_equals
+from autogen.emit.llama import emit_llama
+from autogen.emit.llama_args import extra_flags, split_equals
 from autogen.emit.context import EmitContext
 from autogen.errors import SettingsError
 from autogen.metadata.gguf_header import read_gguf_header

@@ -9,7 +9,7 @@ from autogen.discovery.walk import HeaderInfo, discover
 from autogen.emit.sam import emit_sam, sam_arch
 from autogen.emit.context import EmitContext
 from autogen.numfmt import size_gb
-from autogen.emit.dispatch import SEGMENT, model_role
+from autogen.resolve.roles import Role, model_role
 from autogen.settings.schema import BackendRow, Override, Settings
 
 
@@ -33,7 +33,7 @@ def test_example_n_one_sam_row_and_the_other_ggml_ignored(tmp_path):
     found = sam_library(tmp_path)
     (row,) = found.models
     assert row.id == "sam2.1-hiera-tiny-f16" and row.format == "sam"
-    assert model_role(row, None) == SEGMENT
+    assert model_role(row, None) == Role.SEGMENT
 
 
 def test_argv_yaml_and_coexistence_group(tmp_path):

@@ -6,14 +6,14 @@ import attrs
 import pytest
 
 from autogen.resolve.backends import Resolved
-from autogen.emit.sd import (arm_components, emit_sd, guidance_for, image_arch, is_image_arch, is_reference_edit,
+from autogen.emit.sd import (arm_components, emit_sd, guidance_for, is_reference_edit,
                              max_vram)
 from autogen.emit.context import EmitContext
 from autogen.errors import ModelError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
-from autogen.emit.dispatch import DIFFUSION, EMBEDDING, IMAGE, LLM, model_role
+from autogen.resolve.roles import Role, image_arch, is_image_arch, model_role
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Encoders, Override, Settings
 from gguf_fixtures import Q, write_gguf
@@ -220,17 +220,17 @@ class TestDetection:
         meta = ModelMeta(source="gguf", arch="", diffusion_kind="sdxl")
         assert image_arch(meta) == "sdxl"
         row = ModelRow(id="x", format="gguf", path="/m/x.gguf")
-        assert model_role(row, meta) == IMAGE
+        assert model_role(row, meta) == Role.IMAGE
 
     def test_general_type_diffusion_makes_an_image_model_even_with_an_llm_arch(self):
         meta = ModelMeta(source="gguf", arch="qwen", general_type="diffusion")
-        assert model_role(ModelRow(id="x", format="gguf", path="/m/hidream-o1.gguf"), meta) == IMAGE
+        assert model_role(ModelRow(id="x", format="gguf", path="/m/hidream-o1.gguf"), meta) == Role.IMAGE
 
     def test_video_dits_are_never_served_as_llms(self):
         meta = ModelMeta(source="gguf", arch="ltxv", block_count=48)
-        assert model_role(ModelRow(id="x", format="gguf", path="/m/ltx-2.gguf"), meta) == DIFFUSION
+        assert model_role(ModelRow(id="x", format="gguf", path="/m/ltx-2.gguf"), meta) == Role.DIFFUSION
 
     def test_chat_and_embedding_models_stay_in_their_roles(self):
         row = ModelRow(id="x", format="gguf", path="/m/x.gguf")
-        assert model_role(row, ModelMeta(source="gguf", arch="qwen3")) == LLM
-        assert model_role(row, ModelMeta(source="gguf", arch="bert")) == EMBEDDING
+        assert model_role(row, ModelMeta(source="gguf", arch="qwen3")) == Role.LLM
+        assert model_role(row, ModelMeta(source="gguf", arch="bert")) == Role.EMBEDDING

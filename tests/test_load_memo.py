@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from autogen.commands import library as library_module
 from autogen.commands import tasks
 from tests.test_pipeline import SETTINGS, add_model, library  # noqa: F401 - the shared fixture
 
@@ -25,12 +26,12 @@ def served_from_memo(library, monkeypatch) -> bool:
         called.append(True)
         return real(*args, **kwargs)
 
-    real = tasks.discover
-    monkeypatch.setattr(tasks, "discover", spy)
+    real = library_module.discover
+    monkeypatch.setattr(library_module, "discover", spy)
     try:
         load(library)
     finally:
-        monkeypatch.setattr(tasks, "discover", real)
+        monkeypatch.setattr(library_module, "discover", real)
     return not called
 
 
@@ -38,8 +39,8 @@ def test_an_unchanged_library_is_served_from_the_memo(library, monkeypatch):
     first = load(library)
     again = tasks.load(str(library / "swapgen.yaml"))
     again.close()
-    assert [j.row for j in again.jobs] == [j.row for j in first.jobs]
-    assert again.stamps == first.stamps
+    assert [j.row for j in again.library.jobs] == [j.row for j in first.library.jobs]
+    assert again.library.stamps == first.library.stamps
     assert served_from_memo(library, monkeypatch)
 
 
@@ -85,19 +86,19 @@ def test_hidden_folders_do_not_invalidate(library, monkeypatch):
 
 def test_a_new_gpu_inventory_or_generator_version_is_a_miss(library, monkeypatch):
     load(library)
-    monkeypatch.setattr(tasks, "inventory", lambda settings: ())
+    monkeypatch.setattr(library_module, "inventory", lambda settings: ())
     load(library)
     from autogen.settings.schema import Gpu
 
-    monkeypatch.setattr(tasks, "inventory", lambda settings: (Gpu(index=0, vram_gb=24.0),))
+    monkeypatch.setattr(library_module, "inventory", lambda settings: (Gpu(index=0, vram_gb=24.0),))
     assert not served_from_memo(library, monkeypatch)
-    monkeypatch.setattr(tasks, "GENERATOR_VERSION", "test-bump")
+    monkeypatch.setattr(library_module, "GENERATOR_VERSION", "test-bump")
     assert not served_from_memo(library, monkeypatch)
 
 
 def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
     load(library)
-    memo = library / "cache" / tasks.LoadMemo.FILE
+    memo = library / "cache" / library_module.LoadMemo.FILE
     memo.write_bytes(b"not a pickle")
     assert not served_from_memo(library, monkeypatch)
     assert served_from_memo(library, monkeypatch)

@@ -12,6 +12,7 @@ import pytest
 from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.metadata.cache import HEAD_BYTES, MetaCache, Progress, head_hash
+from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
 
 KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
@@ -182,8 +183,8 @@ def library(tmp_path):
 
 
 def _run(settings) -> tuple[int, dict]:
-    rc = cli.main(["--settings", str(settings)])
-    return rc, tasks._ACTIVE.stats
+    rc, graph = generate(settings)
+    return rc, graph.stats
 
 
 class TestNoOpRuns:
@@ -213,5 +214,5 @@ class TestNoOpRuns:
 
         monkeypatch.setattr("autogen.discovery.walk.read_config_json", refuse)
         monkeypatch.setattr("autogen.metadata.hf_config.read_config_json", refuse)
-        rc, stats = _run(settings)
-        assert rc == 0 and stats["emitted"] == 0 and tasks._ACTIVE.cache.reads == 0
+        rc, graph = generate(settings)
+        assert rc == 0 and graph.stats["emitted"] == 0 and graph.library.cache.reads == 0

@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.router.validate import validate_text
+from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30
@@ -49,8 +50,8 @@ def library(tmp_path):
 
 
 def run(settings, *args):
-    rc = cli.main(["--settings", str(settings), *args])
-    return rc, tasks._ACTIVE.stats
+    rc, graph = generate(settings, *args)
+    return rc, graph.stats
 
 
 def config(tmp_path):

@@ -11,6 +11,7 @@ from ruamel.yaml import YAML
 from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.router.validate import validate_text
+from tests.runs import generate
 from tests.test_pipeline import SETTINGS, add_model, library, llama_kv  # noqa: F401 - library: the shared fixture
 
 
@@ -43,8 +44,8 @@ class TestRoots:
 class TestIncrementalEdges:
     def test_parallel_runs_keep_their_bookkeeping(self, library):
         assert run(library, "-n", "2") == 0
-        assert run(library, "-n", "2") == 0
-        assert tasks._ACTIVE.stats["emitted"] == 0
+        rc, graph = generate(library / "swapgen.yaml", "-n", "2")
+        assert rc == 0 and graph.stats["emitted"] == 0
 
     def test_a_file_changed_after_loading_is_re_emitted_next_time(self, library):
         """doit records a file's state after the task ran; the key must carry what was read."""
@@ -75,7 +76,6 @@ class TestIncrementalEdges:
             f.write("{not json")
         with open(library / "swapgen.yaml", "a") as f:
             f.write("ttl: 601\n")
-        tasks._ACTIVE = None
         assert run(library) == 0  # the model task rewrote its fragment before the config task read it
         with open(fragment, "w") as f:
             f.write("{not json")
@@ -141,12 +141,12 @@ class TestOutput:
 
 def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     """An in-process caller (a test, an editor plugin) can run again after a failed load."""
-    from autogen.commands import tasks as tasks_module
+    from autogen.commands import library as library_module
 
     def broken(*args, **kwargs):
-        raise tasks_module.SwapgenError("simulated failure while discovering")
+        raise library_module.SwapgenError("simulated failure while discovering")
 
-    monkeypatch.setattr(tasks_module, "discover", broken)
+    monkeypatch.setattr(library_module, "discover", broken)
     assert run(library) == 1
     monkeypatch.undo()
     assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]

@@ -12,46 +12,33 @@ import argparse
 import json
 import sys
 
+from autogen.commands import listing, show, tasks
 from autogen.errors import SwapgenError
+from autogen.settings.load import load_settings
 
 DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpdb", "strace"}
 
 
 def _run_doit(settings: str | None, args: list[str]) -> int:
-    from doit.cmd_base import ModuleTaskLoader
-    from doit.doit_cmd import DoitMain
-
-    from autogen.commands import tasks
-
-    pipeline = tasks.load(settings)
-    try:
-        return DoitMain(ModuleTaskLoader(pipeline.namespace())).run(args)
-    finally:
-        pipeline.close()
+    return tasks.run_doit(tasks.load(settings), args)
 
 
 def _list(settings: str | None, as_json: bool) -> int:
-    from autogen.commands import listing
-    from autogen.commands import tasks
-
-    pipeline = tasks.load(settings)
+    graph = tasks.load(settings)
     try:
-        rows = listing.rows(pipeline)
+        rows = listing.rows(graph)
     finally:
-        pipeline.close()
+        graph.close()
     sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n" if as_json else listing.table(rows))
     return 0
 
 
 def _show(settings: str | None, model_id: str, as_json: bool) -> int:
-    from autogen.commands import show
-    from autogen.commands import tasks
-
-    pipeline = tasks.load(settings)
+    graph = tasks.load(settings)
     try:
-        return show.main(pipeline, model_id, as_json)
+        return show.main(graph.library, model_id, as_json)
     finally:
-        pipeline.close()
+        graph.close()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,12 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     command = rest[0] if rest else "run"
     try:
         if command == "validate":
+            # deliberate lazy import: generating never loads the validator's YAML reader up front
             from autogen.router.validate import main_validate
 
             files = rest[1:]
             if not files:
-                from autogen.settings.load import load_settings
-
                 files = [load_settings(opts.settings).output]
             return main_validate(files)
         if command == "list":
@@ -83,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("show needs exactly one model id (see `swapgen list`)")
             return _show(opts.settings, ids[0], "--json" in rest[1:])
         if command == "backends":
-            from autogen.commands.detect import main_backends
+            from autogen.commands.detect import main_backends  # deliberate lazy import: a rare command
 
             return main_backends(opts.settings, rest[1:])
         if command in DOIT_COMMANDS or command.startswith("model") or command == "config" or command.startswith("-"):

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from autogen.commands.tasks import TaskGraph, fragment_path
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
 from autogen.router.assemble import Fragment
 
 
-def rows(pipeline) -> list[dict[str, Any]]:
-    from autogen.commands.tasks import fragment_path
-
+def rows(graph: TaskGraph) -> list[dict[str, Any]]:
+    library = graph.library
     out = []
-    for job in pipeline.jobs:
+    for job in library.jobs:
         skip = job.error
         entries = [job.row.id]
-        path = fragment_path(pipeline.settings.cache_dir, job.row.id)
+        path = fragment_path(library.settings.cache_dir, job.row.id)
         # the fragment tells what the emitter decided, when it was emitted from today's inputs
-        if skip is None and pipeline.keys.get(job.row.id) == pipeline.model_key(job):
+        if skip is None and graph.fragment_is_current(job):
             try:
                 summary = Fragment.load(path).summary
             except (OSError, ValueError, KeyError):
@@ -44,7 +44,7 @@ def rows(pipeline) -> list[dict[str, Any]]:
             "entries": entries,
             "skipped": skip,
         })
-    for item in pipeline.discovery.ignored:
+    for item in library.discovery.ignored:
         out.append({"id": None, "task": None, "class": "ignored", "engine": "-", "backend": "-", "why": "",
                     "path": item.path, "size_gb": None, "entries": [], "skipped": item.reason})
     return out

@@ -9,23 +9,25 @@ import sys
 
 import attrs
 
+from autogen.commands.library import Library
+from autogen.emit.dispatch import Job
 from autogen.router.fragments import render_plan
 from autogen.sizing.kvcost import kv_cost
 
 
-def _find(pipeline, model_id: str):
-    for job in pipeline.jobs:
+def _find(library: Library, model_id: str):
+    for job in library.jobs:
         if job.row.id == model_id:
             return job
-    for job in pipeline.jobs:  # a profile id such as <id>-64k
-        if model_id.startswith(job.row.id + "-") and any(e.id == model_id for e in pipeline.plan(job).entries):
+    for job in library.jobs:  # a profile id such as <id>-64k
+        if model_id.startswith(job.row.id + "-") and any(e.id == model_id for e in library.plan(job).entries):
             return job
     return None
 
 
-def report(pipeline, job) -> dict:
-    meta = pipeline.metas.get(job.row.id)
-    plan = pipeline.plan(job)
+def report(library: Library, job: Job) -> dict:
+    meta = library.metas.get(job.row.id)
+    plan = library.plan(job)
     kv = kv_cost(meta) if meta is not None else None
     return {
         "id": job.row.id,
@@ -49,12 +51,12 @@ def report(pipeline, job) -> dict:
     }
 
 
-def main(pipeline, model_id: str, as_json: bool) -> int:
-    job = _find(pipeline, model_id)
+def main(library: Library, model_id: str, as_json: bool) -> int:
+    job = _find(library, model_id)
     if job is None:
         print(f"swapgen: no model {model_id!r}; `swapgen list` shows the ids", file=sys.stderr)
         return 1
-    data = report(pipeline, job)
+    data = report(library, job)
     if as_json:
         print(json.dumps(data, indent=2, ensure_ascii=False, default=list))
         return 0

@@ -18,70 +18,20 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 
 from autogen.resolve.backends import Engine
 from autogen.cmdline import HOST
 from autogen.emit.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
+from autogen import fsutil
 from autogen.errors import ModelError
-from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
 from autogen.discovery.rows import ModelRow
-
-# -- detection (reference §6, §7, §8; classifier tables of worked example P) -----------------
-
-_QWENTTS_ARCHS = ("qwen3-tts", "qwentts")
-#: TTS.cpp architectures (exact), and file-name tokens; bare "dia" is not a name token
-#: ("Diamond-Coder" must stay an LLM).
-TTSCPP_ARCHS = frozenset({"kokoro", "parler-tts", "parler_tts", "parler", "dia", "orpheus"})
-_TTSCPP_NAME = re.compile(r"(?i)kokoro|parler[-_ ]?tts|orpheus")
-_ASR_ARCHS = ("parakeet", "fastconformer", "conformer", "nemo-asr")
-_ASR_NAME = re.compile(r"(?i)parakeet|nemotron[-_. 0-9]*(asr|speech)")
-
-
-def _name(row: ModelRow) -> str:
-    return os.path.basename(row.path)
-
-
-def is_ttscpp_model(row: ModelRow, meta: ModelMeta | None) -> bool:
-    arch = meta.arch if meta is not None else ""
-    return arch in TTSCPP_ARCHS or _TTSCPP_NAME.search(_name(row)) is not None
-
-
-def is_tts_model(row: ModelRow, meta: ModelMeta | None) -> bool:
-    """Qwen3-TTS talkers (arch, or a bare-LM arch with `talker` in the name) and TTS.cpp models."""
-    arch = meta.arch if meta is not None else ""
-    return (arch.startswith(_QWENTTS_ARCHS) or "talker" in _name(row).lower()
-            or is_ttscpp_model(row, meta))
-
-
-def is_asr_model(row: ModelRow, meta: ModelMeta | None) -> bool:
-    """Parakeet / FastConformer; a bare `nemotron` chat model stays an LLM."""
-    arch = meta.arch if meta is not None else ""
-    return arch.startswith(_ASR_ARCHS) or _ASR_NAME.search(_name(row)) is not None
-
-
-def is_audiocpp_model(meta: ModelMeta | None) -> bool:
-    """The header says so outright (arch `audiocpp` or a family key); no name heuristics."""
-    return meta is not None and (meta.arch == "audiocpp" or bool(meta.audio_family))
-
+from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 
 # -- audio.cpp families ------------------------------------------------------------------------
 
-#: Family → task ("tts", "asr", or "" = known but served by no class here). The families the
-#: reference names (§7, example K) plus audio.cpp's schema-2 samples (`docs/integrators.md`:
-#: kokoro_tts, chatterbox, qwen3_tts, cosyvoice3, fish_audio). Dual-task families choose tts.
-AUDIOCPP_FAMILIES: dict[str, str] = {
-    **dict.fromkeys(("moss_tts_nano", "qwen3_tts", "supertonic", "vibevoice", "chatterbox", "cosyvoice3",
-                     "echo_tts", "f5_tts", "index_tts2", "kokoro_tts", "fish_audio", "firered_audio"), "tts"),
-    **dict.fromkeys(("qwen3_asr", "nemotron_asr", "parakeet_tdt", "granite5asr", "vibevoice_asr",
-                     "voxtral_realtime"), "asr"),
-    **dict.fromkeys(("ace_step", "heartmula", "stable_audio", "htdemucs", "bs_roformer", "seed_vc", "rvc",
-                     "miocodec", "mms_forced_aligner", "sortformer_diar", "personaplex", "minimax_h3",
-                     "muscriptor"), ""),
-}
 #: Families that clone a voice from a reference clip (metadata `voice_clone`).
 AUDIOCPP_CLONE = frozenset({"moss_tts_nano", "qwen3_tts", "f5_tts", "index_tts2", "echo_tts", "chatterbox",
                             "cosyvoice3"})
@@ -89,12 +39,6 @@ AUDIOCPP_CLONE = frozenset({"moss_tts_nano", "qwen3_tts", "f5_tts", "index_tts2"
 AUDIOCPP_FLAVOURS = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "metal-x64": "metal", "cpu": "cpu",
                      "cpu-portable": "cpu"}
 AUDIOCPP_EXE = "audiocpp_server"
-
-
-def audiocpp_task(meta: ModelMeta | None) -> str:
-    """"tts", "asr", or "" (unknown / unserved family); the class to resolve is asr or else tts."""
-    family = meta.audio_family if meta is not None else ""
-    return AUDIOCPP_FAMILIES.get(family, "")
 
 
 # -- shared ------------------------------------------------------------------------------------
@@ -147,7 +91,7 @@ def tts_engine(ctx: EmitContext) -> str:
                      f"which cannot load this model. Add a backend row of kind {wanted.split()[0]}")
 
 
-def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None]) -> Plan:
+def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.file_size) -> Plan:
     """qwentts.cpp (GPU, with its folder's codec) or TTS.cpp (CPU, `useModelName`)."""
     if tts_engine(ctx) == Engine.TTSCPP:
         return _emit_ttscpp(ctx)
@@ -221,7 +165,7 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
         raise ModelError("audio.cpp gguf with no audiocpp.model_spec.family in its header; re-download or "
                          "re-convert it with a current audio.cpp")
     if family not in AUDIOCPP_FAMILIES:
-        raise ModelError(f"unknown audio.cpp family {family!r}; add it to AUDIOCPP_FAMILIES in autogen/emit/audio.py")
+        raise ModelError(f"unknown audio.cpp family {family!r}; add it to AUDIOCPP_FAMILIES in autogen/resolve/roles.py")
     task = AUDIOCPP_FAMILIES[family]
     if not task:
         raise ModelError(f"audio.cpp family {family!r} is a music / separation / voice-conversion / alignment "

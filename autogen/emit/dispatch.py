@@ -7,46 +7,51 @@ files) changes, that model alone is re-emitted.
 
 from __future__ import annotations
 
-import fnmatch
-import re
-from collections.abc import Container, Iterable, Mapping
-from functools import lru_cache
-from typing import Any
+import importlib
+from collections.abc import Callable, Container, Iterable, Mapping
 
 import attrs
 from attrs import frozen
 
 from autogen import GENERATOR_VERSION
-from autogen.resolve.backends import (Resolved, only_audiocpp, resolution_key, resolve_backend, resolve_backend_preferring,
-                              resolve_embedder, without_audiocpp)
 from autogen.cmdline import unsafe_arg_reason
-from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, pin_plan, place, prefer_one_card, requested
-from autogen.resolve.devices import key as placement_key
+from autogen.discovery.rows import ModelRow
 from autogen.emit.context import EmitContext
 from autogen.emit.entry import Plan, Skip
+from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
+from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.errors import ModelError
 from autogen.fsutil import file_size
-from autogen.sizing.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.discovery.rows import ModelRow
+from autogen.resolve.backends import (Engine, Resolved, only_audiocpp, resolution_key, resolve_backend,
+                                      resolve_backend_preferring, resolve_embedder, without_audiocpp)
+from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, pin_plan, place, prefer_one_card, requested
+from autogen.resolve.devices import key as placement_key
+from autogen.resolve.gpus import inventory
+from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, model_role
+from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
+from autogen.sizing.kvcost import kv_cost
 
 DEFAULT_BUDGET_GB = 8.0
 SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 
-#: Model roles, each served by its own emitter. Embedding is class llm served differently;
-#: audio.cpp serves class tts or asr by its family; "diffusion" = a DiT with no image arm (skipped).
-LLM, EMBEDDING, IMAGE, TTS, ASR, SEGMENT = "llm", "embedding", "image", "tts", "asr", "segment"
-AUDIOCPP, DIFFUSION = "audiocpp", "diffusion"
-
-#: GGUF architectures of encoder-only embedding models (pooling may be absent in old files).
-EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert", "neo-bert", "t5encoder"})
-
-
-@lru_cache(maxsize=1024)
-def glob_pattern(pattern: str) -> re.Pattern[str]:
-    """A settings glob: case-insensitive, `*` crosses folders, `?` is one character."""
-    return re.compile(fnmatch.translate(pattern.replace("\\", "/")), re.IGNORECASE | re.DOTALL)
+#: Role → its emitter, `module:function` under `autogen.emit`; a role several engines serve maps
+#: each engine to its own. Every emitter is `EmitContext -> Plan`. Loaded on first use (as vLLM's
+#: tool-parser registry does), so a no-op run imports no emitter.
+EMITTERS: dict[Role, str | dict[Engine, str]] = {
+    Role.LLM: {Engine.LLAMA: "llama:emit_llama", Engine.VLLM: "vllm:emit_vllm"},
+    Role.EMBEDDING: {Engine.LLAMA: "llama:emit_llama", Engine.VLLM: "vllm:emit_vllm"},
+    Role.IMAGE: "sd:emit_sd",
+    Role.SEGMENT: "sam:emit_sam",
+    Role.TTS: "audio:emit_tts",
+    Role.ASR: "audio:emit_asr",
+    Role.AUDIOCPP: "audio:emit_audiocpp",
+}
+#: Roles no engine here serves, with the reason their models are skipped.
+UNSERVED: dict[Role, str] = {
+    Role.DIFFUSION: "video and other DiTs have no sd-server arm here yet",
+}
 
 
 def match_override(settings: Settings, row: ModelRow) -> Override | None:
@@ -60,55 +65,23 @@ def match_override(settings: Settings, row: ModelRow) -> Override | None:
     return None
 
 
-def model_role(row: ModelRow, meta: ModelMeta | None) -> str:
-    """First match wins (reference `spec-classes.md` §1.1): SAM before any header read, image
-    before embedding, embedding before every audio class, audio.cpp (its header names the
-    family) before the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
-    from autogen.emit.audio import is_asr_model, is_audiocpp_model, is_tts_model
-    from autogen.emit.sd import UNSERVED_DIFFUSION_ARCHS, is_image_model
-
-    if row.format == "hf":
-        return LLM
-    if row.format == "sam":
-        return SEGMENT
-    if meta is None:
-        return LLM
-    if meta.arch in UNSERVED_DIFFUSION_ARCHS:
-        return DIFFUSION
-    if is_image_model(meta):
-        return IMAGE
-    if meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS:
-        return EMBEDDING
-    if is_audiocpp_model(meta):
-        return AUDIOCPP
-    if is_tts_model(row, meta):
-        return TTS
-    if is_asr_model(row, meta):
-        return ASR
-    return LLM
-
-
-def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: str,
+def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: Role,
                 meta: ModelMeta | None = None) -> Resolved:
     """Which backend serves this model (raises ModelError for a pin to another class)."""
     if row.format == "hf":
         return resolve_backend_preferring(settings, override, "llm", "vllm")
-    if role == EMBEDDING:
+    if role == Role.EMBEDDING:
         return resolve_embedder(settings, override)
-    if role == SEGMENT:
+    if role == Role.SEGMENT:
         return resolve_backend(settings, override, "segment")
-    if role in (IMAGE, DIFFUSION):
+    if role in (Role.IMAGE, Role.DIFFUSION):
         return resolve_backend(settings, override, "image")
-    if role == TTS:
-        from autogen.emit.audio import is_ttscpp_model
-
+    if role == Role.TTS:
         prefer = "ttscpp" if is_ttscpp_model(row, meta) else "tts"
         return resolve_backend_preferring(without_audiocpp(settings), override, "tts", prefer)
-    if role == ASR:
+    if role == Role.ASR:
         return resolve_backend(without_audiocpp(settings), override, "asr")
-    if role == AUDIOCPP:
-        from autogen.emit.audio import audiocpp_task
-
+    if role == Role.AUDIOCPP:
         cls = "asr" if audiocpp_task(meta) == "asr" else "tts"
         return resolve_backend_preferring(only_audiocpp(settings), override, cls, "audiocpp")
     return resolve_backend(settings, override, "llm")
@@ -133,7 +106,7 @@ class Job:
 
     row: ModelRow
     override: Override | None
-    role: str
+    role: Role
     #: Resolved backend, or None with `error` set.
     backend: Resolved | None
     #: A reason known before emitting (unreadable header, missing shard, refused pin…).
@@ -178,8 +151,6 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
     if not wanted and (backend.kind != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
         return NO_PLACEMENT
     if gpus is None:
-        from autogen.resolve.gpus import inventory
-
         gpus = inventory(settings)
     return place(settings, override, backend.row, backend.kind, gpus)
 
@@ -205,16 +176,14 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
 
 def _has_profiles(job: Job) -> bool:
     """A chat model on llama-server that will be emitted: the models llama profiles belong to."""
-    return (job.role == LLM and job.engine == "llama" and job.error is None
+    return (job.role == Role.LLM and job.engine == "llama" and job.error is None
             and not (job.override is not None and job.override.skip))
 
 
 def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
     """Profile ids several models make → the model that keeps it (`profiles_llama.profile_owners`);
     computed once per run for `model_inputs` and `build_plan` (cross-model profile clashes)."""
-    from autogen.emit.llama_profiles import profile_owners as owners
-
-    return owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
+    return llama_profile_owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
 
 
 def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
@@ -222,8 +191,6 @@ def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
     """This model's llama profile ids that another model's id ("") or profile (its model) takes."""
     if not _has_profiles(job):
         return {}
-    from autogen.emit.llama_profiles import profile_clashes
-
     return profile_clashes(job.row, job.override, settings, taken_ids, owners)
 
 
@@ -244,7 +211,7 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
         job.error,
         job.budget_gb,
         job.card_vram_gb if job.engine == "vllm" else None,
-        component_state(settings, job.override) if job.role == IMAGE else None,
+        component_state(settings, job.override) if job.role == Role.IMAGE else None,
         placement_key(job.placement),
     ))
 
@@ -289,8 +256,6 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":
-            from autogen.emit.llama_profiles import note_profiles_ignored
-
             plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
         return plan
     except ModelError as exc:
@@ -310,35 +275,26 @@ def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     return prefer_one_card(plan, single, placement, one)
 
 
+def emitter_for(role: Role, engine: str) -> Callable[[EmitContext], Plan] | None:
+    """The registered emitter of a role on an engine, or None."""
+    entry = EMITTERS.get(role)
+    if isinstance(entry, dict):
+        entry = entry.get(engine)
+    if entry is None:
+        return None
+    module, function = entry.split(":")
+    # deliberate lazy import: a run served from the load memo plans nothing
+    return getattr(importlib.import_module(f"autogen.emit.{module}"), function)
+
+
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:
     row, engine = job.row, job.engine
-    if row.format == "hf" and engine != "vllm":
+    if row.format == "hf" and engine != Engine.VLLM:
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
                          "Add a row of kind vllm to `backends` in swapgen.yaml")
-    if job.role in (LLM, EMBEDDING) and engine == "vllm":
-        from autogen.emit.vllm import emit_vllm
-
-        return emit_vllm(ctx)
-    if job.role in (LLM, EMBEDDING) and engine == "llama":
-        from autogen.emit.llama import emit_llama
-
-        return emit_llama(ctx)
-    if job.role == IMAGE:
-        from autogen.emit.sd import emit_sd
-
-        return emit_sd(ctx, file_size)
-    if job.role == DIFFUSION:
-        raise ModelError(f"diffusion model of arch {ctx.meta.arch if ctx.meta else '?'}: video and other DiTs "
-                         f"have no sd-server arm here yet")
-    if job.role == SEGMENT:
-        from autogen.emit.sam import emit_sam
-
-        return emit_sam(ctx)
-    if job.role in (TTS, ASR, AUDIOCPP):
-        from autogen.emit import audio as emit_audio
-
-        if job.role == TTS:
-            return emit_audio.emit_tts(ctx, file_size)
-        return emit_audio.emit_asr(ctx) if job.role == ASR else emit_audio.emit_audiocpp(ctx)
-    raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
-
+    if job.role in UNSERVED:
+        raise ModelError(f"{job.role} model of arch {ctx.meta.arch if ctx.meta else '?'}: {UNSERVED[job.role]}")
+    emit = emitter_for(job.role, engine)
+    if emit is None:
+        raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
+    return emit(ctx)

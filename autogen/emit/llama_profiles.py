@@ -32,6 +32,7 @@ from attrs import frozen
 
 from autogen.emit.context import EmitContext
 from autogen.emit.entry import Plan
+from autogen.emit.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
 
@@ -177,8 +178,6 @@ def refused_before_sizing(ctx: EmitContext, profile: Profile) -> str | None:
 
 def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
     """`args` (split at `=` already) without the flags of these meanings and their values."""
-    from autogen.emit.llama import FLAG_KNOBS, SWITCHES  # the emitter imports this module
-
     out, skip = [], False
     for arg in args:
         if skip:
@@ -192,8 +191,6 @@ def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
 
 def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
-    from autogen.emit.llama import checked_path, extra_flags, split_equals  # the emitter imports this module
-
     ov = ctx.override or Override(match="*")
     inherited = split_equals(ov.extra_args)
     if profile.variant is None:

@@ -27,18 +27,12 @@ from attrs import frozen
 from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emit.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
+from autogen import fsutil
 from autogen.errors import ModelError
-from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
+from autogen.resolve.roles import image_arch
 from autogen.settings.schema import Encoders, Override
 
-#: Architectures sd-server serves, matched exactly or as a prefix (`flux.1`, `sd3.5`, `lumina2`);
-#: reference §4.1 `isImageArch`. `sd2` is deliberately absent, as upstream.
-IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
-               "diffusion")
-#: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) with no image arm here: video DiTs
-#: and DiTs sd.cpp does not load. Skipped with a reason rather than handed to llama-server.
-UNSERVED_DIFFUSION_ARCHS = frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"})
 #: Loaded whole with `-m` (sd.cpp cannot version-detect a split SD/SDXL UNet), reference §4.2.
 FULL_CHECKPOINT_ARCHS = ("sd1", "sd2", "sdxl", "stable-diffusion")
 #: The original's `VramOverheadGB` (taken off the budget) and image compute reserve (§4.4).
@@ -80,27 +74,6 @@ FLAG_KNOBS: dict[str, str] = {
 
 #: Bytes of a file, or None when it is absent (the dispatcher passes `fsutil.file_size`).
 FileSize = Callable[[str], "int | None"]
-
-
-def is_image_arch(arch: str) -> bool:
-    arch = arch.strip().lower()
-    return bool(arch) and arch.startswith(IMAGE_ARCHS)
-
-
-def image_arch(meta: ModelMeta) -> str:
-    """The declared arch when it is an image arch, else the UNet kind sniffed from tensor names
-    (sd.cpp's converter strips metadata), else "diffusion" for `general.type: diffusion`."""
-    if is_image_arch(meta.arch):
-        return meta.arch
-    if meta.diffusion_kind:
-        return meta.diffusion_kind
-    if meta.general_type == "diffusion":
-        return "diffusion"
-    return meta.arch
-
-
-def is_image_model(meta: ModelMeta) -> bool:
-    return is_image_arch(image_arch(meta))
 
 
 def is_full_checkpoint(arch: str) -> bool:
@@ -243,7 +216,7 @@ def _extra_knobs(extra: Sequence[str]) -> frozenset[str]:
     return frozenset(k for arg in extra if (k := FLAG_KNOBS.get(arg.partition("=")[0])) is not None)
 
 
-def emit_sd(ctx: EmitContext, file_size: FileSize) -> Plan:
+def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
     """One sd-server entry; a ModelError (unsafe component path, no metadata) propagates."""
     row, meta, ov = ctx.row, ctx.meta, ctx.override
     if meta is None:

@@ -16,7 +16,7 @@ from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
 from autogen.router.fragments import comment_text, quote, render_plan
 from autogen.fsutil import write_if_changed
-from autogen.emit.dispatch import glob_pattern
+from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
 COEXIST_GROUP = {"swap": False, "exclusive": False, "persistent": True}
@@ -105,7 +105,7 @@ def assemble(settings: Settings, fragments: list[Fragment]) -> str:
 
 def write_config(path: str, text: str) -> bool:
     """Validate, then write atomically only when the bytes differ. True = written."""
-    from autogen.router.validate import validate_text
+    from autogen.router.validate import validate_text  # deliberate lazy import: a no-op run writes nothing
 
     problems = [p for p in validate_text(text, path) if p.fatal]
     if problems:

@@ -17,7 +17,6 @@ from autogen import GENERATOR_VERSION, __version__
 from autogen.errors import SettingsError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Encoders, Override, Settings, Variant
-from autogen.settings.structure import describe, read_yaml, structure
 
 SETTINGS_ENV = "SWAPGEN_SETTINGS"
 DEFAULT_SETTINGS_NAME = "swapgen.yaml"
@@ -63,6 +62,9 @@ def _resolve_override(base: Path, ov: Override) -> Override:
 
 def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
     """Rows of the machine-owned backends file (a YAML list, or `{backends: [...]}`)."""
+    # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
+    from autogen.settings.structure import describe, read_yaml, structure
+
     data = read_yaml(path)
     if isinstance(data, dict) and set(data) == {"backends"}:
         data = data["backends"]
@@ -100,6 +102,9 @@ def load_settings(path: str | Path | None = None) -> Settings:
 
 
 def _parse_settings(path: Path) -> Settings:
+    # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
+    from autogen.settings.structure import read_yaml, structure
+
     data = read_yaml(path)
     if data is None:
         data = {}

@@ -1,0 +1,154 @@
+"""One run's library: settings → discovery (headers through the metadata cache) → resolved
+jobs, and the plan of each job.
+
+Loading is memoised in `cache_dir` (`LoadMemo`): a run where no file discovery can see, no
+setting, card reading or module of swapgen changed costs a walk of `stat` calls. Planning is
+pure (`emit.dispatch.build_plan`); this module only hands it the loaded records.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+
+import xxhash
+
+from autogen import GENERATOR_VERSION, __version__
+from autogen.discovery.walk import Discovery, discover, walk_signature
+from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
+from autogen.emit.entry import Plan
+from autogen.errors import ModelError, SwapgenError
+from autogen.fsutil import code_stamp, write_if_changed
+from autogen.metadata.cache import MetaCache
+from autogen.metadata.model_meta import ModelMeta
+from autogen.resolve.gpus import card_vram_gb, inventory
+from autogen.settings.schema import Settings
+
+
+def digest(text: str) -> str:
+    return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
+
+
+def check_roots(settings: Settings) -> None:
+    """A root that is missing or cannot be listed (a typo, an unmounted disk) stops the run:
+    writing a config without its models would unload them all from llama-swap."""
+    for i, root in enumerate(settings.roots):
+        try:
+            with os.scandir(root):
+                pass
+        except OSError as exc:
+            raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
+
+
+class LoadMemo:
+    """What loading produced (discovered rows, metadata, resolved jobs), kept in `cache_dir`
+    and reused while nothing it was computed from has changed: the settings, every entry
+    discovery can see (`discovery.walk_signature`), the card reading and GPU inventory, and
+    swapgen's own code. A no-op run then costs a walk of `stat` calls, not a rediscovery."""
+
+    FILE = "load-memo.pickle"
+
+    def __init__(self, settings: Settings, card: float | None):
+        self.path = os.path.join(settings.cache_dir, self.FILE)
+        self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
+                                 walk_signature(settings.roots))))
+
+    def load(self) -> tuple | None:
+        try:
+            with open(self.path, "rb") as f:
+                key, value = pickle.load(f)
+        except Exception:  # noqa: BLE001 - a missing, stale or foreign memo is just a miss
+            return None
+        return value if key == self.key else None
+
+    def store(self, *value) -> None:
+        try:
+            write_if_changed(self.path, pickle.dumps((self.key, value), protocol=pickle.HIGHEST_PROTOCOL),
+                             durable=False)
+        except (OSError, pickle.PicklingError):
+            pass
+
+
+class Library:
+    """The discovered models of one settings file, each resolved to a `Job`, with what planning
+    needs: metadata per model, the run-wide settings key and the profile ids' owners."""
+
+    def __init__(self, settings: Settings, card: float | None, discovery: Discovery,
+                 metas: dict[str, ModelMeta | None], jobs: list[Job], stamps: dict[str, str],
+                 cache: MetaCache | None = None):
+        self.settings = settings
+        self.card_vram_gb = card
+        self.discovery = discovery
+        self.metas = metas
+        self.jobs = jobs
+        #: id → the size and head hash its metadata was read from (`_meta_stamp`).
+        self.stamps = stamps
+        self._cache = cache
+        self.settings_key = digest(global_inputs(settings))
+        #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
+        self.profile_owners = profile_owners(jobs, settings)
+
+    @classmethod
+    def load(cls, settings: Settings) -> Library:
+        """From the memo when nothing it was computed from changed, else by discovery; the
+        warnings of discovery are printed either way."""
+        check_roots(settings)
+        card = card_vram_gb(settings)
+        memo = LoadMemo(settings, card)
+        loaded = memo.load()
+        if loaded is None:
+            library = cls._discover(settings, card)
+            memo.store(library.discovery, library.metas, library.jobs, library.stamps)
+        else:
+            library = cls(settings, card, *loaded)
+        for problem in library.discovery.problems:
+            print(f"swapgen: warning: {problem}", file=sys.stderr)
+        return library
+
+    @classmethod
+    def _discover(cls, settings: Settings, card: float | None) -> Library:
+        """Walk the roots, read metadata through the cache and resolve every model."""
+        cache = MetaCache(settings.cache_dir)
+        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head)
+        metas: dict[str, ModelMeta | None] = {}
+        jobs: list[Job] = []
+        for row in discovery.models:
+            error = discovery.row_errors.get(row.id)
+            meta = None
+            if error is None and row.format in ("gguf", "hf"):
+                try:
+                    meta = cache.meta(row.path, hf=row.format == "hf")
+                except ModelError as exc:
+                    error = str(exc)
+            metas[row.id] = meta
+            jobs.append(make_job(settings, row, meta, error, card))
+        cache.save()
+        stamps = {job.row.id: _meta_stamp(cache, job) for job in jobs}
+        return cls(settings, card, discovery, metas, jobs, stamps, cache)
+
+    @property
+    def cache(self) -> MetaCache:
+        """The metadata cache, loaded on first use (a run served from the load memo needs it
+        only if the doit checker meets a changed file)."""
+        if self._cache is None:
+            self._cache = MetaCache(self.settings.cache_dir)
+        return self._cache
+
+    def plan(self, job: Job) -> Plan:
+        return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
+                          self.profile_owners)
+
+    def model_key(self, job: Job) -> str:
+        """Digest of everything the model's fragment depends on besides its files."""
+        return digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
+                      + self.stamps[job.row.id])
+
+
+def _meta_stamp(cache: MetaCache, job: Job) -> str:
+    """The size and head hash the model's metadata was read from: a file changed between
+    loading and the task's run is recorded by doit as seen, so the key must say what the
+    fragment used (the head, not the mtime: a `touch` alone re-emits nothing)."""
+    path = os.path.join(job.row.path, "config.json") if job.row.format == "hf" else job.row.path
+    entry = cache.entries.get(path) or {}
+    return f"|{entry.get('size')},{entry.get('head')}"

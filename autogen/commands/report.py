@@ -1,0 +1,83 @@
+"""What a run tells its user: the task docs `doit list` shows, doit's console reporter
+trimmed to what matters, and the one summary line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from contextlib import contextmanager
+
+from doit.exceptions import TaskFailed
+from doit.reporter import ConsoleReporter
+
+from autogen.emit.dispatch import Job
+from autogen.emit.llama_profiles import profile_ids
+from autogen.resolve.roles import Role
+
+SUMMARY = "summary.json"
+
+
+def task_doc(library, job: Job) -> str:
+    """One line per model task: class, engine, backend and why, path (and its llama profiles)."""
+    where = job.row.path
+    if job.error:
+        return f"SKIPPED  {job.error}  ({where})"
+    doc = f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+    if job.role == Role.LLM and job.engine == "llama" and (ids := profile_ids(job.row, job.override, library.settings)):
+        doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
+    return doc
+
+
+def summary_line(graph) -> str:
+    """`swapgen: 9 models (7 served, 2 skipped); 1 re-emitted, 8 unchanged; config.yaml written`"""
+    settings = graph.library.settings
+    try:
+        with open(os.path.join(settings.cache_dir, SUMMARY), encoding="utf-8") as f:
+            counts = json.load(f)
+        served = f"{counts['served']} served, {counts['skipped']} skipped"
+    except (OSError, ValueError, KeyError):
+        served = "not assembled"
+    total, emitted = len(graph.library.jobs), graph.stats["emitted"]
+    return (f"swapgen: {total} models ({served}); {emitted} re-emitted, {total - emitted} unchanged; "
+            f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}")
+
+
+class SummaryReporter(ConsoleReporter):
+    """doit's console reporter without a line per up-to-date task, our own failures as one
+    clear message on stderr (tracebacks only for bugs), and one summary line. `TaskGraph.reporter`
+    is the subclass bound to its graph (doit instantiates reporters itself)."""
+
+    graph = None
+
+    def skip_uptodate(self, task):
+        pass
+
+    @contextmanager
+    def _to_stderr(self):
+        self.outstream, stdout = sys.stderr, self.outstream
+        try:
+            yield
+        finally:
+            self.outstream = stdout
+
+    def add_failure(self, task, fail):
+        if isinstance(fail, TaskFailed):
+            sys.stderr.write(f"swapgen: {fail.message}\n")
+            self.failures.append({"task": task, "exception": fail, "shown": True})
+        else:
+            super().add_failure(task, fail)
+
+    def _write_failure(self, result, write_exception=True):
+        with self._to_stderr():
+            super()._write_failure(result, write_exception)
+
+    def complete_run(self):
+        shown = [f for f in self.failures if f.get("shown")]
+        self.failures = [f for f in self.failures if not f.get("shown")]
+        with self._to_stderr():
+            super().complete_run()
+        if self.graph is not None:
+            self.graph.save_keys()
+        if self.graph is not None and not self.failures and not shown:
+            self.write(summary_line(self.graph) + "\n")

@@ -1,0 +1,158 @@
+"""What the user chose for one llama-server model, and what `extra_args` decide, read as
+llama-server b11434 reads its flags (`llama-server --help`).
+
+A flag in `extra_args` (any spelling) replaces ours of the same meaning, and its value pins the
+sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`, `-fa`, `-ctk`/`-ctv`); each value read back is checked
+against what b11434 accepts. The vLLM counterpart is `emit.vllm_args`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from attrs import frozen
+
+from autogen.cmdline import unsafe_arg_reason
+from autogen.emit.context import EmitContext
+from autogen.errors import ModelError
+from autogen.settings.schema import FLASH_ATTN_MODES
+from autogen.sizing.kvcost import KV_TYPE_BYTES
+from autogen.sizing.llama import AUTO_SLOTS, FLOAT_KV_TYPES, LlamaKnobs
+
+#: Every spelling of each flag we generate or read, by meaning (llama-server b11434 `--help`).
+FLAG_KNOBS: dict[str, str] = {
+    **dict.fromkeys(("-m", "--model"), "model"),
+    "--host": "host",
+    "--port": "port",
+    **dict.fromkeys(("-c", "--ctx-size"), "ctx"),
+    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers"), "ngl"),
+    **dict.fromkeys(("-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"), "n_cpu_moe"),
+    **dict.fromkeys(("-fa", "--flash-attn"), "flash_attn"),
+    **dict.fromkeys(("-ctk", "--cache-type-k"), "cache_type_k"),
+    **dict.fromkeys(("-ctv", "--cache-type-v"), "cache_type_v"),
+    **dict.fromkeys(("-np", "--parallel"), "parallel"),
+    **dict.fromkeys(("-t", "--threads"), "threads"),
+    **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj", "--mmproj-auto",
+                     "--no-mmproj-auto"), "mmproj"),
+    **dict.fromkeys(("--mmproj-offload", "--no-mmproj-offload"), "mmproj_offload"),
+    **dict.fromkeys(("--embedding", "--embeddings"), "embeddings"),
+    "--pooling": "pooling",
+    **dict.fromkeys(("-b", "--batch-size"), "batch"),
+    **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
+    **dict.fromkeys(("-sm", "--split-mode"), "split_mode"),
+    **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
+}
+#: Flags that take no value (the rest take exactly one).
+SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
+                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings"})
+
+
+def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
+    """Knob → (flag, value) for every known flag in `extra_args` (last one wins)."""
+    found: dict[str, tuple[str, str | None]] = {}
+    for i, arg in enumerate(extra_args):
+        flag, eq, inline = arg.partition("=")
+        knob = FLAG_KNOBS.get(flag)
+        if knob is None:
+            continue
+        if flag in SWITCHES:
+            value = None
+        elif eq:
+            value = inline
+        else:
+            value = extra_args[i + 1] if i + 1 < len(extra_args) else None
+        found[knob] = (flag, value)
+    return found
+
+
+def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
+    """`--ctx-size=4096` → `--ctx-size 4096` for the flags we know: llama-server b11434 rejects the
+    `=` form ("error: invalid argument: --ctx-size=4096", seen in the real-server test)."""
+    out: list[str] = []
+    for arg in extra_args:
+        flag, eq, value = arg.partition("=")
+        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in SWITCHES else [arg]
+    return tuple(out)
+
+
+def _pin(found: dict[str, tuple[str, str | None]], knob: str, *, words: Sequence[str] = (),
+         minimum: int | None = None, hint: str = "") -> int | str:
+    """The value `extra_args` gives `knob`: one of `words`, or an integer ≥ `minimum`. Anything
+    else is a ModelError naming the flag, the value and what llama-server b11434 accepts: it would
+    refuse to start, or run a command we did not size."""
+    flag, value = found[knob]
+    if value in words:
+        return value
+    if minimum is not None and value and value.lstrip("-").isdigit() and int(value) >= minimum:
+        return int(value)
+    expected = ", ".join(([f"an integer of {minimum} or more"] if minimum is not None else []) + list(words))
+    raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected {expected}{hint}")
+
+
+@frozen
+class LlamaChoices:
+    """Everything the user chose for one model (override > settings), with extra_args pins."""
+
+    knobs: LlamaKnobs
+    threads: int | None
+    #: "auto" | "none" | "cpu" | "gpu" | a projector path.
+    mmproj: str
+    extra_args: tuple[str, ...]
+    #: Knobs `extra_args` sets (their flags replace ours).
+    replaced: frozenset[str]
+    #: The user chose the slot count (else llama-server's auto, AUTO_SLOTS): `--parallel` is emitted.
+    slots_chosen: bool = False
+
+
+def resolve_choices(ctx: EmitContext) -> LlamaChoices:
+    """Merge override > settings, then the pins of `extra_args`, each value checked."""
+    s, ov = ctx.settings, ctx.override
+
+    def pick(name: str):
+        value = getattr(ov, name, None) if ov is not None else None
+        return value if value is not None else getattr(s, name, None)
+
+    extra = split_equals(ov.extra_args) if ov is not None else ()
+    found = extra_flags(extra)
+    meta = ctx.meta
+    blocks = meta.block_count if meta is not None else 0
+    ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel")
+    n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
+    if "parallel" in found:  # -1: llama-server's auto slots
+        parallel = _pin(found, "parallel", minimum=1, words=("-1",), hint=" (-1 = auto)")
+        parallel = None if parallel == "-1" else parallel
+    slots = parallel or 1
+    if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
+        total = _pin(found, "ctx", minimum=0, hint=" (0 = the trained context)")
+        if total == 0 and not (meta and meta.context_length):
+            raise ModelError(f"extra_args: {found['ctx'][0]} 0 asks for the trained context, "
+                             "which the GGUF header does not state")
+        ctx_pin = max(1, (total or meta.context_length) // slots)
+    if "ngl" in found:
+        ngl = _pin(found, "ngl", minimum=0, words=("all",),
+                   hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
+        ngl = blocks + 1 if ngl == "all" else ngl
+    if "n_cpu_moe" in found:
+        flag, _ = found["n_cpu_moe"]
+        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
+    if "flash_attn" in found:
+        flash_attn = _pin(found, "flash_attn", words=FLASH_ATTN_MODES)
+    if "cache_type_k" in found or "cache_type_v" in found:
+        k, v = (_pin(found, knob, words=tuple(KV_TYPE_BYTES)) if knob in found else None
+                for knob in ("cache_type_k", "cache_type_v"))
+        k, v = k or v, v or k
+        if flash_attn == "off" and v not in FLOAT_KV_TYPES:
+            raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
+        kv_type = max((k, v), key=KV_TYPE_BYTES.__getitem__)  # sized at the larger of the two
+    mmproj = (pick("mmproj") or "auto").strip()
+    knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
+                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS)
+    return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
+                        replaced=frozenset(found), slots_chosen=parallel is not None)
+
+
+def checked_path(path: str) -> str:
+    """A user-given projector path, or ModelError when no command line can carry it safely."""
+    if (reason := unsafe_arg_reason(path)) is not None:
+        raise ModelError(f"mmproj path {path!r} cannot be passed safely: {reason}")
+    return path

@@ -1,0 +1,152 @@
+"""Which role a discovered model plays, and so which emitter serves it: the one place that
+reads a model's class from its format, header and name.
+
+Roles refine the user-facing classes (`llm`, `embedding`, `image`, `tts`, `asr`, `segment`):
+an embedding model is class llm served differently; audio.cpp serves tts or asr by its family
+(`audiocpp_task`); `diffusion` is a DiT no image engine here serves (skipped with a reason).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+
+from autogen.discovery.rows import ModelRow
+from autogen.metadata.model_meta import ModelMeta
+
+
+class Role(enum.StrEnum):
+    LLM = "llm"
+    EMBEDDING = "embedding"
+    IMAGE = "image"
+    TTS = "tts"
+    ASR = "asr"
+    SEGMENT = "segment"
+    AUDIOCPP = "audiocpp"
+    DIFFUSION = "diffusion"
+
+    def __repr__(self) -> str:  # part of doit keys: the value alone, as before roles were an enum
+        return repr(self.value)
+
+
+#: GGUF architectures of encoder-only embedding models (pooling may be absent in old files).
+EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert",
+                             "neo-bert", "t5encoder"})
+
+#: Architectures sd-server serves, matched exactly or as a prefix (`flux.1`, `sd3.5`, `lumina2`);
+#: reference §4.1 `isImageArch`. `sd2` is deliberately absent, as upstream.
+IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
+               "diffusion")
+#: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) with no image arm here: video DiTs
+#: and DiTs sd.cpp does not load. Skipped with a reason rather than handed to llama-server.
+UNSERVED_DIFFUSION_ARCHS = frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"})
+
+# -- speech: qwentts.cpp, TTS.cpp, parakeet and audio.cpp (docs/classes.md) --------------------
+
+_QWENTTS_ARCHS = ("qwen3-tts", "qwentts")
+#: TTS.cpp architectures (exact), and file-name tokens; bare "dia" is not a name token
+#: ("Diamond-Coder" must stay an LLM).
+TTSCPP_ARCHS = frozenset({"kokoro", "parler-tts", "parler_tts", "parler", "dia", "orpheus"})
+_TTSCPP_NAME = re.compile(r"(?i)kokoro|parler[-_ ]?tts|orpheus")
+_ASR_ARCHS = ("parakeet", "fastconformer", "conformer", "nemo-asr")
+_ASR_NAME = re.compile(r"(?i)parakeet|nemotron[-_. 0-9]*(asr|speech)")
+
+
+def _name(row: ModelRow) -> str:
+    return os.path.basename(row.path)
+
+
+def is_ttscpp_model(row: ModelRow, meta: ModelMeta | None) -> bool:
+    arch = meta.arch if meta is not None else ""
+    return arch in TTSCPP_ARCHS or _TTSCPP_NAME.search(_name(row)) is not None
+
+
+def is_tts_model(row: ModelRow, meta: ModelMeta | None) -> bool:
+    """Qwen3-TTS talkers (arch, or a bare-LM arch with `talker` in the name) and TTS.cpp models."""
+    arch = meta.arch if meta is not None else ""
+    return (arch.startswith(_QWENTTS_ARCHS) or "talker" in _name(row).lower()
+            or is_ttscpp_model(row, meta))
+
+
+def is_asr_model(row: ModelRow, meta: ModelMeta | None) -> bool:
+    """Parakeet / FastConformer; a bare `nemotron` chat model stays an LLM."""
+    arch = meta.arch if meta is not None else ""
+    return arch.startswith(_ASR_ARCHS) or _ASR_NAME.search(_name(row)) is not None
+
+
+def is_audiocpp_model(meta: ModelMeta | None) -> bool:
+    """The header says so outright (arch `audiocpp` or a family key); no name heuristics."""
+    return meta is not None and (meta.arch == "audiocpp" or bool(meta.audio_family))
+
+#: Family → task ("tts", "asr", or "" = known but served by no class here). The families the
+#: reference names (§7, example K) plus audio.cpp's schema-2 samples (`docs/integrators.md`:
+#: kokoro_tts, chatterbox, qwen3_tts, cosyvoice3, fish_audio). Dual-task families choose tts.
+AUDIOCPP_FAMILIES: dict[str, str] = {
+    **dict.fromkeys(("moss_tts_nano", "qwen3_tts", "supertonic", "vibevoice", "chatterbox", "cosyvoice3",
+                     "echo_tts", "f5_tts", "index_tts2", "kokoro_tts", "fish_audio", "firered_audio"), "tts"),
+    **dict.fromkeys(("qwen3_asr", "nemotron_asr", "parakeet_tdt", "granite5asr", "vibevoice_asr",
+                     "voxtral_realtime"), "asr"),
+    **dict.fromkeys(("ace_step", "heartmula", "stable_audio", "htdemucs", "bs_roformer", "seed_vc", "rvc",
+                     "miocodec", "mms_forced_aligner", "sortformer_diar", "personaplex", "minimax_h3",
+                     "muscriptor"), ""),
+}
+
+
+def audiocpp_task(meta: ModelMeta | None) -> str:
+    """"tts", "asr", or "" (unknown / unserved family); the class to resolve is asr or else tts."""
+    family = meta.audio_family if meta is not None else ""
+    return AUDIOCPP_FAMILIES.get(family, "")
+
+
+# -- image -------------------------------------------------------------------------------------
+
+def is_image_arch(arch: str) -> bool:
+    arch = arch.strip().lower()
+    return bool(arch) and arch.startswith(IMAGE_ARCHS)
+
+
+def image_arch(meta: ModelMeta) -> str:
+    """The declared arch when it is an image arch, else the UNet kind sniffed from tensor names
+    (sd.cpp's converter strips metadata), else "diffusion" for `general.type: diffusion`."""
+    if is_image_arch(meta.arch):
+        return meta.arch
+    if meta.diffusion_kind:
+        return meta.diffusion_kind
+    if meta.general_type == "diffusion":
+        return "diffusion"
+    return meta.arch
+
+
+def is_image_model(meta: ModelMeta) -> bool:
+    return is_image_arch(image_arch(meta))
+
+
+def is_embedding_model(meta: ModelMeta | None) -> bool:
+    """A pooling type in the header, or an encoder-only embedding architecture."""
+    return meta is not None and (meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS)
+
+
+def model_role(row: ModelRow, meta: ModelMeta | None) -> Role:
+    """First match wins: SAM before any header read, image before embedding, embedding before
+    every audio class, audio.cpp (its header names the family) before the two legacy speech
+    engines, TTS before LLM (a talker is a small qwen3)."""
+    if row.format == "hf":
+        return Role.LLM
+    if row.format == "sam":
+        return Role.SEGMENT
+    if meta is None:
+        return Role.LLM
+    if meta.arch in UNSERVED_DIFFUSION_ARCHS:
+        return Role.DIFFUSION
+    if is_image_model(meta):
+        return Role.IMAGE
+    if is_embedding_model(meta):
+        return Role.EMBEDDING
+    if is_audiocpp_model(meta):
+        return Role.AUDIOCPP
+    if is_tts_model(row, meta):
+        return Role.TTS
+    if is_asr_model(row, meta):
+        return Role.ASR
+    return Role.LLM
