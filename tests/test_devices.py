@@ -18,10 +18,11 @@ from autogen.resolve import gpus
 from autogen.commands import tasks
 from autogen.resolve.backends import Resolved
 from autogen.resolve.devices import Placement, place
+from autogen.sizing.vllm_args import vllm_tensor_parallel
 from autogen.emit.vllm import emit_vllm
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
-from autogen.sizing.kvcost import KvCost
+from autogen.metadata.kvcost import KvCost
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
@@ -230,7 +231,7 @@ class TestRememberedInventory:
 
 
 def placed(override=None, row=CUDA_ROW, engine="llama", inventory=MIXED, **kw) -> Placement:
-    return place(settings_of(**kw), override, row, engine, inventory)
+    return place(settings_of(**kw), override, row, engine, inventory, vllm_tensor_parallel(override))
 
 
 class TestVendorOf:

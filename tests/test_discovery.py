@@ -355,7 +355,7 @@ class TestThroughTheCache:
         return found, cache
 
     def _count_config_reads(self, monkeypatch):
-        import autogen.discovery.walk as discovery
+        import autogen.metadata.probes as discovery
 
         opened = []
         real = discovery.read_config_json

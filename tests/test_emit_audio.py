@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autogen.emit.audio import emit_asr, emit_audiocpp, emit_tts
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
 from autogen.emit.dispatch import build_plan, make_job, resolve_for

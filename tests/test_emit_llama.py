@@ -10,13 +10,13 @@ import pytest
 
 from autogen.resolve.backends import Resolved
 from autogen.emit.llama import emit_llama
-from autogen.emit.llama_args import extra_flags, split_equals
-from autogen.emit.context import EmitContext
+from autogen.sizing.llama_args import extra_flags, split_equals
+from autogen.resolve.context import EmitContext
 from autogen.errors import SettingsError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_hf_config
-from autogen.sizing.kvcost import KV_TYPE_BYTES, kv_cost
+from autogen.metadata.kvcost import KV_TYPE_BYTES, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import LLAMA_KV_TYPES, BackendRow, Override, Settings

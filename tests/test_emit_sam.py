@@ -5,9 +5,10 @@ from __future__ import annotations
 import attrs
 
 from autogen.resolve.backends import resolve_backend
-from autogen.discovery.walk import HeaderInfo, discover
+from autogen.discovery.walk import discover
+from autogen.metadata.probes import HeaderInfo
 from autogen.emit.sam import emit_sam, sam_arch
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.numfmt import size_gb
 from autogen.resolve.roles import Role, model_role
 from autogen.settings.schema import BackendRow, Override, Settings

@@ -8,7 +8,7 @@ import pytest
 from autogen.resolve.backends import Resolved
 from autogen.emit.sd import (arm_components, emit_sd, guidance_for, is_reference_edit,
                              max_vram)
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf

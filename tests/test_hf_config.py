@@ -14,7 +14,7 @@ from autogen.metadata import hf_layout
 from autogen.errors import ModelError
 from autogen.metadata.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
                                read_config_json)
-from autogen.sizing.kvcost import kv_cost
+from autogen.metadata.kvcost import kv_cost
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")
 

@@ -1,4 +1,4 @@
-"""`autogen.sizing.kvcost`: bytes per token as vLLM and llama.cpp allocate them.
+"""`autogen.metadata.kvcost`: bytes per token as vLLM and llama.cpp allocate them.
 
 Expected values are vLLM's page size per token (`vllm/v1/kv_cache_interface.py`):
 full attention = kv_heads × (head_size + head_size_v) × 2 B per layer; MLA = 1 × (kv_lora_rank +
@@ -15,7 +15,7 @@ import pytest
 
 from autogen.errors import ModelError
 from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
-from autogen.sizing.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
+from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 
 HF_CONFIGS = Path("/work/shared/data/hf-configs")

@@ -24,10 +24,10 @@ import pytest
 from autogen.resolve.backends import Resolved
 from autogen.cmdline import render_cmd, split_command
 from autogen.emit.llama import emit_llama
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
-from autogen.sizing.kvcost import kv_cost
+from autogen.metadata.kvcost import kv_cost
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Override, Settings
 

@@ -212,7 +212,7 @@ class TestNoOpRuns:
         def refuse(path):
             raise AssertionError(f"parsed {path}")
 
-        monkeypatch.setattr("autogen.discovery.walk.read_config_json", refuse)
+        monkeypatch.setattr("autogen.metadata.probes.read_config_json", refuse)
         monkeypatch.setattr("autogen.metadata.hf_config.read_config_json", refuse)
         rc, graph = generate(settings)
         assert rc == 0 and graph.stats["emitted"] == 0 and graph.library.cache.reads == 0

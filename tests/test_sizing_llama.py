@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autogen.errors import ModelError
-from autogen.sizing.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
+from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.sizing.llama import (BASE_OVERHEAD, CTX_STEP, FLOAT_KV_TYPES, LlamaKnobs, fit_ctx, projector_charge,
                                   runtime_bytes, size_llama)

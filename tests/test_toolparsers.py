@@ -7,19 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from autogen.emit.toolparsers import (
-    AMBIGUOUS,
-    FAMILY_RULES,
-    TEMPLATE_MARKERS,
-    TOOL_PARSERS,
-    VLLM_CURRENT,
-    VLLM_PARSERS_BY_VERSION,
-    choose_tool_parser,
-    known_at,
-    parse_version,
-    template_markers,
-    template_parser,
-)
+from autogen.emit.toolparsers import AMBIGUOUS, FAMILY_RULES, TOOL_PARSERS, VLLM_CURRENT, VLLM_PARSERS_BY_VERSION, choose_tool_parser, known_at, template_parser
+from autogen.metadata.chat_template import TEMPLATE_MARKERS, template_markers
+from autogen.versions import parse_version
 
 #: ecosystem.md §6.3: the 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text).
 VLLM_0_33_0_PARSERS = """

@@ -6,7 +6,7 @@ import pytest
 
 from autogen.emit.vllm import emit_vllm
 from autogen.settings.schema import Override
-from autogen.emit.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
+from autogen.sizing.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
 from vllm_fixtures import make_ctx
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
-from autogen.sizing.kvcost import KvCost, kv_cost
+from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
 from autogen.sizing.vllm import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm

@@ -8,9 +8,9 @@ import attrs
 
 from autogen.resolve.backends import Resolved
 from autogen.emit.vllm import emit_vllm
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Entry
-from autogen.sizing.kvcost import KvCost, kv_cost
+from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
 from autogen.discovery.rows import ModelRow

@@ -14,6 +14,8 @@ import os
 import struct
 from pathlib import Path
 
+from autogen.metadata.gguf_header import read_gguf_header
+
 SAMPLE_DIR = "sample-library"
 MARKER = ".swapgen-sample"
 #: Bump when a recipe changes so existing sample libraries are rebuilt.
@@ -60,8 +62,6 @@ def _gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, int, int]], 
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
-    from autogen.metadata.gguf_header import read_gguf_header
-
     os.truncate(path, size or read_gguf_header(str(path)).expected_file_size)
 
 

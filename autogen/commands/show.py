@@ -12,7 +12,7 @@ import attrs
 from autogen.commands.library import Library
 from autogen.emit.dispatch import Job
 from autogen.router.fragments import render_plan
-from autogen.sizing.kvcost import kv_cost
+from autogen.metadata.kvcost import kv_cost
 
 
 def _find(library: Library, model_id: str):

@@ -21,8 +21,8 @@ import attrs
 import xxhash
 from attrs import field, frozen
 
-from autogen.errors import ModelError
-from autogen.metadata.hf_config import hf_model_reason, hf_quant, read_config_json
+from autogen.metadata.probes import (MODELOPT_CONFIG, ConfigInfo, ConfigProbe, HeaderInfo, HeaderProbe,
+                                     read_config_info)
 from autogen.discovery.rows import GIB, ModelRow
 
 # File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
@@ -48,40 +48,9 @@ ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
 ID_UNSAFE = re.compile(r"[^\w.+-]+")
 
 
-@frozen
-class HeaderInfo:
-    """What discovery needs from a GGUF header (through the metadata cache)."""
-
-    arch: str = ""
-    #: Bytes the header says the file should have (0 = unknown).
-    expected_size: int = 0
-    #: The header could not be read: why.
-    error: str | None = None
-
-
-#: Reads a GGUF header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
-HeaderProbe = Callable[[str, int, int], HeaderInfo]
-
-
-@frozen
-class ConfigInfo:
-    """What discovery needs from an HF folder's `config.json`, or from the `hf_quant_config.json`
-    beside it (through the metadata cache, so a no-op run opens neither)."""
-
-    #: Not a servable model: why (BERT, T5, …); None for a causal LM.
-    reason: str | None = None
-    #: Quant label: the config's method or dtype; ModelOpt's `quant_algo` for hf_quant_config.json.
-    quant: str = ""
-    #: The file could not be read or parsed: why.
-    error: str | None = None
-
-
-#: Reads an HF config file through the metadata cache: (path, size, mtime_ns) -> ConfigInfo.
-ConfigProbe = Callable[[str, int, int], ConfigInfo]
 #: Records a model input's signature in the metadata cache, for the doit file checker:
 #: (path, size, mtime_ns) -> its head hash. May raise OSError.
 Signer = Callable[[str, int, int], str]
-MODELOPT_CONFIG = "hf_quant_config.json"
 
 
 @frozen
@@ -384,23 +353,6 @@ class _Walker:
 def _shard_names(prefix: str, total: int) -> list[str]:
     """Every file name of a split set, in order (llama.cpp's `llama_split_path`)."""
     return [f"{prefix}-{i:05d}-of-{total:05d}.gguf" for i in range(1, total + 1)]
-
-
-def read_config_info(path: str) -> ConfigInfo:
-    """Read an HF config file (uncached): `config.json` → detection reason (spec-backends §6.1)
-    and quant label (§6.4); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
-    ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
-    if os.path.basename(path).lower() == MODELOPT_CONFIG:
-        try:
-            algo = read_config_json(path).get("quantization", {}).get("quant_algo")
-        except (ModelError, AttributeError):
-            return ConfigInfo()
-        return ConfigInfo(quant=algo.strip().upper() if isinstance(algo, str) else "")
-    try:
-        config = read_config_json(path)
-    except ModelError as exc:
-        return ConfigInfo(error=str(exc))
-    return ConfigInfo(reason=hf_model_reason(config), quant=hf_quant(config))
 
 
 def _uncached_config(path: str, size: int, mtime_ns: int) -> ConfigInfo:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from autogen.resolve.backends import Engine
 from autogen.cmdline import HOST
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen import fsutil
 from autogen.errors import ModelError

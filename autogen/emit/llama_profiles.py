@@ -30,9 +30,9 @@ from functools import lru_cache
 import attrs
 from attrs import frozen
 
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Plan
-from autogen.emit.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
+from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
 

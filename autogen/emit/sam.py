@@ -16,7 +16,7 @@ import os
 import re
 
 from autogen.cmdline import HOST
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, Plan
 from autogen.numfmt import format_g, size_gb
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from attrs import frozen
 
 from autogen.cmdline import HOST, unsafe_arg_reason
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen import fsutil
 from autogen.errors import ModelError

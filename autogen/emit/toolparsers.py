@@ -20,6 +20,9 @@ from collections.abc import Mapping, Sequence
 
 from attrs import frozen
 
+from autogen.metadata.chat_template import TEMPLATE_MARKERS, TOOLS_VAR
+from autogen.versions import format_version
+
 #: Architecture (GGUF `general.architecture` or HF `model_type`, lower case) → parser.
 #: Mirrors the original's `vllmToolParsers` (reference §4.1), both spellings listed, minus
 #: its `llama`, `mistral` and `qwen2` rows, which moved to `AMBIGUOUS` / `FAMILY_RULES`.
@@ -111,44 +114,6 @@ FAMILY_RULES: tuple[FamilyRule, ...] = (
     _rule({"glm4_moe", "glm4moe"}, r"glm[-_ ]?4[._-]?7(?![0-9])", "glm47", "GLM-4.7 format"),
     _rule({"granite"}, r"granite[-_ ]?4", "granite4", "Granite 4.0 format"),
 )
-
-#: Chat-template markers: name → (text that shows it, parser it implies on an `AMBIGUOUS` arch;
-#: "" = a format no parser reads there). Read by `template_markers` from the GGUF's
-#: `tokenizer.chat_template` (templates as in each model's `tokenizer_config.json`, copies in
-#: llama.cpp `models/templates/*.jinja`).
-TEMPLATE_MARKERS: dict[str, tuple[str, str]] = {
-    # Llama 3.1 / 3.3 (meta-llama-Llama-3.3-70B-Instruct.jinja): built-in tool calls start with
-    # it. Llama 3.2 lacks it; functionary v3.1 (a Llama 3.1 finetune) has it beside <function=.
-    "python_tag": ("<|python_tag|>", "llama3_json"),
-    # Llama 3.1 / 3.2 / 3.3: the JSON tool-call instruction 'Respond in the format {"name":
-    # function name, "parameters": dictionary of argument name and its value}'.
-    "llama3_json_prompt": ("dictionary of argument name and its value", "llama3_json"),
-    # Mistral's tokenizer v3 and later (Mistral-7B-Instruct-v0.3, Mixtral-8x22B-Instruct-v0.1,
-    # Mistral-Nemo-Instruct-2407, Mistral-Small-3.x, Devstral): calls follow [TOOL_CALLS].
-    "tool_calls_token": ("[TOOL_CALLS]", "mistral"),
-    # Hermes 2 Pro / 3 (NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja), Qwen2 / 2.5 / QwQ
-    # (Qwen-QwQ-32B.jinja): JSON calls inside <tool_call></tool_call>.
-    "tool_call_xml": ("<tool_call>", "hermes"),
-    # Qwen3-Coder XML (<tool_call><function=name><parameter=…>) and functionary v3.1
-    # (<function=name>{json}</function>, meetkai-functionary-medium-v3.1.jinja): not hermes JSON.
-    "function_xml": ("<function=", ""),
-}
-#: The template names a `tools` variable at all: one that never does cannot show the model its
-#: tools (Llama 2 / 3.0, Mistral v0.1, Zephyr, ChatML finetunes, the DeepSeek-R1 distills).
-TOOLS_VAR = "tools_var"
-#: `tools` as a word, not `tool_calls`, `<tools>`, `</tools>` or `"tools"` (a key in a string).
-#: Prose ("the following tools") also counts: a false "mentions tools" only keeps today's choice,
-#: while a missed reference would drop a working parser.
-_TOOLS_WORD = re.compile(r"(?<![\w.</'\"])tools(?![\w>'\"])")
-
-
-def template_markers(template: str) -> tuple[str, ...]:
-    """Sorted names of the `TEMPLATE_MARKERS` (and `TOOLS_VAR`) found in a chat template."""
-    found = {name for name, (text, _) in TEMPLATE_MARKERS.items() if text in template}
-    if _TOOLS_WORD.search(template):
-        found.add(TOOLS_VAR)
-    return tuple(sorted(found))
-
 
 def template_parser(markers: Sequence[str]) -> tuple[str, str] | None:
     """(parser, the texts that show it) when the template's format markers agree on one parser
@@ -248,20 +213,6 @@ VLLM_PARSERS_BY_VERSION: dict[str, tuple[int, ...]] = {
 #: The value that turns the parser off (in a pin or in the settings table).
 OFF = "none"
 
-_VERSION = re.compile(r"\s*v?(\d+(?:\.\d+)*)")
-
-
-def parse_version(text: str | None) -> tuple[int, ...] | None:
-    """Leading numeric part of a version string: "0.10.2" → (0, 10, 2), "v0.11.0rc1" →
-    (0, 11, 0), "0.10.2+cu128" → (0, 10, 2); None when there is none ("", "main")."""
-    match = _VERSION.match(text or "")
-    if not match:
-        return None
-    return tuple(int(part) for part in match.group(1).split("."))
-
-
-def format_version(version: tuple[int, ...]) -> str:
-    return ".".join(map(str, version))
 
 
 def known_at(name: str, version: tuple[int, ...] | None) -> bool | None:

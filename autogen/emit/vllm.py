@@ -21,12 +21,13 @@ from __future__ import annotations
 import re
 
 from autogen.cmdline import HOST
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib
-from autogen.emit.toolparsers import ParserChoice, choose_tool_parser, format_version, parse_version
-from autogen.emit.vllm_args import ExtraArgs
+from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
+from autogen.versions import format_version, parse_version
+from autogen.sizing.vllm_args import ExtraArgs
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
 
 DEFAULT_EXE = "vllm"

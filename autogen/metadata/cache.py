@@ -23,9 +23,12 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION
-from autogen.discovery.walk import ConfigInfo, HeaderInfo, read_config_info
+from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info
 from autogen.errors import ModelError
 from autogen.fsutil import write_if_changed
+from autogen.metadata.gguf_header import GGUFError, read_gguf_header
+from autogen.metadata.gguf_meta import meta_from_gguf
+from autogen.metadata.hf_config import meta_from_config_file
 from autogen.metadata.model_meta import ModelMeta
 
 CACHE_FILE = "metadata.json"
@@ -51,9 +54,6 @@ def _meta_from_json(data: dict[str, Any]) -> ModelMeta:
 
 
 def _read_gguf(path: str) -> dict[str, Any]:
-    from autogen.metadata.gguf_header import GGUFError, read_gguf_header
-    from autogen.metadata.gguf_meta import meta_from_gguf
-
     try:
         header = read_gguf_header(path)
         return {"meta": _meta_to_json(meta_from_gguf(header)), "expected": header.expected_file_size, "error": None}
@@ -62,8 +62,6 @@ def _read_gguf(path: str) -> dict[str, Any]:
 
 
 def _read_hf(config_path: str) -> dict[str, Any]:
-    from autogen.metadata.hf_config import meta_from_config_file
-
     try:
         return {"meta": _meta_to_json(meta_from_config_file(config_path)), "error": None}
     except ModelError as exc:

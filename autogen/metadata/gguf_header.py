@@ -27,7 +27,7 @@ from autogen.metadata.gguf_keys import (
     Keys,
     ValueType,
 )
-from autogen.emit.toolparsers import template_markers
+from autogen.metadata.chat_template import template_markers
 
 __all__ = ["GGUFError", "GGUFHeader", "read_gguf_header"]
 

@@ -12,11 +12,11 @@ this module's `ConfigReader`.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from autogen.metadata import hf_layout
 from autogen.errors import ModelError
+from autogen.metadata.config_reader import CONTEXT_KEYS, MAX_COUNT, MAX_TOKENS, ConfigReader
 from autogen.metadata.model_meta import ModelMeta
 
 #: A config.json is a few KiB; anything past this is not one (and not worth parsing).
@@ -26,8 +26,6 @@ MAX_LAYERS = 65536
 #: Exclusive bounds on integers read from config.json: counts and widths, then token counts
 #: (context, sliding window). Past these a number is hostile, and a 1e308 would overflow
 #: float arithmetic downstream.
-MAX_COUNT = 1 << 31
-MAX_TOKENS = 1 << 40
 
 # -- detection (spec §6.1 rule 1) ---------------------------------------------------------
 
@@ -95,8 +93,6 @@ KV_HEADS_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_quer
 #: vLLM `get_head_size` order after MLA: explicit head dim, Zamba2/Nemotron-H, PLaMo, ChatGLM.
 HEAD_DIM_KEYS = ("head_dim", "attention_head_dim", "hidden_size_per_head", "kv_channels")
 #: vLLM `derive_max_model_len`: the smallest of these wins.
-CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                "max_sequence_length", "max_seq_length", "seq_len")
 EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 EXPERT_USED_KEYS = ("num_experts_per_tok", "num_experts_per_token", "experts_per_token",
                     "moe_topk")
@@ -328,67 +324,3 @@ def _type_name(value: object) -> str:
             type(None): "null"}.get(type(value), "a number")
 
 
-class ConfigReader:
-    """Typed look-ups in one config dict; errors name the key (with its sub-config prefix).
-    `hf_layout` reads the layer layout through it too."""
-
-    def __init__(self, data: dict, prefix: str):
-        self.data = data
-        self.prefix = prefix
-        self.found = ""  # the key the last count() read, for follow-up messages
-
-    def count(self, keys: tuple[str, ...], limit: int = MAX_COUNT) -> int:
-        """First non-null key as an integer in [0, limit) (4096.0 accepted), 0 when absent."""
-        for key in keys:
-            value = self.data.get(key)
-            if value is None:
-                continue
-            self.found = self.prefix + key
-            if isinstance(value, list) and value and all(_is_int(v) for v in value):
-                value = max(value)  # per-layer lists (Ernie VL experts): the largest
-            if not _is_int(value) or not 0 <= value < limit:
-                raise ModelError(f"{self.found} must be a non-negative integer below {limit} (got {value!r})")
-            return int(value)
-        return 0
-
-    def context(self) -> int:
-        """Trained window: the smallest of vLLM's context keys (`derive_max_model_len`)."""
-        values = [self.count((k,), MAX_TOKENS) for k in CONTEXT_KEYS]
-        return min((v for v in values if v > 0), default=0)
-
-    def flag(self, key: str) -> bool | None:
-        value = self.data.get(key)
-        if value is not None and not isinstance(value, bool):
-            raise ModelError(f"{self.prefix}{key} must be true or false (got {value!r})")
-        return value
-
-    def text(self, key: str) -> str:
-        value = self.data.get(key)
-        if value is not None and not isinstance(value, str):
-            raise ModelError(f"{self.prefix}{key} must be a string (got {value!r})")
-        return value or ""
-
-    def string_list(self, key: str) -> list[str] | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ModelError(f"{self.prefix}{key} must be a list of strings")
-        return value
-
-    def int_list(self, key: str) -> list[int] | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(_is_int(v) and 0 <= v < MAX_COUNT for v in value):
-            raise ModelError(f"{self.prefix}{key} must be a list of non-negative integers below {MAX_COUNT}")
-        return [int(v) for v in value]
-
-
-def _is_int(value: object) -> bool:
-    """An integer, or a float that holds one exactly (some exporters write 4096.0)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return isinstance(value, float) and math.isfinite(value) and value.is_integer()

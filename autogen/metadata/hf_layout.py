@@ -7,15 +7,12 @@ Jamba `attn_layer_period`/`offset`, Qwen3-Next `full_attention_interval`) and sp
 SSM / linear-attention sizes its own way; this table grows with each new family, while
 `hf_config` (reading, validating and mapping config.json) stays put. Mirrors vLLM's
 `get_num_layers_by_block_type` and `MambaStateShapeCalculator`, so `kvcost` charges the
-layers vLLM caches. Every look-up goes through `hf_config.ConfigReader`, so errors name the key.
+layers vLLM caches. Every look-up goes through `config_reader.ConfigReader`, so errors name the key.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from autogen.metadata.hf_config import ConfigReader
+from autogen.metadata.config_reader import ConfigReader
 
 #: Attention-free families: a constant recurrent state, no per-token cache.
 STATE_SPACE_MODEL_TYPES = frozenset(

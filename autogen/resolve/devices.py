@@ -28,12 +28,10 @@ from collections.abc import Sequence
 import attrs
 from attrs import frozen
 
-from autogen.emit.entry import Entry, Plan
 from autogen.errors import ModelError
 from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
 from autogen.numfmt import format_g, round_half_away
 from autogen.settings.schema import BackendRow, Gpu, Override, Settings
-from autogen.emit.vllm_args import read_extra_args
 
 CUDA, ROCM, VULKAN, CPU = "cuda", "rocm", "vulkan", "cpu"
 #: Build variant → the variables that pin devices, the last one taking the device list. Metal
@@ -142,24 +140,11 @@ def _values(family: str, gpus: Sequence[Gpu], inventory: Sequence[Gpu]) -> tuple
     return tuple(str(counted.index(g)) for g in gpus)
 
 
-def vllm_tensor_parallel(override: Override | None) -> tuple[int, str]:
-    """(ranks, what pinned them) as `vllm_sizing.size_vllm` reads them: a `-tp` /
-    `--tensor-parallel-size` in `extra_args` (any spelling vLLM accepts; it comes last on the
-    command line, so it wins) over the override's `vllm_tensor_parallel`; (1, "") when neither.
-    Raises ModelError for a value vLLM would refuse."""
-    if override is None:
-        return 1, ""
-    if (tp := read_extra_args(override.extra_args).tensor_parallel) is not None:
-        return tp, "extra_args --tensor-parallel-size"
-    if override.vllm_tensor_parallel:
-        return override.vllm_tensor_parallel, "vllm_tensor_parallel"
-    return 1, ""
-
-
 def place(settings: Settings, override: Override | None, row: BackendRow | None, engine: str,
-          inventory: Sequence[Gpu]) -> Placement:
+          inventory: Sequence[Gpu], tensor_parallel: tuple[int, str] = (1, "")) -> Placement:
     """The model's placement; raises ModelError for devices the inventory or the build cannot
-    serve (the model is skipped with that reason)."""
+    serve (the model is skipped with that reason). `tensor_parallel`: (ranks, what pinned them),
+    `sizing.vllm_args.vllm_tensor_parallel`, for a vLLM model placed without devices."""
     wanted, why = requested(settings, override)
     usable = eligible(tuple(inventory))
     if wanted:
@@ -170,7 +155,7 @@ def place(settings: Settings, override: Override | None, row: BackendRow | None,
                              f"({describe(inventory)}); eligible GPUs have {format_g(MIN_ELIGIBLE_GIB)} GiB or more")
         gpus = tuple(by_index[i] for i in wanted)
     elif engine == "vllm" and len(usable) > 1:
-        tp, source = vllm_tensor_parallel(override)
+        tp, source = tensor_parallel
         ranked = sorted(usable, key=lambda g: (-g.vram_gb, g.index))[:tp]
         gpus = tuple(sorted(ranked, key=lambda g: g.index))
         why = ("largest card: vLLM runs on one GPU without tensor parallel" if len(gpus) == 1
@@ -198,51 +183,6 @@ def key(placement: Placement) -> tuple | None:
     if not placement.gpus:
         return None
     return placement.gpus, placement.values, placement.family, placement.why
-
-
-def _pin(entry: Entry, placement: Placement) -> Entry:
-    """The entry with the placement's variables (replacing an emitter's of the same name), its
-    `devices` metadata and a comment line saying why."""
-    if not placement.gpus:
-        return entry
-    env = placement.env
-    names = {e.split("=", 1)[0] for e in env}
-    kept = tuple(e for e in entry.env if e.split("=", 1)[0] not in names)
-    if env:
-        line = f"devices {placement.label} ({placement.why}): {env[-1]}"
-    else:
-        line = f"devices {placement.label} ({placement.why}): a {placement.family} build takes no device pin"
-    return attrs.evolve(entry, env=kept + env, comment=entry.comment + (line,),
-                        metadata=entry.metadata + (("devices", placement.label),))
-
-
-def pin_plan(plan: Plan, placement: Placement) -> Plan:
-    """Every entry of the plan pinned to the same placement."""
-    return attrs.evolve(plan, entries=tuple(_pin(e, placement) for e in plan.entries))
-
-
-#: Sizing results an entry loses when it moves from a split to one card (llama metadata keys).
-_SIZING_KEYS = ("ctx", "ngl", "n_cpu_moe", "kv_type")
-
-
-def prefer_one_card(split: Plan, single: Plan, placement: Placement, one: Placement) -> Plan:
-    """Per entry, the one-card version when it keeps every sizing result of the split (context,
-    layers, experts, KV type) and its estimate fits that card; else the split. One card avoids
-    the pipeline hop between GPUs and leaves the other cards free."""
-    card = one.gpus[0].vram_gb
-    alone = {e.id: e for e in single.entries}
-    entries, notes = [], []
-    for entry in split.entries:
-        alt = alone.get(entry.id)
-        same = alt is not None and all(dict(alt.metadata).get(k) == dict(entry.metadata).get(k) for k in _SIZING_KEYS)
-        est = dict(alt.metadata).get("est_vram_gb", 0) if alt is not None else 0
-        if same and isinstance(est, (int, float)) and est <= card:
-            entries.append(_pin(alt, one))
-            notes.append(f"devices of {entry.id}: {one.label} alone (fits one card, loses nothing)")
-        else:
-            entries.append(_pin(entry, placement))
-            notes.append(f"devices of {entry.id}: {placement.label}, layers split by VRAM")
-    return attrs.evolve(split, entries=tuple(entries), notes=split.notes + tuple(notes))
 
 
 def tensor_split(gpus: Sequence[Gpu]) -> str:

@@ -39,7 +39,7 @@ import math
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.sizing.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
+from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
 

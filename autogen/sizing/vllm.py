@@ -39,13 +39,13 @@ from __future__ import annotations
 
 from attrs import frozen
 
-from autogen.emit.context import EmitContext
+from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
-from autogen.sizing.kvcost import KvCost
+from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
-from autogen.emit.toolparsers import format_version
-from autogen.emit.vllm_args import AUTO, ExtraArgs, read_extra_args
+from autogen.versions import format_version
+from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
 
 # Constants of the original (reference §3.2).
 DEFAULT_UTIL = 0.90
@@ -147,14 +147,14 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     extra = read_extra_args(ov.extra_args if ov is not None else ())
     weights = size_gb(ctx.row.size_bytes)
     card = ctx.card_vram_gb if ctx.card_vram_gb and ctx.card_vram_gb > 0 else None
-    tp_pin = extra.tensor_parallel or (ov.vllm_tensor_parallel if ov is not None else None) or None
+    tp_pin, tp_source = vllm_tensor_parallel(ov)
+    tp_pin = tp_pin if tp_source else None
     util_pin = ov.vllm_gpu_util if ov is not None and ov.vllm_gpu_util else None
     length_pin = extra.max_model_len or (ov.ctx if ov is not None and ov.ctx else None)
     tp, ranks = tp_pin or 1, 1
     if ctx.devices:
         if tp_pin is not None and tp_pin > len(ctx.devices):
-            which = "extra_args --tensor-parallel-size" if extra.tensor_parallel else "vllm_tensor_parallel"
-            raise ModelError(f"{which} {tp_pin} needs {tp_pin} GPUs; devices "
+            raise ModelError(f"{tp_source} {tp_pin} needs {tp_pin} GPUs; devices "
                              f"{','.join(str(g.index) for g in ctx.devices)} give {len(ctx.devices)}")
         tp = ranks = tp_pin or len(ctx.devices)
         card = min(g.vram_gb for g in ctx.devices[:ranks])  # vLLM takes the first `tp` visible GPUs

@@ -1,21 +1,17 @@
 """The one input every emitter takes: a discovered model with everything resolved for it.
 
-Built by `plan.py` (the dispatcher); emitters are pure functions `EmitContext -> Plan`.
+Built by `emit.dispatch`; emitters are pure functions `EmitContext -> Plan`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from attrs import frozen
 
+from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
+from autogen.resolve.backends import Resolved
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import Gpu, Override, Settings
-
-if TYPE_CHECKING:
-    from autogen.resolve.backends import Resolved
-    from autogen.sizing.kvcost import KvCost
 
 
 @frozen
@@ -24,11 +20,11 @@ class EmitContext:
     #: None for rows that carry no readable metadata (e.g. SAM .ggml files).
     meta: ModelMeta | None
     #: KV cost of `meta` (None when there is no metadata).
-    kv: "KvCost | None"
+    kv: KvCost | None
     #: The first matching override row, or None.
     override: Override | None
     settings: Settings
-    backend: "Resolved"
+    backend: Resolved
     #: The model's VRAM budget in GiB (override `vram_budget_gb`, else settings, else card, else 8).
     budget_gb: float
     #: Total VRAM of the eligible GPUs in GiB; None = no reading (vLLM then falls back to 0.90).

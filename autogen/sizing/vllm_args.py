@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.settings.schema import Override
 
 #: `--max-model-len auto` / `-1`: vLLM fits the window to its KV memory
 #: (`vllm/v1/core/kv_cache_planning.py` `_auto_fit_max_model_len`).
@@ -108,3 +109,17 @@ def _or_zero(parse: Callable[[str], int], text: str) -> int:
         return parse(text)
     except ValueError:
         return 0
+
+
+def vllm_tensor_parallel(override: Override | None) -> tuple[int, str]:
+    """(ranks, what pinned them), the one rule `sizing.vllm.size_vllm` and the placement read: a `-tp` /
+    `--tensor-parallel-size` in `extra_args` (any spelling vLLM accepts; it comes last on the
+    command line, so it wins) over the override's `vllm_tensor_parallel`; (1, "") when neither.
+    Raises ModelError for a value vLLM would refuse."""
+    if override is None:
+        return 1, ""
+    if (tp := read_extra_args(override.extra_args).tensor_parallel) is not None:
+        return tp, "extra_args --tensor-parallel-size"
+    if override.vllm_tensor_parallel:
+        return override.vllm_tensor_parallel, "vllm_tensor_parallel"
+    return 1, ""

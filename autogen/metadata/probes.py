@@ -1,0 +1,63 @@
+"""The little discovery needs from a model's header or config file, read through the metadata
+cache: a no-op run answers these from the cache and opens no model file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from attrs import frozen
+
+from autogen.errors import ModelError
+from autogen.metadata.hf_config import hf_model_reason, hf_quant, read_config_json
+
+MODELOPT_CONFIG = "hf_quant_config.json"
+
+
+@frozen
+class HeaderInfo:
+    """What discovery needs from a GGUF header (through the metadata cache)."""
+
+    arch: str = ""
+    #: Bytes the header says the file should have (0 = unknown).
+    expected_size: int = 0
+    #: The header could not be read: why.
+    error: str | None = None
+
+
+#: Reads a GGUF header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
+HeaderProbe = Callable[[str, int, int], HeaderInfo]
+
+
+@frozen
+class ConfigInfo:
+    """What discovery needs from an HF folder's `config.json`, or from the `hf_quant_config.json`
+    beside it (through the metadata cache, so a no-op run opens neither)."""
+
+    #: Not a servable model: why (BERT, T5, …); None for a causal LM.
+    reason: str | None = None
+    #: Quant label: the config's method or dtype; ModelOpt's `quant_algo` for hf_quant_config.json.
+    quant: str = ""
+    #: The file could not be read or parsed: why.
+    error: str | None = None
+
+
+#: Reads an HF config file through the metadata cache: (path, size, mtime_ns) -> ConfigInfo.
+ConfigProbe = Callable[[str, int, int], ConfigInfo]
+
+
+def read_config_info(path: str) -> ConfigInfo:
+    """Read an HF config file (uncached): `config.json` → detection reason (spec-backends §6.1)
+    and quant label (§6.4); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
+    ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
+    if os.path.basename(path).lower() == MODELOPT_CONFIG:
+        try:
+            algo = read_config_json(path).get("quantization", {}).get("quant_algo")
+        except (ModelError, AttributeError):
+            return ConfigInfo()
+        return ConfigInfo(quant=algo.strip().upper() if isinstance(algo, str) else "")
+    try:
+        config = read_config_json(path)
+    except ModelError as exc:
+        return ConfigInfo(error=str(exc))
+    return ConfigInfo(reason=hf_model_reason(config), quant=hf_quant(config))
