@@ -1,4 +1,4 @@
-"""Shared test set-up: fixture builders importable as `tests.gguf_fixtures` or `gguf_fixtures`."""
+"""Shared test set-up: the `library` fixture, a private user cache, and where the shared data is."""
 
 import os
 import sys
@@ -8,8 +8,27 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import pytest
 
+from tests.builders import GIB, SETTINGS, add_model
+
 
 @pytest.fixture(autouse=True)
 def _private_user_cache(tmp_path_factory, monkeypatch):
     """The settings cache lives in the user's cache folder: keep tests out of the real one."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+
+
+def pytest_report_header(config):
+    from tests.shared import SHARED  # noqa: PLC0415 - conftest puts tests/ on sys.path first
+
+    return f"shared data: {SHARED} ({'present' if SHARED.exists() else 'ABSENT: tests that need it skip'})"
+
+
+@pytest.fixture
+def library(tmp_path):
+    """Two llama GGUFs under `models/` and a settings file beside them; returns the folder."""
+    root = tmp_path / "models"
+    add_model(root, "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(root, "pub/B-GGUF/Beta-Q8_0.gguf", size=GIB)
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(SETTINGS)
+    return tmp_path

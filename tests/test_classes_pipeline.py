@@ -8,8 +8,6 @@ import re
 import pytest
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
-from autogen.commands import tasks
 from autogen.cmdline import split_command
 from autogen.router.validate import validate_text
 from tests.runs import generate

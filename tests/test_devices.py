@@ -15,7 +15,6 @@ from ruamel.yaml import YAML
 from autogen.commands import cli
 from autogen.resolve import devices
 from autogen.resolve import gpus
-from autogen.commands import tasks
 from autogen.resolve.backends import Resolved
 from autogen.resolve.devices import Placement, place
 from autogen.sizing.vllm_args import vllm_tensor_parallel

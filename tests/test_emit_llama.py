@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import attrs
 import pytest
 
-from autogen.resolve.backends import Resolved
 from autogen.emit.llama import emit_llama
 from autogen.sizing.llama_args import extra_flags, split_equals
 from autogen.resolve.context import EmitContext
@@ -16,37 +14,15 @@ from autogen.errors import SettingsError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_hf_config
-from autogen.metadata.kvcost import KV_TYPE_BYTES, kv_cost
+from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.metadata.model_meta import ModelMeta
-from autogen.discovery.rows import ModelRow
-from autogen.settings.schema import LLAMA_KV_TYPES, BackendRow, Override, Settings
+from autogen.settings.schema import LLAMA_KV_TYPES, Override, Settings
 from autogen.settings.structure import structure
+from tests.builders import HEAD, context, meta
 from tests.gguf_fixtures import write_gguf
+from tests.shared import HF_CONFIGS, require
 
 GIB = 1 << 30
-EXE = "/opt/llama/bin/llama-server"
-HEAD = (EXE, "-m", "/models/Llama 8B.gguf", "--host", "127.0.0.1", "--port", "${PORT}")
-
-
-def meta(**kw) -> ModelMeta:
-    base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
-                head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256,
-                has_chat_template=True)
-    return ModelMeta(**{**base, **kw})
-
-
-def context(m: ModelMeta | None = None, *, size_gb: float = 4.583, budget: float = 11.5, override=None,
-            settings: Settings | None = None, **row_kw) -> EmitContext:
-    m = meta() if m is None else m
-    row = ModelRow(id="llama-8b", format="gguf", path="/models/Llama 8B.gguf", size_bytes=int(size_gb * GIB),
-                   **row_kw)
-    backend = Resolved(kind="llama", exe=EXE, row=BackendRow(id="llama-cuda", kind="llama", path=EXE, variant="cuda"),
-                       why="★ of class llm")
-    return EmitContext(row=row, meta=m, kv=kv_cost(m) if m is not None else None, override=override,
-                       settings=settings or Settings(roots=("/models",)), backend=backend, budget_gb=budget,
-                       card_vram_gb=None, ttl=600)
-
-
 def only_entry(ctx: EmitContext):
     plan = emit_llama(ctx)
     assert not plan.skips, plan.skips
@@ -331,9 +307,7 @@ class TestLeadingDenseLayers:
         assert meta_from_gguf(read_gguf_header(path)).leading_dense_blocks == 3
 
     def test_hf_first_k_dense_replace_is_read(self):
-        path = Path("/work/shared/data/hf-configs/deepseek-v3/config.json")
-        if not path.exists():
-            pytest.skip("real HF configs absent")
+        path = require(HF_CONFIGS / "deepseek-v3" / "config.json")
         assert meta_from_hf_config(json.loads(path.read_text())).leading_dense_blocks == 3
 
     def test_n_cpu_moe_counts_the_dense_layers(self):

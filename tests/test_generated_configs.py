@@ -22,9 +22,8 @@ from autogen.commands import cli
 from autogen.cmdline import split_command
 from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, llama_tensors, write_gguf, write_split_set
+from tests.shared import HF_CONFIGS, SCHEMA, require
 
-SCHEMA = Path("/work/shared/data/llama-swap-config-schema.json")
-HF_CONFIGS = Path("/work/shared/data/hf-configs")
 LLAMA = "/opt/llama.cpp/build/bin/llama-server"
 VLLM = "/opt/vllm env/bin/vllm"  # a space in the path: it must come back whole from the split
 #: A name with everything a shell or YAML cares about; names llama-swap would misread (macro, newline).
@@ -122,8 +121,7 @@ def test_our_validator_reports_nothing(generated, text):
 
 
 def test_upstream_json_schema_accepts_it(text):
-    if not SCHEMA.exists():
-        pytest.skip("upstream llama-swap schema not present")
+    require(SCHEMA)
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft7Validator(json.loads(SCHEMA.read_text()))
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"

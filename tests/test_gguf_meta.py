@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from gguf import GGUFValueType
@@ -13,8 +12,8 @@ from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
 from gguf_fixtures import Q, tensor_nbytes, write_gguf
+from tests.shared import HF_CONFIGS, require
 
-HF_CONFIGS = Path("/work/shared/data/hf-configs")
 
 
 def meta(tmp_path, arch="llama", kv=None, **kwargs) -> ModelMeta:
@@ -128,9 +127,7 @@ class TestMultiHeadLatentAttention:
         assert "pre-MLA conversion" in m.layout_note
 
     def test_deepseek_v3_config_maps_to_the_same_latent(self, tmp_path):
-        config_path = HF_CONFIGS / "deepseek-v3" / "config.json"
-        if not config_path.exists():
-            pytest.skip("hf-configs not available")
+        config_path = require(HF_CONFIGS / "deepseek-v3" / "config.json")
         c = json.loads(config_path.read_text())
         kv = self.deepseek_kv(**{
             "{arch}.block_count": c["num_hidden_layers"],
@@ -160,9 +157,7 @@ class TestHybridAndRecurrent:
                                  "2 of 8 layers attention")
 
     def test_qwen35_27b_config_gives_the_same_attention_layers(self, tmp_path):
-        config_path = HF_CONFIGS / "qwen3.5-27b" / "config.json"
-        if not config_path.exists():
-            pytest.skip("hf-configs not available")
+        config_path = require(HF_CONFIGS / "qwen3.5-27b" / "config.json")
         c = json.loads(config_path.read_text())
         c = c.get("text_config", c)
         m = meta(tmp_path, "qwen35", kv={

@@ -15,8 +15,8 @@ from autogen.errors import ModelError
 from autogen.metadata.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
                                read_config_json)
 from autogen.metadata.kvcost import kv_cost
+from tests.shared import HF_CONFIGS, absent_reason, require
 
-HF_CONFIGS = Path("/work/shared/data/hf-configs")
 
 
 def _write(tmp_path: Path, text: str | bytes) -> str:
@@ -33,9 +33,7 @@ class TestReadConfigJson:
         assert data["b"] != data["b"]
 
     def test_real_nemotron_config_parses(self):
-        path = HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"
-        if not path.exists():
-            pytest.skip("shared hf-configs not present")
+        path = require(HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json")
         assert read_config_json(str(path))["time_step_limit"] == [0.0, float("inf")]
 
     def test_utf8_bom_is_accepted(self, tmp_path):
@@ -427,17 +425,13 @@ class TestGemma4:
 
 class TestRecurrentState:
     def test_nemotron_h_sizes_from_mamba_heads(self):
-        path = HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"
-        if not path.exists():
-            pytest.skip("shared hf-configs not present")
+        path = require(HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json")
         m = meta_from_hf_config(read_config_json(str(path)))
         assert m.recurrent_layers == 54  # 'M' only: '-' MLP and '*' attention hold no state
         assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 16384, 256, 8)
 
     def test_qwen35_gated_delta_net_sizes(self):
-        path = HF_CONFIGS / "qwen3.5-27b" / "config.json"
-        if not path.exists():
-            pytest.skip("shared hf-configs not present")
+        path = require(HF_CONFIGS / "qwen3.5-27b" / "config.json")
         m = meta_from_hf_config(read_config_json(str(path)))
         assert m.recurrent_layers == 48
         assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 6144, 128, 16)
@@ -492,7 +486,8 @@ def test_library_defaults_table_is_complete():
         assert text_type in hf_config.LIBRARY_DEFAULTS, wrapper
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in HF_CONFIGS.iterdir()) if HF_CONFIGS.exists() else [])
+@pytest.mark.parametrize("name", sorted(p.name for p in HF_CONFIGS.iterdir()) if HF_CONFIGS.exists() else
+                         [pytest.param("", marks=pytest.mark.skip(reason=absent_reason(HF_CONFIGS)))])
 def test_every_shared_config_is_a_causal_lm_and_maps(name):
     config = read_config_json(str(HF_CONFIGS / name / "config.json"))
     assert hf_model_reason(config) is None

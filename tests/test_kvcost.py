@@ -8,7 +8,6 @@ state is per sequence, in llama.cpp's f32 element counts (`n_embd_r` + `n_embd_s
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import gguf
 import pytest
@@ -17,8 +16,8 @@ from autogen.errors import ModelError
 from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
 from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
+from tests.shared import HF_CONFIGS, require
 
-HF_CONFIGS = Path("/work/shared/data/hf-configs")
 
 #: The shared real configs. Arithmetic: attention layers × kv heads × (key + value) × 2 B.
 REAL_CONFIG_BYTES = {
@@ -37,9 +36,7 @@ REAL_CONFIG_BYTES = {
 
 @pytest.mark.parametrize("name, expected", sorted(REAL_CONFIG_BYTES.items()))
 def test_real_configs_match_vllm_page_sizes(name, expected):
-    path = HF_CONFIGS / name / "config.json"
-    if not path.exists():
-        pytest.skip("shared hf-configs not present")
+    path = require(HF_CONFIGS / name / "config.json")
     assert kv_cost(meta_from_hf_config(read_config_json(str(path)))).bytes_per_token == expected
 
 
@@ -380,9 +377,7 @@ def test_gguf_header_and_hf_config_agree(tmp_path, source, arch, keys):
     gguf_meta = pytest.importorskip("autogen.metadata.gguf_meta")
     fixtures = pytest.importorskip("tests.gguf_fixtures")
     if isinstance(source, str):
-        path = HF_CONFIGS / source / "config.json"
-        if not path.exists():
-            pytest.skip("shared hf-configs not present")
+        path = require(HF_CONFIGS / source / "config.json")
         config = read_config_json(str(path))
     else:
         config = source
@@ -406,8 +401,6 @@ PARITY_STATE = {
 
 @pytest.mark.parametrize("name, expected", sorted(PARITY_STATE.items()))
 def test_real_hybrid_configs_state_per_sequence(name, expected):
-    path = HF_CONFIGS / name / "config.json"
-    if not path.exists():
-        pytest.skip("shared hf-configs not present")
+    path = require(HF_CONFIGS / name / "config.json")
     cost = kv_cost(meta_from_hf_config(read_config_json(str(path))))
     assert cost.state_bytes_per_seq == expected > 0

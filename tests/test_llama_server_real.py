@@ -1,7 +1,7 @@
 """The emitted llama-server command really starts a server that answers (llama.cpp b11434, CPU).
 
 Runs only when `LLAMA_SERVER` points to a binary (build one with
-`/work/shared/tools/llama-server-check/run_llama_server_check.sh`); skips otherwise. The tiny
+the shared tools' `llama-server-check/run_llama_server_check.sh`); skips otherwise. The tiny
 random-weight model comes from that folder's `make_tiny_gguf.py`. The command goes through the
 same path llama-swap uses: `render_cmd` text → `${PORT}` substituted → `split_command`.
 """
@@ -30,20 +30,20 @@ from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.kvcost import kv_cost
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Override, Settings
+from tests.shared import TOOLS, require
 
-TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS", "/work/shared/tools/llama-server-check"))
+CHECK_TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS") or TOOLS / "llama-server-check")
 SERVER = os.environ.get("LLAMA_SERVER", "")
 HEALTH_TIMEOUT_S = 120
 
-pytestmark = pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
-                                reason="set LLAMA_SERVER to a llama-server binary (b11434) to run")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
+                                 reason="set LLAMA_SERVER to a llama-server binary (b11434) to run")]
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    script = TOOLS / "make_tiny_gguf.py"
-    if not script.exists():
-        pytest.skip(f"{script} not found")
+    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
     spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -9,7 +9,7 @@ import pytest
 
 from autogen.commands import library as library_module
 from autogen.commands import tasks
-from tests.test_pipeline import SETTINGS, add_model, library  # noqa: F401 - the shared fixture
+from tests.builders import SETTINGS, add_model
 
 
 def load(library):

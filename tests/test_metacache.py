@@ -9,8 +9,6 @@ import time
 
 import pytest
 
-from autogen.commands import cli
-from autogen.commands import tasks
 from autogen.metadata.cache import HEAD_BYTES, MetaCache, Progress, head_hash
 from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf

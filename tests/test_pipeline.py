@@ -5,48 +5,14 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli
-from autogen.commands import tasks
 from autogen.router.validate import validate_text
 from tests.runs import generate
-from tests.gguf_fixtures import Q, write_gguf
+from tests.builders import GIB, SETTINGS, add_model, llama_kv
+from tests.gguf_fixtures import Q
 
-GIB = 1 << 30
-
-
-def llama_kv(blocks=4, ctx=8192):
-    return {"{arch}.block_count": blocks, "{arch}.context_length": ctx, "{arch}.embedding_length": 256,
-            "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": 2,
-            "{arch}.feed_forward_length": 1024}
-
-
-def add_model(root, rel, *, size=None, blocks=4):
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = [("token_embd.weight", (256, 1024), Q.F16)]
-    tensors += [(f"blk.{i}.attn_q.weight", (256, 256), Q.F16) for i in range(blocks)]
-    return write_gguf(path, "llama", kv=llama_kv(blocks), tensors=tensors, sparse_size=size)
-
-
-SETTINGS = """roots: [models]
-vram_budget_gb: 8
-card_vram_gb: 0
-backends:
-  - {id: llama, kind: llama, path: /opt/llama/llama-server, default: true}
-"""
-
-
-@pytest.fixture
-def library(tmp_path):
-    root = tmp_path / "models"
-    add_model(root, "pub/A-GGUF/Alpha-Q4_K_M.gguf")
-    add_model(root, "pub/B-GGUF/Beta-Q8_0.gguf", size=GIB)
-    settings = tmp_path / "swapgen.yaml"
-    settings.write_text(SETTINGS)
-    return tmp_path
 
 
 def run(settings, *args):

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.commands.report import task_doc
 from autogen.emit.llama import emit_llama
@@ -21,7 +20,7 @@ from autogen.settings.schema import Group, Override, Settings, Variant
 from autogen.router.validate import validate_text
 from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
-from tests.test_emit_llama import HEAD, context, meta
+from tests.builders import HEAD, context, meta
 
 GIB = 1 << 30
 BUDGET = 11.5

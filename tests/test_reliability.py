@@ -3,7 +3,6 @@ and keep hostile file names from turning into flags or macros."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,8 +16,7 @@ from autogen import fsutil
 from autogen.cmdline import split_command
 from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
-from tests.test_pipeline import SETTINGS, add_model
-
+from tests.builders import SETTINGS, add_model
 HOSTILE = [
     "with space-Q4_0.gguf",
     "quote's-Q4_0.gguf",

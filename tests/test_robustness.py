@@ -5,14 +5,13 @@ from __future__ import annotations
 import os
 import stat
 
-import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli
 from autogen.commands import tasks
 from autogen.router.validate import validate_text
 from tests.runs import generate
-from tests.test_pipeline import SETTINGS, add_model, library, llama_kv  # noqa: F401 - library: the shared fixture
+from tests.builders import SETTINGS, add_model, llama_kv
 
 
 def run(tmp_path, *args) -> int:

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from autogen.commands import cli
-from tests.test_pipeline import SETTINGS, add_model
-
+from tests.builders import SETTINGS, add_model
 VLLM_ROW = "  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: '0.11.0'}\n"
 
 

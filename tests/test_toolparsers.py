@@ -10,6 +10,7 @@ import pytest
 from autogen.emit.toolparsers import AMBIGUOUS, FAMILY_RULES, TOOL_PARSERS, VLLM_CURRENT, VLLM_PARSERS_BY_VERSION, choose_tool_parser, known_at, template_parser
 from autogen.metadata.chat_template import TEMPLATE_MARKERS, template_markers
 from autogen.versions import parse_version
+from tests.shared import VLLM_VENV
 
 #: ecosystem.md §6.3: the 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text).
 VLLM_0_33_0_PARSERS = """
@@ -21,7 +22,6 @@ mistral muse muse_glimmer musespark1x olmo3 openai phi4_mini_json plamo3 poolsid
 qwen3_coder qwen3_json qwen3_xml seed_oss step3 step3p5 step5 xlam
 """.split()
 
-VLLM_VENV = Path(os.environ.get("VLLM_CPU_VENV") or Path(os.environ.get("TMPDIR") or "/tmp") / "vllm-cpu")
 
 
 class TestTables:
@@ -51,7 +51,9 @@ class TestTables:
         assert known_at("openai", (0, 10, 1)) is False
         assert known_at("openai", (0, 10, 2)) is True
 
-    @pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(), reason="no vLLM CPU venv (vllm_cpu_env.sh)")
+    @pytest.mark.slow
+    @pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
+                        reason=f"no vLLM CPU venv at {VLLM_VENV} (build it with vllm-argcheck/vllm_cpu_env.sh)")
     def test_registry_matches_the_installed_vllm(self):
         code = ("import os, json; os.environ['VLLM_TARGET_DEVICE']='cpu'\n"
                 "from vllm.tool_parsers import ToolParserManager as M\n"

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import render_cmd
 from autogen.router.validate import Problem, main_validate, validate_file, validate_text
+from tests.shared import SCHEMA, require
 
-SCHEMA = Path("/work/shared/data/llama-swap-config-schema.json")
 
 
 def found(text: str) -> list[str]:
@@ -478,8 +477,7 @@ SCHEMA_SAMPLES = [
 
 @pytest.mark.parametrize(("text", "schema_valid"), SCHEMA_SAMPLES)
 def test_agrees_with_upstream_json_schema(text, schema_valid):
-    if not SCHEMA.exists():
-        pytest.skip("upstream llama-swap schema not present")
+    require(SCHEMA)
     jsonschema = pytest.importorskip("jsonschema")
     data = YAML(typ="safe", pure=True).load(text)
     upstream_ok = not list(jsonschema.Draft7Validator(json.loads(SCHEMA.read_text())).iter_errors(data))

@@ -15,8 +15,9 @@ from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
 from autogen.sizing.vllm import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
-from vllm_fixtures import (BASE_V, BASELINE, DSV2, HF_CONFIGS, LLAMA3_8B, NO_DIMS, PAIR_24, QWEN25_05B, dense_meta,
+from vllm_fixtures import (BASE_V, BASELINE, DSV2, LLAMA3_8B, NO_DIMS, PAIR_24, QWEN25_05B, dense_meta,
                            device_ctx, entry_of, flag, make_ctx, meta_of)
+from tests.shared import HF_CONFIGS, require
 
 
 class TestExampleA_MaxModelLenSizedToBudget:
@@ -110,9 +111,7 @@ class TestExampleD_HFParityWithGguf:
         assert sizing.max_model_len == 61440  # 7.5 GiB / 128 KiB per token, exactly
 
     def test_real_llama_config_gives_the_same_window(self):
-        config = HF_CONFIGS / "llama-3.1-8b" / "config.json"
-        if not config.exists():
-            pytest.skip("real HF configs not available")
+        config = require(HF_CONFIGS / "llama-3.1-8b" / "config.json")
         from autogen.metadata.hf_config import meta_from_hf_config
 
         meta = meta_from_hf_config(json.loads(config.read_text()))
@@ -374,9 +373,7 @@ MIB = 1 << 20
 
 
 def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
-    config = HF_CONFIGS / name / "config.json"
-    if not config.exists():
-        pytest.skip(f"real HF config {name} not available")
+    config = require(HF_CONFIGS / name / "config.json")
     from autogen.metadata.hf_config import meta_from_hf_config
 
     meta = meta_from_hf_config(json.loads(config.read_text()))

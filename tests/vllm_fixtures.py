@@ -2,7 +2,6 @@
 the reference's KV costs and card, an `EmitContext` builder, per-GPU device contexts, and argv
 readers. A plain module, not conftest, so each test file names what it uses."""
 
-from pathlib import Path
 
 import attrs
 
@@ -28,7 +27,6 @@ CARD = 24.0
 #: Version 0.10.1 predates --kv-cache-memory-bytes: the reference's baseline numbers (no pin).
 BASELINE = "0.10.1"
 BASE_V = (0, 10, 1)
-HF_CONFIGS = Path("/work/shared/data/hf-configs")
 
 
 def make_ctx(*, size_gb=8.0, arch="qwen3", trained=262_144, kv=QWEN3_8B, budget=16.0, card=CARD,
