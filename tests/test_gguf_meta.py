@@ -183,19 +183,6 @@ class TestHybridAndRecurrent:
         assert m.layout_note == f"recurrent architecture {arch}: no per-token KV"
 
 
-def test_local_key_names_match_gguf_py():
-    import gguf
-
-    from autogen.metadata import gguf_meta
-    assert (gguf_meta.KEY_LENGTH_SWA, gguf_meta.VALUE_LENGTH_SWA) == (
-        gguf.Keys.Attention.KEY_LENGTH_SWA, gguf.Keys.Attention.VALUE_LENGTH_SWA)
-    assert (gguf_meta.SSM_CONV_KERNEL, gguf_meta.SSM_INNER_SIZE, gguf_meta.SSM_STATE_SIZE,
-            gguf_meta.SSM_GROUP_COUNT) == (gguf.Keys.SSM.CONV_KERNEL, gguf.Keys.SSM.INNER_SIZE,
-                                           gguf.Keys.SSM.STATE_SIZE, gguf.Keys.SSM.GROUP_COUNT)
-    assert (gguf_meta.WKV_HEAD_SIZE, gguf_meta.TOKEN_SHIFT_COUNT, gguf_meta.SHORTCONV_L_CACHE) == (
-        gguf.Keys.WKV.HEAD_SIZE, gguf.Keys.LLM.TOKEN_SHIFT_COUNT, gguf.Keys.ShortConv.L_CACHE)
-
-
 class TestSlidingWidths:
     """Gemma 4 (conversion/gemma.py `Gemma4Model`): global widths as key_length, head_dim as
     key_length_swa, layer_types as a bool sliding_window_pattern."""

@@ -14,7 +14,8 @@ from ruamel.yaml import YAML
 from autogen.commands import tasks
 from autogen.commands.report import task_doc
 from autogen.emit.llama import emit_llama
-from autogen.emit.llama_profiles import ctx_tag, profile_clashes, profile_ids, profile_owners, slugify
+from autogen.emit.llama_profiles import ctx_tag, profile_clashes, profile_ids, profile_owners
+from autogen.ids import slugify
 from autogen.router.assemble import _groups
 from autogen.settings.schema import Group, Override, Settings, Variant
 from autogen.router.validate import validate_text

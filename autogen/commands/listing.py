@@ -10,6 +10,7 @@ from typing import Any
 
 from autogen.commands.tasks import TaskGraph, fragment_path
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
+from autogen.numfmt import size_gb
 from autogen.router.assemble import Fragment
 
 
@@ -40,7 +41,7 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "backend": job.backend_id,
             "why": job.backend.why if job.backend else "",
             "path": job.row.path,
-            "size_gb": round(job.row.size_gb, 2),
+            "size_gb": size_gb(job.row.size_bytes),
             "entries": entries,
             "skipped": skip,
         })

@@ -15,6 +15,7 @@ import struct
 from pathlib import Path
 
 from autogen.metadata.gguf_header import read_gguf_header
+from autogen.numfmt import GIB
 
 SAMPLE_DIR = "sample-library"
 MARKER = ".swapgen-sample"
@@ -66,8 +67,8 @@ def _gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, int, int]], 
 
 
 def _llm_tensors(blocks: int, total_gb: float, *, experts: bool = False, qtype: int = Q4_K) -> list[tuple[str, int, int]]:
-    per_block = int(total_gb * (1 << 30) * 0.95 / blocks)
-    tensors = [("token_embd.weight", int(total_gb * (1 << 30) * 0.025), qtype)]
+    per_block = int(total_gb * GIB * 0.95 / blocks)
+    tensors = [("token_embd.weight", int(total_gb * GIB * 0.025), qtype)]
     for i in range(blocks):
         if experts:
             tensors.append((f"blk.{i}.attn_qkv.weight", per_block // 10, qtype))
@@ -75,7 +76,7 @@ def _llm_tensors(blocks: int, total_gb: float, *, experts: bool = False, qtype: 
         else:
             tensors.append((f"blk.{i}.attn_qkv.weight", per_block // 3, qtype))
             tensors.append((f"blk.{i}.ffn_up.weight", per_block * 2 // 3, qtype))
-    tensors.append(("output.weight", int(total_gb * (1 << 30) * 0.025), qtype))
+    tensors.append(("output.weight", int(total_gb * GIB * 0.025), qtype))
     return tensors
 
 
@@ -127,7 +128,7 @@ T5_BASE_CONFIG = {
 
 def build(root: Path) -> None:
     """Write the whole sample library under `root` (idempotent: files are rewritten)."""
-    gb = 1 << 30
+    gb = GIB
     _gguf(root / "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", "llama",
           _llama_kv("llama", ctx=131072, blocks=32, embd=4096, heads=32, kv_heads=8, ff=14336),
           _llm_tensors(32, 4.58))

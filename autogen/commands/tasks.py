@@ -29,7 +29,7 @@ from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
 from autogen.commands.sample import ensure_for_settings
 from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
-from autogen.emit.entry import Plan, Skip
+from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes, run_lock, write_if_changed
 from autogen.metadata.cache import head_hash
@@ -133,8 +133,8 @@ class TaskGraph:
             plan = self.library.plan(job)
         except Exception as exc:  # noqa: BLE001 - a bug in one emitter must not cost the whole config
             traceback.print_exc(file=sys.stderr)
-            plan = Plan(model_id=job.row.id, skips=(Skip(job.row.id, f"internal error while planning "
-                                                               f"({type(exc).__name__}: {exc}); please report it"),))
+            plan = Plan.skip(job.row.id, f"internal error while planning ({type(exc).__name__}: {exc}); "
+                                         "please report it")
         summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
                    "entries": [e.id for e in plan.entries],

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from attrs import frozen
 
-GIB = 1 << 30
 
 
 @frozen
@@ -51,7 +50,3 @@ class ModelRow:
     @property
     def is_split(self) -> bool:
         return len(self.shards) > 1
-
-    @property
-    def size_gb(self) -> float:
-        return self.size_bytes / GIB

@@ -23,7 +23,9 @@ from attrs import field, frozen
 
 from autogen.metadata.probes import (MODELOPT_CONFIG, ConfigInfo, ConfigProbe, HeaderInfo, HeaderProbe,
                                      read_config_info)
-from autogen.discovery.rows import GIB, ModelRow
+from autogen.discovery.rows import ModelRow
+from autogen.ids import slugify
+from autogen.numfmt import GIB
 
 # File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
 SAM_NAME = re.compile(r"(?i)(sam2|sam3|edgetam|hiera)")
@@ -359,10 +361,6 @@ def _uncached_config(path: str, size: int, mtime_ns: int) -> ConfigInfo:
     return read_config_info(path)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
 def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
     """Resolve id clashes deterministically (reference §5.3): sort by (id, publisher, path); a
     taken id gets `-<publisher>`, then `-<publisher>-<repo>`, then `-2`, `-3`, …"""
@@ -374,10 +372,10 @@ def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
             out.append(row)
             continue
         candidates = [row.id]
-        if _slug(row.publisher):
-            candidates.append(f"{row.id}-{_slug(row.publisher)}")
-        if _slug(row.publisher + "-" + row.repo):
-            candidates.append(f"{row.id}-{_slug(row.publisher + '-' + row.repo)}")
+        if slugify(row.publisher):
+            candidates.append(f"{row.id}-{slugify(row.publisher)}")
+        if slugify(row.publisher + "-" + row.repo):
+            candidates.append(f"{row.id}-{slugify(row.publisher + '-' + row.repo)}")
         chosen = next((c for c in candidates if c not in taken), None)
         n = 2
         while chosen is None:

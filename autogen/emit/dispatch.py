@@ -17,7 +17,7 @@ from autogen import GENERATOR_VERSION
 from autogen.cmdline import unsafe_arg_reason
 from autogen.discovery.rows import ModelRow
 from autogen.resolve.context import EmitContext
-from autogen.emit.entry import Plan, Skip
+from autogen.emit.entry import Plan
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.errors import ModelError
@@ -245,10 +245,10 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
     if job.override is not None and job.override.skip:
         return Plan(model_id=row.id, notes=(f"{SKIPPED_BY_OVERRIDE}; not written",))
     if job.error is not None:
-        return Plan(model_id=row.id, skips=(Skip(row.id, job.error),))
+        return Plan.skip(row.id, job.error)
     problem = _path_problem(row)
     if problem:
-        return Plan(model_id=row.id, skips=(Skip(row.id, problem),))
+        return Plan.skip(row.id, problem)
     clashes = _profile_clashes(job, settings, taken_ids, owners)
     ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta) if meta is not None else None,
                       override=job.override, settings=settings, backend=job.backend,
@@ -261,7 +261,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
             plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
         return plan
     except ModelError as exc:
-        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+        return Plan.skip(row.id, str(exc))
 
 
 def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:

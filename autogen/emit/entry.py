@@ -71,3 +71,8 @@ class Plan:
     #: Side files the model task writes with the fragment: (absolute path, text). Example:
     #: audio.cpp's server JSON, which its `cmd` names with `--config` (no `--model` flag).
     files: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def skip(cls, model_id: str, reason: str) -> Plan:
+        """The plan of a model that cannot be served: one `# SKIPPED` line, no entries."""
+        return cls(model_id=model_id, skips=(Skip(model_id, reason),))

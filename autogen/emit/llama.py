@@ -73,7 +73,7 @@ def emit_llama(ctx: EmitContext) -> Plan:
             return note_profiles_ignored(emit_llama_embedding(ctx), ctx.override, "embedding models have none")
         entry, notes = _chat_entry(ctx)
     except ModelError as exc:
-        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+        return Plan.skip(row.id, str(exc))
     entries, skips, all_notes = [entry], [], list(notes)
     for profile in profiles(row, ctx.override, ctx.settings):
         reason = profile.refused or refused_before_sizing(ctx, profile)
@@ -224,7 +224,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     meta, row, ov = ctx.meta, ctx.row, ctx.override
     if meta is None or meta.block_count <= 0:
         reason = "GGUF header has no block_count: cannot place layers on the GPU"
-        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+        return Plan.skip(row.id, reason)
     choices = resolve_choices(ctx)
     trained = meta.context_length or EMBED_CTX_FALLBACK
     ctx_len = choices.knobs.ctx or min(trained, EMBED_CTX_CAP)

@@ -23,7 +23,6 @@ not import the emitter: the task graph computes them for every model on every ru
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from functools import lru_cache
 
@@ -32,6 +31,7 @@ from attrs import frozen
 
 from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Plan
+from autogen.ids import slugify
 from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
@@ -47,11 +47,6 @@ VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
 
 
 @lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
-def slugify(name: str) -> str:
-    """Reference §5.3: lowercase, each run of characters other than [a-z0-9] → one `-`, trimmed."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def ctx_tag(tokens: int) -> str:
     """Tier suffix (reference §5.3): 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
     if tokens % (1 << 20) == 0:

@@ -22,11 +22,12 @@ import re
 
 from autogen.cmdline import HOST
 from autogen.resolve.context import EmitContext
-from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
+from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.versions import format_version, parse_version
+from autogen.discovery.walk import SHARD_NAME
 from autogen.sizing.vllm_args import ExtraArgs
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
 
@@ -34,12 +35,9 @@ DEFAULT_EXE = "vllm"
 #: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (ecosystem §0 trap 9).
 GGUF_PLUGIN_SINCE = (0, 24)
 
-#: Split GGUF shard names (reference §5); a shard set is served by llama.cpp only.
-_SHARD = re.compile(r"-\d{5}-of-\d{5}\.gguf$")
-
-
 def is_split_gguf(ctx: EmitContext) -> bool:
-    return ctx.row.format == "gguf" and (ctx.row.is_split or bool(_SHARD.search(ctx.row.path)))
+    """A shard set (or a lone shard of one): served by llama.cpp only."""
+    return ctx.row.format == "gguf" and (ctx.row.is_split or bool(SHARD_NAME.search(ctx.row.path)))
 
 
 def model_names(ctx: EmitContext) -> tuple[str, ...]:
@@ -88,13 +86,13 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     row, ov, meta = ctx.row, ctx.override, ctx.meta
     if is_split_gguf(ctx):
         reason = "vllm cannot load split gguf shards; merge them with llama-gguf-split --merge"
-        return Plan(model_id=row.id, skips=(Skip(row.id, reason),))
+        return Plan.skip(row.id, reason)
     row_version = ctx.backend.row.version if ctx.backend.row is not None else ""
     version = parse_version(row_version)
     try:
         sizing = size_vllm(ctx, version)
     except ModelError as exc:
-        return Plan(model_id=row.id, skips=(Skip(row.id, str(exc)),))
+        return Plan.skip(row.id, str(exc))
     arch = meta.arch if meta is not None else ""
     template = served_template(ctx, sizing.extra)
     markers = meta.chat_template_markers if template and meta.chat_template_scanned else None

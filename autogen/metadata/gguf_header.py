@@ -18,6 +18,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.numfmt import GIB
 from autogen.metadata.gguf_keys import (
     DEFAULT_ALIGNMENT,
     GGML_TYPE_SIZES,
@@ -53,7 +54,6 @@ MAX_DIMS = 4
 _MIN_KV_BYTES = 8 + 4 + 1
 _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8
 _I64_MAX = (1 << 63) - 1
-_GIB = 1 << 30
 
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
@@ -126,8 +126,8 @@ class GGUFHeader:
         """`incomplete download (X of Y GB)` when the file is shorter than its tensors need."""
         if self.file_size >= self.expected_file_size:
             return ""
-        return (f"incomplete download ({self.file_size / _GIB:.2f} of "
-                f"{self.expected_file_size / _GIB:.2f} GB)")
+        return (f"incomplete download ({self.file_size / GIB:.2f} of "
+                f"{self.expected_file_size / GIB:.2f} GB)")
 
 
 class _Cursor:
@@ -370,9 +370,9 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         has_baked_encoders=tensors.baked_encoders,
         bytes_by_type=tuple(sorted(tensors.by_type.items(), key=lambda kv_: (-kv_[1], kv_[0]))),
         expected_file_size=data_offset + tensors.end if tensor_count else infos_end,
-        split_no=_int(kv.get(Keys.Split.LLM_KV_SPLIT_NO)),
-        split_count=_int(kv.get(Keys.Split.LLM_KV_SPLIT_COUNT)),
-        split_tensors_count=_int(kv.get(Keys.Split.LLM_KV_SPLIT_TENSORS_COUNT)),
+        split_no=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_NO)),
+        split_count=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_COUNT)),
+        split_tensors_count=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_TENSORS_COUNT)),
         bytes_read=cur.bytes_read,
     )
 
@@ -413,7 +413,7 @@ def _alignment(kv: Mapping[str, object]) -> int:
     return value
 
 
-def _int(value: object) -> int:
+def _int_or_zero(value: object) -> int:
     return value if type(value) is int else 0
 
 

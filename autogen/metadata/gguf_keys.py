@@ -48,6 +48,8 @@ class Keys:
         NEXTN_PREDICT_LAYERS    = "{arch}.nextn_predict_layers"
         POOLING_TYPE            = "{arch}.pooling_type"
         FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"
+        LEADING_DENSE_BLOCK_COUNT = "{arch}.leading_dense_block_count"
+        TOKEN_SHIFT_COUNT       = "{arch}.token_shift_count"
 
     class Attention:
         HEAD_COUNT             = "{arch}.attention.head_count"
@@ -59,6 +61,20 @@ class Keys:
         VALUE_LENGTH_MLA       = "{arch}.attention.value_length_mla"
         SLIDING_WINDOW         = "{arch}.attention.sliding_window"
         SLIDING_WINDOW_PATTERN = "{arch}.attention.sliding_window_pattern"
+        KEY_LENGTH_SWA         = "{arch}.attention.key_length_swa"
+        VALUE_LENGTH_SWA       = "{arch}.attention.value_length_swa"
+
+    class SSM:
+        CONV_KERNEL = "{arch}.ssm.conv_kernel"
+        INNER_SIZE  = "{arch}.ssm.inner_size"
+        STATE_SIZE  = "{arch}.ssm.state_size"
+        GROUP_COUNT = "{arch}.ssm.group_count"
+
+    class WKV:
+        HEAD_SIZE = "{arch}.wkv.head_size"
+
+    class ShortConv:
+        L_CACHE = "{arch}.shortconv.l_cache"
 
     class Rope:
         DIMENSION_COUNT = "{arch}.rope.dimension_count"

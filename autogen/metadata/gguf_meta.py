@@ -36,16 +36,6 @@ FFN_MARKS_MLP_LAYERS = frozenset({"nemotron_h", "nemotron_h_moe"})
 #: Every layer runs attention and a mamba mixer side by side (llama.cpp: all recurrent).
 PARALLEL_HYBRIDS = frozenset({"falcon-h1"})
 
-# Keys `gguf_keys.Keys` does not carry, spelled as in `gguf.Keys` (tests compare them).
-KEY_LENGTH_SWA = "{arch}.attention.key_length_swa"
-VALUE_LENGTH_SWA = "{arch}.attention.value_length_swa"
-SSM_CONV_KERNEL = "{arch}.ssm.conv_kernel"
-SSM_INNER_SIZE = "{arch}.ssm.inner_size"
-SSM_STATE_SIZE = "{arch}.ssm.state_size"
-SSM_GROUP_COUNT = "{arch}.ssm.group_count"
-WKV_HEAD_SIZE = "{arch}.wkv.head_size"
-TOKEN_SHIFT_COUNT = "{arch}.token_shift_count"
-SHORTCONV_L_CACHE = "{arch}.shortconv.l_cache"
 
 
 def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
@@ -61,27 +51,27 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         return kv.get(template.format(arch=arch))
 
     embd_dims = header.token_embd_dims
-    block_count = _int(key(Keys.LLM.BLOCK_COUNT))
+    block_count = _positive_int(key(Keys.LLM.BLOCK_COUNT))
     if block_count > MAX_BLOCKS:
         raise GGUFError(f"block_count {block_count} is absurd (max {MAX_BLOCKS})")
-    embedding = _int(key(Keys.LLM.EMBEDDING_LENGTH)) or (embd_dims[0] if embd_dims else 0)
+    embedding = _positive_int(key(Keys.LLM.EMBEDDING_LENGTH)) or (embd_dims[0] if embd_dims else 0)
     head_count = _int_or_max(key(Keys.Attention.HEAD_COUNT))
-    key_length = _int(key(Keys.Attention.KEY_LENGTH))
-    value_length = _int(key(Keys.Attention.VALUE_LENGTH))
+    key_length = _positive_int(key(Keys.Attention.KEY_LENGTH))
+    value_length = _positive_int(key(Keys.Attention.VALUE_LENGTH))
 
     # MLA (deepseek2 and kin, conversion/deepseek.py): the compressed layout stores
     # key_length = kv_lora_rank + rope dims, value_length = kv_lora_rank, the per-head widths
     # under the `_mla` keys, and the rope part as rope.dimension_count. llama.cpp then caches
     # one latent row of kv_lora_rank + n_rot per token and layer. Files converted before the
     # `_mla` keys existed run as plain attention on per-head K/V (`hparams.is_mla()` false).
-    kv_lora_rank = _int(key(Keys.Attention.KV_LORA_RANK))
-    key_length_mla = _int(key(Keys.Attention.KEY_LENGTH_MLA))
+    kv_lora_rank = _positive_int(key(Keys.Attention.KV_LORA_RANK))
+    key_length_mla = _positive_int(key(Keys.Attention.KEY_LENGTH_MLA))
     rope_dims = 0
     mla_note = ""
     if kv_lora_rank and key_length_mla:
-        rope_dims = _int(key(Keys.Rope.DIMENSION_COUNT)) or max(key_length - kv_lora_rank, 0)
+        rope_dims = _positive_int(key(Keys.Rope.DIMENSION_COUNT)) or max(key_length - kv_lora_rank, 0)
         key_length = key_length_mla
-        value_length = _int(key(Keys.Attention.VALUE_LENGTH_MLA)) or value_length
+        value_length = _positive_int(key(Keys.Attention.VALUE_LENGTH_MLA)) or value_length
         mla_note = f"MLA latent {kv_lora_rank} + rope {rope_dims} per layer"
     elif kv_lora_rank:
         kv_lora_rank = 0
@@ -94,7 +84,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
     sliding = _bool_array(key(Keys.Attention.SLIDING_WINDOW_PATTERN))
     ssm = _ssm_sizes(key, embedding)
     recurrent = _recurrent_layers(arch, heads_kv, key(Keys.LLM.FEED_FORWARD_LENGTH)) if any(ssm) else 0
-    vocab = header.array_lengths.get(Keys.Tokenizer.LIST, 0) or _int(key(Keys.LLM.VOCAB_SIZE))
+    vocab = header.array_lengths.get(Keys.Tokenizer.LIST, 0) or _positive_int(key(Keys.LLM.VOCAB_SIZE))
     if not vocab and len(embd_dims) >= 2:
         vocab = embd_dims[1]
     name = kv.get(Keys.General.NAME)
@@ -104,7 +94,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         arch=arch.lower(),
         general_type=general_type if isinstance(general_type, str) else "",
         name=name if isinstance(name, str) else "",
-        context_length=_int(key(Keys.LLM.CONTEXT_LENGTH)),
+        context_length=_positive_int(key(Keys.LLM.CONTEXT_LENGTH)),
         block_count=block_count,
         embedding_length=embedding,
         feed_forward_length=_int_or_max(key(Keys.LLM.FEED_FORWARD_LENGTH)),
@@ -114,12 +104,12 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         value_length=value_length,
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope_dims,
-        sliding_window=_int(key(Keys.Attention.SLIDING_WINDOW)),
-        expert_count=_int(key(Keys.LLM.EXPERT_COUNT)),
-        expert_used_count=_int(key(Keys.LLM.EXPERT_USED_COUNT)),
-        expert_shared_count=_int(key(Keys.LLM.EXPERT_SHARED_COUNT)),
-        nextn_layers=_int(key(Keys.LLM.NEXTN_PREDICT_LAYERS)),
-        pooling_type=_int(key(Keys.LLM.POOLING_TYPE)),
+        sliding_window=_positive_int(key(Keys.Attention.SLIDING_WINDOW)),
+        expert_count=_positive_int(key(Keys.LLM.EXPERT_COUNT)),
+        expert_used_count=_positive_int(key(Keys.LLM.EXPERT_USED_COUNT)),
+        expert_shared_count=_positive_int(key(Keys.LLM.EXPERT_SHARED_COUNT)),
+        nextn_layers=_positive_int(key(Keys.LLM.NEXTN_PREDICT_LAYERS)),
+        pooling_type=_positive_int(key(Keys.LLM.POOLING_TYPE)),
         vocab_size=vocab,
         has_chat_template=header.has_chat_template,
         tensor_bytes=header.tensor_bytes,
@@ -132,9 +122,9 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         chat_template_markers=header.chat_template_markers or (),
         chat_template_scanned=header.chat_template_markers is not None,
         has_baked_encoders=header.has_baked_encoders,
-        leading_dense_blocks=_int(key("{arch}.leading_dense_block_count")),  # gguf Keys.LLM
-        key_length_swa=_int(key(KEY_LENGTH_SWA)),
-        value_length_swa=_int(key(VALUE_LENGTH_SWA)),
+        leading_dense_blocks=_positive_int(key(Keys.LLM.LEADING_DENSE_BLOCK_COUNT)),
+        key_length_swa=_positive_int(key(Keys.Attention.KEY_LENGTH_SWA)),
+        value_length_swa=_positive_int(key(Keys.Attention.VALUE_LENGTH_SWA)),
         sliding_layers=sliding if sliding is not None and len(sliding) == block_count else (),
         recurrent_layers=recurrent,
         ssm_conv_kernel=ssm[0],
@@ -157,7 +147,7 @@ def _kv_layout(header: GGUFHeader, arch: str, blocks: int) -> tuple[tuple[int, .
     raw_kv = header.kv.get(Keys.Attention.HEAD_COUNT_KV.format(arch=arch))
     raw_heads = header.kv.get(Keys.Attention.HEAD_COUNT.format(arch=arch))
     label, per_layer = "head_count_kv", _int_array(raw_kv)
-    if per_layer is None and not _int(raw_kv):
+    if per_layer is None and not _positive_int(raw_kv):
         label, per_layer = "head_count_kv absent, head_count", _int_array(raw_heads)
     if per_layer is not None:
         heads = _fit(per_layer, blocks) if blocks else per_layer
@@ -165,11 +155,11 @@ def _kv_layout(header: GGUFHeader, arch: str, blocks: int) -> tuple[tuple[int, .
         if len(per_layer) != len(heads):
             note += f" (array of {len(per_layer)} fitted to block_count {blocks})"
         return heads, note
-    scalar = _int(raw_kv) or _int(raw_heads)
+    scalar = _positive_int(raw_kv) or _positive_int(raw_heads)
     if not scalar or not blocks:
         return (), "no block_count or head counts: attention layout unknown"
     heads, note = (scalar,) * blocks, f"{label} {scalar} on every layer"
-    interval = _int(header.kv.get(Keys.LLM.FULL_ATTENTION_INTERVAL.format(arch=arch)))
+    interval = _positive_int(header.kv.get(Keys.LLM.FULL_ATTENTION_INTERVAL.format(arch=arch)))
     source = f"full_attention_interval {interval}"
     if not interval and arch in INTERVAL_DEFAULTS:
         interval = INTERVAL_DEFAULTS[arch]
@@ -186,14 +176,14 @@ def _ssm_sizes(key: Callable[[str], object], embedding: int) -> tuple[int, int, 
     LFM2's short conv is a kernel of `l_cache` over the embedding (`n_embd_r` =
     n_embd × (l_cache − 1)); RWKV's token shift count defaults to 2 (`load_hparams`).
     """
-    wkv = _int(key(WKV_HEAD_SIZE))
+    wkv = _positive_int(key(Keys.WKV.HEAD_SIZE))
     if wkv:
-        return 0, 0, 0, 0, wkv, _int(key(TOKEN_SHIFT_COUNT)) or 2
-    l_cache = _int(key(SHORTCONV_L_CACHE))
+        return 0, 0, 0, 0, wkv, _positive_int(key(Keys.LLM.TOKEN_SHIFT_COUNT)) or 2
+    l_cache = _positive_int(key(Keys.ShortConv.L_CACHE))
     if l_cache:
         return l_cache, embedding, 0, 0, 0, 0
-    return (_int(key(SSM_CONV_KERNEL)), _int(key(SSM_INNER_SIZE)), _int(key(SSM_STATE_SIZE)),
-            _int(key(SSM_GROUP_COUNT)), 0, 0)
+    return (_positive_int(key(Keys.SSM.CONV_KERNEL)), _positive_int(key(Keys.SSM.INNER_SIZE)), _positive_int(key(Keys.SSM.STATE_SIZE)),
+            _positive_int(key(Keys.SSM.GROUP_COUNT)), 0, 0)
 
 
 def _recurrent_layers(arch: str, heads: tuple[int, ...], raw_ffn: object) -> int:
@@ -232,13 +222,14 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _is_int(value: object) -> bool:
+def _is_strict_int(value: object) -> bool:
+    """A GGUF integer value (a bool is not one, although Python says it is)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _int_array(value: object) -> tuple[int, ...] | None:
     """A non-empty integer array, negatives read as 0; None for anything else."""
-    if isinstance(value, tuple) and value and all(_is_int(v) for v in value):
+    if isinstance(value, tuple) and value and all(_is_strict_int(v) for v in value):
         return tuple(max(v, 0) for v in value)
     return None
 
@@ -249,12 +240,12 @@ def _bool_array(value: object) -> tuple[bool, ...] | None:
     return None
 
 
-def _int(value: object) -> int:
-    return value if _is_int(value) and value > 0 else 0
+def _positive_int(value: object) -> int:
+    return value if _is_strict_int(value) and value > 0 else 0
 
 
 def _int_or_max(value: object) -> int:
     """A scalar, or the largest entry of a per-layer array (llama.cpp `get_key_or_arr`)."""
     if isinstance(value, tuple):
-        return max((v for v in value if _is_int(v)), default=0)
-    return _int(value)
+        return max((v for v in value if _is_strict_int(v)), default=0)
+    return _positive_int(value)

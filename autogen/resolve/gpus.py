@@ -28,6 +28,7 @@ from functools import lru_cache
 import attrs
 
 from autogen.fsutil import write_if_changed
+from autogen.numfmt import GIB
 from autogen.settings.schema import Gpu, Settings
 
 MIN_ELIGIBLE_GIB = 3.0
@@ -59,7 +60,7 @@ def _probe_nvml() -> tuple[Gpu, ...] | None:
             name = pynvml.nvmlDeviceGetName(handle)
             total = pynvml.nvmlDeviceGetMemoryInfo(handle).total
             gpus.append(Gpu(index=i, name=name.decode() if isinstance(name, bytes) else str(name),
-                            vram_gb=total / (1 << 30), vendor="nvidia"))
+                            vram_gb=total / GIB, vendor="nvidia"))
         return tuple(gpus)
     finally:
         try:
@@ -118,7 +119,7 @@ def _probe_rocm_smi() -> tuple[Gpu, ...] | None:
         except ValueError:
             continue
         name = str(fields.get("Card series") or f"AMD {key}")
-        gpus.append(Gpu(index=int(m.group(1)), name=name, vram_gb=total / (1 << 30), vendor="amd"))
+        gpus.append(Gpu(index=int(m.group(1)), name=name, vram_gb=total / GIB, vendor="amd"))
     return tuple(sorted(gpus, key=lambda g: g.index))
 
 
@@ -135,7 +136,7 @@ def _probe_sysfs() -> tuple[Gpu, ...] | None:
                 total = int(f.read().strip())
         except (OSError, ValueError):
             continue
-        gpus.append(Gpu(index=int(m.group(1)), name=f"AMD {card}", vram_gb=total / (1 << 30), vendor="amd"))
+        gpus.append(Gpu(index=int(m.group(1)), name=f"AMD {card}", vram_gb=total / GIB, vendor="amd"))
     return tuple(sorted(gpus, key=lambda g: g.index)) or None
 
 
