@@ -81,7 +81,7 @@ class TestKindTable:
     def test_engine_names_are_plain_strings(self):
         """Emitted into YAML metadata: a str subclass would trip a strict representer."""
         assert type(engine_of("LLAMA.CPP")) is str
-        assert type(resolve_backend(reg(), None, LLM).kind) is str
+        assert type(resolve_backend(reg(), None, LLM).engine) is str
 
     def test_every_class_is_served_by_some_kind_and_every_engine_is_used(self):
         assert {c for k in KINDS.values() for c in k.classes} == set(ModelClass)
@@ -134,11 +134,11 @@ def fleet() -> Settings:
 class TestResolveAcceptance:
     def test_auto_llm_takes_the_star_over_the_first_listed_llama(self, fleet):
         got = resolve_backend(fleet, None, LLM)
-        assert (got.backend_id, got.kind, got.exe, got.why) == ("vllm-1", "vllm", "/opt/vllm-1/bin", "★ of class llm")
+        assert (got.backend_id, got.engine, got.exe, got.why) == ("vllm-1", "vllm", "/opt/vllm-1/bin", "★ of class llm")
 
     def test_pin_beats_the_star(self, fleet):
         got = resolve_backend(fleet, pin("llama-vk"), LLM)
-        assert (got.backend_id, got.kind, got.why) == ("llama-vk", "llama", "pinned")
+        assert (got.backend_id, got.engine, got.why) == ("llama-vk", "llama", "pinned")
 
     def test_stale_pin_falls_back_to_auto_and_says_so(self, fleet):
         got = resolve_backend(fleet, pin("gone"), LLM)
@@ -149,7 +149,7 @@ class TestResolveAcceptance:
         got = resolve_backend(fleet, None, TTS)
         assert got.row is None and got.backend_id == "legacy"
         # the sibling of the server_exe derived from the first llama row
-        assert (got.kind, got.exe, got.why) == ("tts", "/opt/llama-vk/tts-server", "legacy tts_server_exe")
+        assert (got.engine, got.exe, got.why) == ("tts", "/opt/llama-vk/tts-server", "legacy tts_server_exe")
 
     def test_without_star_the_first_row_of_the_class_wins(self):
         got = resolve_backend(reg(row("a", "llama"), row("b", "llama")), None, LLM)
@@ -173,7 +173,7 @@ class TestResolveAcceptance:
 
     def test_exe_is_the_trimmed_row_path(self):
         got = resolve_backend(reg(row("a", " Llama ", path="  /opt/my llama/llama-server \n")), None, LLM)
-        assert (got.kind, got.exe) == ("llama", "/opt/my llama/llama-server")
+        assert (got.engine, got.exe) == ("llama", "/opt/my llama/llama-server")
 
     def test_stale_pin_with_empty_registry_reaches_the_legacy_exe(self):
         got = resolve_backend(reg(), pin("x"), LLM)
@@ -223,7 +223,7 @@ class TestPinAcrossClasses:
     def test_custom_kind_row_is_reachable_by_pin_from_any_class(self, cls):
         settings = reg(row("mine", "My-Launcher", path=" /usr/local/bin/launch "))
         got = resolve_backend(settings, pin("mine"), cls)
-        assert (got.kind, got.exe, got.why, got.backend_id) == ("my-launcher", "/usr/local/bin/launch", "pinned", "mine")
+        assert (got.engine, got.exe, got.why, got.backend_id) == ("my-launcher", "/usr/local/bin/launch", "pinned", "mine")
 
     def test_custom_kind_row_is_never_auto_picked(self):
         settings = reg(row("mine", "custom", default=True))
@@ -232,7 +232,7 @@ class TestPinAcrossClasses:
     def test_tts_model_may_pin_the_other_tts_engine(self):
         settings = reg(row("qwen", "tts", default=True), row("tc", "ttscpp"))
         got = resolve_backend_preferring(settings, pin("qwen"), TTS, "ttscpp")
-        assert (got.backend_id, got.kind) == ("qwen", "tts")
+        assert (got.backend_id, got.engine) == ("qwen", "tts")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ class TestPreferring:
     def test_hf_folder_goes_to_vllm_over_a_starred_llama(self):
         settings = reg(row("llama", "llama", default=True), row("v", "vllm"))
         got = resolve_backend_preferring(settings, None, LLM, "vllm")
-        assert (got.backend_id, got.kind, got.why) == ("v", "vllm", "first vllm of class llm")
+        assert (got.backend_id, got.engine, got.why) == ("v", "vllm", "first vllm of class llm")
         assert resolve_backend(settings, None, LLM).backend_id == "llama"
 
     def test_starred_row_of_the_preferred_engine_beats_its_first_row(self):
@@ -254,12 +254,12 @@ class TestPreferring:
     def test_pin_beats_the_preference(self):
         settings = reg(row("llama", "llama"), row("v", "vllm", default=True))
         got = resolve_backend_preferring(settings, pin("llama"), LLM, "vllm")
-        assert (got.backend_id, got.kind) == ("llama", "llama")
+        assert (got.backend_id, got.engine) == ("llama", "llama")
 
     def test_no_row_of_the_preferred_engine_falls_back_to_plain_resolution(self):
         settings = reg(row("l1", "llama"), row("l2", "llama", default=True))
         got = resolve_backend_preferring(settings, None, LLM, "vllm")
-        assert (got.backend_id, got.kind, got.why) == ("l2", "llama", "★ of class llm")
+        assert (got.backend_id, got.engine, got.why) == ("l2", "llama", "★ of class llm")
 
     def test_stale_pin_still_gets_the_preferred_engine(self):
         settings = reg(row("l", "llama", default=True), row("v", "vllm"))
@@ -293,17 +293,17 @@ class TestAudioCpp:
         settings = reg(row("pk", "parakeet"), row("ac", "audiocpp", default=True))
         assert resolve_backend(settings, None, ASR).backend_id == "ac"  # why the filter exists
         got = resolve_backend(without_audiocpp(settings), None, ASR)
-        assert (got.backend_id, got.kind, got.why) == ("pk", "asr", "first of class asr")
+        assert (got.backend_id, got.engine, got.why) == ("pk", "asr", "first of class asr")
 
     def test_audiocpp_star_alone_leaves_tts_models_on_the_legacy_exe_never_audiocpp(self):
         settings = reg(row("ac", "audiocpp", path="/b/audiocpp_server", default=True))
         got = resolve_backend_preferring(without_audiocpp(settings), None, TTS, "ttscpp")
-        assert (got.row, got.kind, got.exe) == (None, "tts", "tts-server")
+        assert (got.row, got.engine, got.exe) == (None, "tts", "tts-server")
 
     def test_audiocpp_model_resolves_among_audiocpp_rows_only(self):
         settings = reg(row("qwen", "tts", default=True), row("ac", "audio.cpp"))
         got = resolve_backend_preferring(only_audiocpp(settings), None, TTS, "audiocpp")
-        assert (got.backend_id, got.kind, got.why) == ("ac", "audiocpp", "first audiocpp of class tts")
+        assert (got.backend_id, got.engine, got.why) == ("ac", "audiocpp", "first audiocpp of class tts")
 
     def test_audiocpp_model_pinned_to_a_parakeet_row_falls_through_to_audiocpp(self):
         settings = reg(row("pk", "parakeet"), row("ac", "audiocpp", default=True))
@@ -365,7 +365,7 @@ class TestEmbedder:
 
     def test_empty_registry_uses_the_default_server_exe(self):
         got = resolve_embedder(reg(), None)
-        assert (got.exe, got.kind, got.backend_id) == ("llama-server", "llama", "legacy")
+        assert (got.exe, got.engine, got.backend_id) == ("llama-server", "llama", "legacy")
 
     def test_vllm_pin_says_why_it_was_ignored(self):
         got = resolve_embedder(embed_settings("managed-lemonade"), pin("managed-vllm"))
@@ -377,7 +377,7 @@ class TestEmbedder:
 
     def test_vllm_only_registry_falls_to_the_legacy_server_exe(self):
         got = resolve_embedder(reg(row("v", "vllm", default=True), server_exe="/opt/llama/llama-server"), None)
-        assert (got.row, got.kind, got.exe) == (None, "llama", "/opt/llama/llama-server")
+        assert (got.row, got.engine, got.exe) == (None, "llama", "/opt/llama/llama-server")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,7 +497,7 @@ class TestLegacyExes:
     def test_legacy_resolution_uses_the_derived_exe(self):
         settings = reg(row("v", "vllm"), server_exe="/opt/llama/llama-server")
         got = resolve_backend(settings, None, IMAGE)
-        assert (got.kind, got.exe, got.why) == ("sd", "/opt/llama/sd-server", "legacy sd_server_exe")
+        assert (got.engine, got.exe, got.why) == ("sd", "/opt/llama/sd-server", "legacy sd_server_exe")
 
     @pytest.mark.parametrize(
         ("cls", "kind", "exe", "why"),
@@ -513,7 +513,7 @@ class TestLegacyExes:
     )
     def test_every_class_has_a_legacy_fallback(self, cls, kind, exe, why):
         got = resolve_backend(reg(server_exe="/o/llama-server"), None, cls)
-        assert (got.row, got.kind, got.exe, got.why, got.backend_id) == (None, kind, exe, why, "legacy")
+        assert (got.row, got.engine, got.exe, got.why, got.backend_id) == (None, kind, exe, why, "legacy")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -555,7 +555,7 @@ class TestResolutionKey:
         assert auto.why != pinned.why
         assert resolution_key(auto) == resolution_key(pinned)
         key = resolution_key(auto)
-        assert key == {"id": "a", "kind": "llama", "exe": "/opt/a/bin", "version": "b6000", "variant": "cuda"}
+        assert key == {"id": "a", "engine": "llama", "exe": "/opt/a/bin", "version": "b6000", "variant": "cuda"}
         assert json.loads(json.dumps(key, sort_keys=True)) == key
 
     def test_version_or_variant_change_changes_the_key(self):
@@ -566,7 +566,7 @@ class TestResolutionKey:
     def test_legacy_key(self):
         assert resolution_key(resolve_backend(reg(), None, LLM)) == {
             "id": "legacy",
-            "kind": "llama",
+            "engine": "llama",
             "exe": "llama-server",
             "version": "",
             "variant": "",

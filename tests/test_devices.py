@@ -486,7 +486,7 @@ QWEN3_8B = KvCost(bytes_per_token=196_608, note="48 layers × 8 KV heads × (128
 def vllm_ctx(devs, *, override=None, budget=None, kv_heads=8, size_gb=8):
     meta = ModelMeta(source="hf", arch="qwen3", context_length=40960, head_count_kv=(kv_heads,) * 48)
     row = ModelRow(id="q", format="hf", path="/models/q", size_bytes=size_gb * GIB)
-    backend = Resolved(kind="vllm", exe=VLLM_ROW.path, row=VLLM_ROW, why="pinned")
+    backend = Resolved(engine="vllm", exe=VLLM_ROW.path, row=VLLM_ROW, why="pinned")
     return EmitContext(row=row, meta=meta, kv=QWEN3_8B, override=override or Override(match="*", ctx=8192),
                        settings=Settings(roots=()), backend=backend,
                        budget_gb=budget if budget is not None else sum(g.vram_gb for g in devs),

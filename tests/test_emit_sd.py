@@ -29,7 +29,7 @@ def context(arch="flux", *, path="/models/flux.gguf", size_gb=6.5, budget=7.0, o
             threads=7, meta_kw=None) -> EmitContext:
     meta = ModelMeta(source="gguf", arch=arch, general_type="diffusion", **(meta_kw or {}))
     row = ModelRow(id="flux-q4", format="gguf", path=path, size_bytes=int(size_gb * GIB))
-    backend = Resolved(kind="sd", exe="sd-server", row=BackendRow(id="sd", kind="sd", path="sd-server"),
+    backend = Resolved(engine="sd", exe="sd-server", row=BackendRow(id="sd", kind="sd", path="sd-server"),
                        why="★ of class image")
     settings = Settings(roots=("/models",), threads=threads, encoders=encoders)
     return EmitContext(row=row, meta=meta, kv=None, override=override, settings=settings, backend=backend,

@@ -38,7 +38,7 @@ def make_ctx(*, size_gb=8.0, arch="qwen3", trained=262_144, kv=QWEN3_8B, budget=
                          shards=shards)
     meta = ModelMeta(source=fmt, arch=arch, context_length=trained, has_chat_template=fmt == "gguf")
     backend_row = BackendRow(id="vllm-1", kind="vllm", path=exe, default=True, version=version) if row else None
-    backend = Resolved(kind="vllm", exe=exe, row=backend_row, why="★ of class llm")
+    backend = Resolved(engine="vllm", exe=exe, row=backend_row, why="★ of class llm")
     return EmitContext(row=model_row, meta=meta, kv=kv, override=override,
                        settings=Settings(roots=(), tool_parsers=tool_parsers or {}), backend=backend,
                        budget_gb=budget, card_vram_gb=card, ttl=600)

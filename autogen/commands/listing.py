@@ -36,7 +36,8 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
         out.append({
             "id": job.row.id,
             "task": f"model:{job.row.id}",
-            "class": job.role,
+            "class": job.model_class,
+            "role": job.role.value,
             "engine": job.engine,
             "backend": job.backend_id,
             "why": job.backend.why if job.backend else "",

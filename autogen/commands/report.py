@@ -23,7 +23,7 @@ def task_doc(library, job: Job) -> str:
     where = job.row.path
     if job.error:
         return f"SKIPPED  {job.error}  ({where})"
-    doc = f"{job.role:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+    doc = f"{job.model_class:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
     if job.role == Role.LLM and job.engine == "llama" and (ids := profile_ids(job.row, job.override, library.settings)):
         doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
     return doc

@@ -82,10 +82,10 @@ def tts_engine(ctx: EmitContext) -> str:
     format (a Kokoro file on the qwentts binary cannot load), else ModelError."""
     own = Engine.TTSCPP.value if is_ttscpp_model(ctx.row, ctx.meta) else Engine.TTS.value
     resolved = ctx.backend
-    if resolved.row is None or resolved.kind not in (Engine.TTS, Engine.TTSCPP) or resolved.kind == own:
+    if resolved.row is None or resolved.engine not in (Engine.TTS, Engine.TTSCPP) or resolved.engine == own:
         return own
     if resolved.why.startswith("pinned"):
-        return resolved.kind
+        return resolved.engine
     wanted = "ttscpp (TTS.cpp)" if own == Engine.TTSCPP else "tts (qwentts.cpp)"
     raise ModelError(f"no {wanted} backend registered; '{resolved.backend_id}' runs the other TTS engine, "
                      f"which cannot load this model. Add a backend row of kind {wanted.split()[0]}")
@@ -172,7 +172,7 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
                          f"model, which has no class or route here yet")
     resolved = ctx.backend
     comment = [_comment("audio.cpp", family, row, f"task {task}, est VRAM size + 0.4 GB")]
-    installed = resolved.kind == Engine.AUDIOCPP
+    installed = resolved.engine == Engine.AUDIOCPP
     exe = resolved.exe if installed else AUDIOCPP_EXE
     if not installed:
         comment.append(f"WARNING: no audio.cpp backend registered (a row of kind audiocpp); {row.id} will not "

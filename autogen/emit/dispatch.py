@@ -25,11 +25,11 @@ from autogen.fsutil import file_size
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import (Engine, Resolved, only_audiocpp, resolution_key, resolve_backend,
                                       resolve_backend_preferring, resolve_embedder, without_audiocpp)
-from autogen.emit.placement import pin_plan, prefer_one_card
+from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
-from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, model_role
+from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, listed_class, model_role
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
 from autogen.metadata.kvcost import kv_cost
@@ -117,10 +117,12 @@ class Job:
     card_vram_gb: float | None
     #: The GPUs it runs on and their vendor variables (`devices.place`); empty = driver default.
     placement: Placement = NO_PLACEMENT
+    #: The class users see (`roles.listed_class`), e.g. "tts" for an audio.cpp TTS model.
+    model_class: str = ""
 
     @property
     def engine(self) -> str:
-        return self.backend.kind if self.backend else "-"
+        return self.backend.engine if self.backend else "-"
 
     @property
     def backend_id(self) -> str:
@@ -142,7 +144,7 @@ def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: s
             error = str(exc)
     return Job(row=row, override=override, role=role, backend=backend, error=error,
                budget_gb=budget_for(settings, override, card_vram_gb, placement.gpus), card_vram_gb=card_vram_gb,
-               placement=placement)
+               placement=placement, model_class=listed_class(role, meta))
 
 
 def _placement(settings: Settings, override: Override | None, backend: Resolved,
@@ -150,11 +152,11 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
     """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
     vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
     wanted, _ = requested(settings, override)
-    if not wanted and (backend.kind != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
+    if not wanted and (backend.engine != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
         return NO_PLACEMENT
     if gpus is None:
         gpus = inventory(settings)
-    return place(settings, override, backend.row, backend.kind, gpus, vllm_tensor_parallel(override))
+    return place(settings, override, backend.row, backend.engine, gpus, vllm_tensor_parallel(override))
 
 
 def global_inputs(settings: Settings) -> str:
@@ -269,7 +271,7 @@ def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     largest of its cards alone runs there, the others split layers over all."""
     placement = job.placement
     if job.engine != "llama" or len(placement.gpus) < 2:
-        return pin_plan(plan, placement)
+        return place_plan(plan, placement)
     card = max(placement.gpus, key=lambda g: g.vram_gb)
     one = placement.only(card, f"{placement.why}; fits card {card.index} alone")
     single = _dispatch(job, attrs.evolve(ctx, devices=one.gpus,

@@ -13,7 +13,7 @@ from autogen.emit.entry import Entry, Plan
 from autogen.resolve.devices import Placement
 
 
-def _pin(entry: Entry, placement: Placement) -> Entry:
+def _placed(entry: Entry, placement: Placement) -> Entry:
     """The entry with the placement's variables (replacing an emitter's of the same name), its
     `devices` metadata and a comment line saying why."""
     if not placement.gpus:
@@ -29,9 +29,9 @@ def _pin(entry: Entry, placement: Placement) -> Entry:
                         metadata=entry.metadata + (("devices", placement.label),))
 
 
-def pin_plan(plan: Plan, placement: Placement) -> Plan:
+def place_plan(plan: Plan, placement: Placement) -> Plan:
     """Every entry of the plan pinned to the same placement."""
-    return attrs.evolve(plan, entries=tuple(_pin(e, placement) for e in plan.entries))
+    return attrs.evolve(plan, entries=tuple(_placed(e, placement) for e in plan.entries))
 
 
 #: Sizing results an entry loses when it moves from a split to one card (llama metadata keys).
@@ -50,9 +50,9 @@ def prefer_one_card(split: Plan, single: Plan, placement: Placement, one: Placem
         same = alt is not None and all(dict(alt.metadata).get(k) == dict(entry.metadata).get(k) for k in _SIZING_KEYS)
         est = dict(alt.metadata).get("est_vram_gb", 0) if alt is not None else 0
         if same and isinstance(est, (int, float)) and est <= card:
-            entries.append(_pin(alt, one))
+            entries.append(_placed(alt, one))
             notes.append(f"devices of {entry.id}: {one.label} alone (fits one card, loses nothing)")
         else:
-            entries.append(_pin(entry, placement))
+            entries.append(_placed(entry, placement))
             notes.append(f"devices of {entry.id}: {placement.label}, layers split by VRAM")
     return attrs.evolve(split, entries=tuple(entries), notes=split.notes + tuple(notes))

@@ -264,12 +264,12 @@ def legacy_exes(settings: Settings) -> LegacyExes:
 class Resolved:
     """Which engine serves one model, and why (`metadata.backend` / `metadata.engine`).
 
-    Example: Resolved(kind="vllm", exe="/opt/vllm/bin/vllm", row=BackendRow(id="vllm-1", ...),
+    Example: Resolved(engine="vllm", exe="/opt/vllm/bin/vllm", row=BackendRow(id="vllm-1", ...),
     why="★ of class llm").
     """
 
-    #: Canonical engine name (`engine_of`), e.g. "llama", "vllm", or a custom kind.
-    kind: str
+    #: Canonical engine name (`engine_of`), e.g. "llama", "vllm", or a custom kind as written.
+    engine: str
     #: Trimmed path to run.
     exe: str
     #: The registry row; None = the class's legacy exe.
@@ -285,7 +285,7 @@ class Resolved:
 
 
 def _from_row(row: BackendRow, why: str) -> Resolved:
-    return Resolved(kind=engine_of(row.kind), exe=row.path.strip(), row=row, why=why)
+    return Resolved(engine=engine_of(row.kind), exe=row.path.strip(), row=row, why=why)
 
 
 def _star_or_first(rows: list[BackendRow], label: str) -> Resolved | None:
@@ -321,7 +321,7 @@ def _resolve(settings: Settings, override: Override | None, cls: str, prefer: st
     if found is None:
         slot, engine = _LEGACY_OF_CLASS[cls]
         exe = getattr(legacy_exes(settings), slot)
-        found = Resolved(kind=engine.value, exe=exe, row=None, why=f"legacy {slot}")
+        found = Resolved(engine=engine.value, exe=exe, row=None, why=f"legacy {slot}")
     return attrs.evolve(found, why=stale + found.why) if stale else found
 
 
@@ -349,7 +349,7 @@ def resolve_embedder(settings: Settings, override: Override | None) -> Resolved:
     row, else the legacy `server_exe` (reference spec-backends §2.7).
     """
     resolved = resolve_backend(settings, override, ModelClass.LLM)
-    if resolved.kind != Engine.VLLM:
+    if resolved.engine != Engine.VLLM:
         return resolved
     no_vllm = attrs.evolve(
         settings, backends=tuple(r for r in settings.backends if engine_of(r.kind) != Engine.VLLM)
@@ -367,7 +367,7 @@ def resolution_key(resolved: Resolved) -> dict[str, str]:
     row = resolved.row
     return {
         "id": resolved.backend_id,
-        "kind": resolved.kind,
+        "engine": resolved.engine,
         "exe": resolved.exe,
         "version": row.version.strip() if row is not None else "",
         "variant": row.variant.strip() if row is not None else "",

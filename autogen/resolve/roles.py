@@ -1,9 +1,13 @@
 """Which role a discovered model plays, and so which emitter serves it: the one place that
 reads a model's class from its format, header and name.
 
-Roles refine the user-facing classes (`llm`, `embedding`, `image`, `tts`, `asr`, `segment`):
-an embedding model is class llm served differently; audio.cpp serves tts or asr by its family
-(`audiocpp_task`); `diffusion` is a DiT no image engine here serves (skipped with a reason).
+Words: a model's *class* is what it is for, as users see it (`llm`, `embedding`, `image`, `tts`,
+`asr`, `segment`: `listed_class`); backend rows serve classes (`resolve.backends.ModelClass`,
+where an embedding model is class llm). Its *role* picks the emitter: the classes, plus
+`audiocpp` (an audio.cpp model, tts or asr by its family, `audiocpp_task`) and `diffusion` (a DiT
+no image engine here serves, skipped with a reason). An *engine* is what runs it (`llama`,
+`vllm`, `sd`, …: `resolve.backends.Engine`); a backend row's *kind* is how the settings spell
+its engine (`llama.cpp`, `sd-server`, …).
 """
 
 from __future__ import annotations
@@ -125,6 +129,17 @@ def is_image_model(meta: ModelMeta) -> bool:
 def is_embedding_model(meta: ModelMeta | None) -> bool:
     """A pooling type in the header, or an encoder-only embedding architecture."""
     return meta is not None and (meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS)
+
+
+def listed_class(role: Role, meta: ModelMeta | None) -> str:
+    """The class `swapgen list`, `swapgen show` and `doit list` print for a role: the roles
+    themselves, except that an audio.cpp model is tts or asr by its family and an unserved DiT
+    is an image model."""
+    if role == Role.AUDIOCPP:
+        return Role.ASR.value if audiocpp_task(meta) == "asr" else Role.TTS.value
+    if role == Role.DIFFUSION:
+        return Role.IMAGE.value
+    return role.value
 
 
 def model_role(row: ModelRow, meta: ModelMeta | None) -> Role:
