@@ -50,3 +50,16 @@ class ModelRow:
     @property
     def is_split(self) -> bool:
         return len(self.shards) > 1
+
+
+@frozen
+class Download:
+    """How far an incomplete model has come: `swapgen list` shows it; the skip reason in the
+    config does not (it would change, and the config be rewritten, as the download grows).
+
+    Example: Download(have_bytes=1_997_000_000, want_bytes=5_036_000_000).
+    """
+
+    have_bytes: int
+    #: What the complete model measures; 0 = not known yet (files not started).
+    want_bytes: int = 0
