@@ -215,12 +215,12 @@ class TestHuggingFace:
         snap = repo / "snapshots/0123abcd"
         snap.mkdir(parents=True)
         (snap / "config.json").write_text(json.dumps(LLAMA_CONFIG))
-        blob = repo / "blobs/abc"
-        blob.parent.mkdir()
-        blob.write_bytes(b"\0" * 1000)
+        blob = write_safetensors(repo / "blobs/abc", 1000)
         (snap / "model.safetensors").symlink_to(blob)
-        (row,) = run(tmp_path).models
+        found = run(tmp_path)
+        (row,) = found.models
         assert (row.id, row.publisher, row.repo, row.size_bytes) == ("qwen3-4b--instruct-bf16", "Qwen", "Qwen3-4B--Instruct", 1000)
+        assert found.row_errors == {}
 
     @pytest.mark.parametrize("config", [
         {"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"},
