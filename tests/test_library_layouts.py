@@ -11,9 +11,9 @@ import pytest
 
 from autogen.commands import cli
 from autogen.discovery.walk import VOCAB_ONLY, discover, walk_signature
+from autogen.errors import ModelError
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.safetensors_header import read_safetensors_size, read_weight_index
-from autogen.errors import ModelError
 from tests.gguf_fixtures import Q, write_gguf, write_split_set
 from tests.hf_fixtures import LLAMA_CONFIG, hub_snapshot, sharded, write_config, write_index, write_safetensors
 from tests.runs import generate
@@ -23,6 +23,7 @@ LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embe
             "{arch}.attention.head_count": 4}
 TENSORS = [("token_embd.weight", (64, 256), Q.F16), ("blk.0.attn_q.weight", (64, 64), Q.F16)]
 CONFIG = json.dumps(LLAMA_CONFIG)
+WHOLE = {"config.json": CONFIG, "model.safetensors": GIB}
 
 
 def gguf(path, **kw):
@@ -166,9 +167,9 @@ class TestHubCache:
 
     def test_the_revision_refs_main_names_gets_the_clean_id(self, tmp_path):
         old = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "0000aaaa",
-                           {"config.json": CONFIG, "model.safetensors": GIB})
+                           WHOLE)
         new = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "ffff9999",
-                           {"config.json": CONFIG, "model.safetensors": GIB}, main=True)
+                           WHOLE, main=True)
         os.utime(old, ns=(2 * 10**18, 2 * 10**18))  # the older revision touched last: refs/main still decides
         found = run(tmp_path)
         row, _ = only(found)
@@ -178,22 +179,41 @@ class TestHubCache:
         assert ignored.reason == "older revision of Qwen/Qwen3-8B: serving ffff9999 (refs/main)"
 
     def test_without_refs_the_newest_snapshot_is_served(self, tmp_path):
-        a = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", {"config.json": CONFIG, "model.safetensors": GIB})
-        b = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "bbbb", {"config.json": CONFIG, "model.safetensors": GIB})
+        a = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", WHOLE)
+        b = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "bbbb", WHOLE)
         os.utime(a, ns=(3 * 10**18, 3 * 10**18))
         os.utime(b, ns=(1 * 10**18, 1 * 10**18))
         found = run(tmp_path)
         assert only(found)[0].path == str(a)
-        assert found.ignored[0].reason == "older revision of Qwen/Qwen3-8B: serving aaaa (the newest snapshot, no refs/main)"
+        assert found.ignored[0].reason == ("older revision of Qwen/Qwen3-8B: serving aaaa "
+                                           "(the newest snapshot, no refs/main)")
         os.utime(b, ns=(3 * 10**18, 3 * 10**18))  # a tie: the greater name
         assert only(run(tmp_path))[0].path == str(b)
+
+    def test_refs_main_naming_a_snapshot_not_on_disk_falls_back_to_the_newest(self, tmp_path):
+        old = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", WHOLE)
+        (old.parents[1] / "refs").mkdir()
+        (old.parents[1] / "refs/main").write_text("cccc")  # the download of cccc has not linked a file yet
+        found = run(tmp_path)
+        assert only(found)[0].path == str(old) and found.ignored == ()
+
+    def test_list_shows_older_revisions_as_ignored(self, tmp_path, capsys):
+        hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", WHOLE)
+        hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "bbbb", WHOLE,
+                     main=True)
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+        assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "list"]) == 0
+        out = capsys.readouterr().out
+        assert "snapshots/aaaa  (older revision of Qwen/Qwen3-8B: serving bbbb (refs/main))" in out
+        assert "qwen3-8b-bf16 " in out and "1 ignored" in out
 
     def test_gguf_repos_keep_one_revision_too(self, tmp_path):
         for rev, main in (("1111", False), ("2222", True)):
             snap = hub_snapshot(tmp_path / "models", "unsloth/Qwen3-8B-GGUF", rev, {}, main=main)
             gguf(snap / "Qwen3-8B-Q4_K_M.gguf")
         found = run(tmp_path)
-        assert [(r.id, os.path.basename(os.path.dirname(r.path))) for r in found.models] == [("qwen3-8b-q4_k_m", "2222")]
+        served = [(r.id, os.path.basename(os.path.dirname(r.path))) for r in found.models]
+        assert served == [("qwen3-8b-q4_k_m", "2222")]
 
     def test_a_growing_incomplete_blob_changes_the_walk_signature(self, tmp_path):
         snapshot = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "bbbb", {"config.json": CONFIG})
@@ -218,6 +238,14 @@ class TestGgufTraps:
                                  tensors=[(f"blk.{i}.w", (64, 64), Q.F16) for i in range(2)])
         assert len(shards) == 2
         assert run(tmp_path).row_errors == {}
+
+    def test_a_broken_projector_symlink_is_a_warning(self, tmp_path):
+        gguf(tmp_path / "models/pub/repo/M-Q4_K_M.gguf")
+        (tmp_path / "models/pub/repo/mmproj-F16.gguf").symlink_to("gone")
+        found = run(tmp_path)
+        assert found.row_errors == {}
+        assert found.problems == (f"{tmp_path / 'models/pub/repo/mmproj-F16.gguf'}: broken symlink "
+                                  "(its target gone is missing)",)
 
     def test_a_broken_gguf_symlink_is_a_skipped_row(self, tmp_path):
         folder = tmp_path / "models/pub/repo"

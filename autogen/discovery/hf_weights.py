@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from attrs import frozen
 
 from autogen.discovery.rows import Download
-from autogen.numfmt import GIB
 from autogen.errors import ModelError
 from autogen.metadata.probes import HeaderProbe
 from autogen.metadata.safetensors_header import INDEX_NAME, read_weight_index
+from autogen.numfmt import GIB
 
 SAFETENSORS = ".safetensors"
 SHARD_NAME = re.compile(r"(?i)^(.*)-(\d{5})-of-(\d{5})\.safetensors$")

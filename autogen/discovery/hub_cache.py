@@ -53,7 +53,8 @@ def served_revision(snapshots: str, revisions: dict[str, int]) -> tuple[str, str
     if ref is not None and ref in revisions:
         return ref, "refs/main"
     newest = max(revisions, key=lambda name: (revisions[name], name))
-    why = "the newest snapshot; refs/main names none on disk" if ref is not None else "the newest snapshot, no refs/main"
+    why = ("the newest snapshot; refs/main names none on disk" if ref is not None
+           else "the newest snapshot, no refs/main")
     return newest, why
 
 

@@ -22,12 +22,25 @@ import xxhash
 from attrs import field, frozen
 
 from autogen.discovery.hf_weights import check_weights, incomplete_text
-from autogen.discovery.hub_cache import (hf_cache_repo, incomplete_blobs, incomplete_in, is_snapshots_folder,
-                                         repo_label, served_revision)
+from autogen.discovery.hub_cache import (
+    hf_cache_repo,
+    incomplete_blobs,
+    incomplete_in,
+    is_snapshots_folder,
+    repo_label,
+    served_revision,
+)
 from autogen.discovery.rows import Download, ModelRow
 from autogen.ids import slugify
-from autogen.metadata.probes import (MODELOPT_CONFIG, ConfigInfo, ConfigProbe, HeaderInfo, HeaderProbe,
-                                     read_config_info, read_safetensors_info)
+from autogen.metadata.probes import (
+    MODELOPT_CONFIG,
+    ConfigInfo,
+    ConfigProbe,
+    HeaderInfo,
+    HeaderProbe,
+    read_config_info,
+    read_safetensors_info,
+)
 from autogen.numfmt import GIB
 
 # File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
@@ -232,11 +245,13 @@ class _Walker:
                 subdirs.append((entry.path, est.st_mtime_ns))
             elif statmod.S_ISREG(est.st_mode):
                 files.append((entry, est))
-        claimed = self._hf_folder(folder, st, files, broken)
-        self._gguf_files(folder, files, [] if claimed else broken)
-        for entry in broken if not claimed else ():
-            if not entry.name.lower().endswith(".gguf"):
-                self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} is missing)")
+        if not self._hf_folder(folder, st, files, broken):
+            rows = self._broken_ggufs(folder, broken)
+            for entry in broken:
+                if entry.name not in rows:
+                    self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
+                                         "is missing)")
+        self._gguf_files(folder, files)
         if is_snapshots_folder(folder) and subdirs:
             subdirs = self._served_snapshot(folder, subdirs)
         self.descent.append(key)
@@ -308,11 +323,9 @@ class _Walker:
 
     # -- files --------------------------------------------------------------------------------
 
-    def _gguf_files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]],
-                    broken: list[os.DirEntry]) -> None:
+    def _gguf_files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
         stats = {e.path: st for e, st in files}
         names = {e.name for e, _ in files}
-        self._broken_ggufs(folder, broken)
         #: (file name, stat, header) per model: a split set's shard 1, else (headless) its lowest shard.
         candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
         headless: dict[str, tuple[str, os.stat_result]] = {}
@@ -376,9 +389,11 @@ class _Walker:
             if reason is not None:
                 self.row_errors.append((row, reason))
 
-    def _broken_ggufs(self, folder: str, broken: list[os.DirEntry]) -> None:
+    def _broken_ggufs(self, folder: str, broken: list[os.DirEntry]) -> set[str]:
         """A broken symlink named like a model (an HF cache snapshot whose blob is gone) is a row
-        skipped with that reason; a broken shard of a set shows as a missing shard."""
+        skipped with that reason; a broken shard of a set shows as a missing shard. Returns the
+        names made rows."""
+        rows = set()
         for entry in broken:
             name = entry.name
             if (not name.lower().endswith(".gguf") or SHARD_NAME.search(name) or name.lower().startswith("mmproj")
@@ -394,6 +409,8 @@ class _Walker:
                                      publisher=os.path.basename(os.path.dirname(folder)),
                                      repo=os.path.basename(folder)), st, {})
             self.row_errors.append((row, f"broken symlink (its target {_link_target(entry.path)} is missing)"))
+            rows.add(name)
+        return rows
 
     def _gguf_reason(self, row: ModelRow, info: HeaderInfo | None, stats: dict[str, os.stat_result]) -> str | None:
         """Why a GGUF model or split set cannot be served: its header unreadable, shards missing,

@@ -5,7 +5,8 @@ MiB. An entry is current while (size, mtime_ns) match, or — after a `touch`, a
 `-p`, an rsync without `-t` — while the size matches and the head is unchanged (then the new
 mtime is recorded, so the file is not read again). Beside the signature an entry keeps what was
 parsed from the file, per kind: a GGUF header ("gguf"), an HF config.json's metadata ("hf"),
-discovery's reading of it ("config") or of a safetensors header ("safetensors"). The doit file checker asks the same store for heads
+discovery's reading of it ("config") or of a safetensors header
+("safetensors"). The doit file checker asks the same store for heads
 (`MetaCache.head`), and discovery records the head of every model input, so a touched
 safetensors file is read once, not on every later run. Failed reads are cached too (with their
 reason), so a corrupt file costs one read.

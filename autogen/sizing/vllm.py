@@ -143,8 +143,9 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
 
     On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
     card reading is one GPU, unless a tensor-parallel pin makes it the pooled reading (then the
-    pin changes only the flag: the reference's numbers). Raises ModelError when vLLM could not start: a tensor-parallel pin above the
-    devices, a model over 0.95 of the smallest card at the floor, an unreadable extra_args value.
+    pin changes only the flag: the reference's numbers). Raises ModelError when vLLM could not
+    start: a tensor-parallel pin above the devices, a model over 0.95 of the smallest card at the
+    floor, an unreadable extra_args value.
     """
     ov, budget = ctx.override, ctx.budget_gb
     extra = read_extra_args(ov.extra_args if ov is not None else ())
