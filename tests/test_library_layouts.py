@@ -136,7 +136,7 @@ class TestShardedHuggingFace:
         folder = sharded(tmp_path / "models/meta/Llama", 2, GIB)
         (folder / "model.safetensors.index.json").write_text("{")
         _, reason = only(run(tmp_path))
-        assert reason == f"{folder / 'model.safetensors.index.json'}: not valid JSON"
+        assert reason.startswith(f"{folder / 'model.safetensors.index.json'}: not valid JSON")
 
     def test_an_index_before_any_shard_is_a_skipped_model(self, tmp_path):
         sharded(tmp_path / "models/meta/Llama", 2, GIB, present=set())

@@ -16,6 +16,7 @@ import struct
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.metadata.hf_config import read_json_object
 
 #: The format's own cap on the header (safetensors `MAX_HEADER_SIZE`).
 MAX_HEADER_BYTES = 100_000_000
@@ -97,18 +98,8 @@ class WeightIndex:
 def read_weight_index(path: str) -> WeightIndex:
     """The files an index names. Raises ModelError naming the file when it is unreadable, not
     JSON, has no `weight_map`, or names a file outside its folder."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_INDEX_BYTES + 1)
-    except OSError as exc:
-        raise ModelError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_INDEX_BYTES:
-        raise ModelError(f"{path}: larger than {MAX_INDEX_BYTES} bytes, not a weight index")
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        raise ModelError(f"{path}: not valid JSON") from None
-    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    data = read_json_object(path, MAX_INDEX_BYTES, "a weight index")
+    weight_map = data.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise ModelError(f"{path}: no weight_map naming the weight files")
     files = set()
