@@ -8,10 +8,6 @@ import os
 import struct
 from pathlib import Path
 
-#: The team's shared data, found from the repo root upwards (None: not on this machine; tests skip).
-SHARED = next((p / "shared" for p in Path(__file__).resolve().parents[1].parents if (p / "shared").is_dir()), None)
-HF_CONFIGS = SHARED / "data" / "hf-configs" if SHARED is not None else None
-
 LLAMA_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "torch_dtype": "bfloat16",
                 "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, "max_position_embeddings": 4096}
 

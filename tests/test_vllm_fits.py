@@ -11,8 +11,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.emit.toolparsers import choose_tool_parser
-from tests.hf_fixtures import HF_CONFIGS, write_safetensors
+from tests.hf_fixtures import write_safetensors
 from tests.runs import generate
+from tests.shared import HF_CONFIGS, require
 
 GIB = 1 << 30
 #: Real configs and their weights on disk (GiB): none fits one 24 GB card.
@@ -32,8 +33,7 @@ CARDS = {
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    if HF_CONFIGS is None or not HF_CONFIGS.is_dir():
-        pytest.skip("the shared real HF configs are not on this machine")
+    require(HF_CONFIGS)
     root = tmp_path_factory.mktemp("lib") / "models"
     for name, gib in {**TOO_BIG, **FITS}.items():
         folder = root / "real" / name
@@ -72,8 +72,7 @@ def test_a_single_card_gives_the_numbers_of_devices_0(tmp_path_factory, library)
 
 
 def test_gpt_oss_gets_the_openai_parser_from_vllm_0_10_2():
-    if HF_CONFIGS is None or not (HF_CONFIGS / "gpt-oss-20b").is_dir():
-        pytest.skip("the shared real HF configs are not on this machine")
+    require(HF_CONFIGS / "gpt-oss-20b")
     arch = json.loads((HF_CONFIGS / "gpt-oss-20b" / "config.json").read_text())["model_type"]
     assert choose_tool_parser(arch, "gpt-oss-20b-mxfp4").parser == "openai"
     assert choose_tool_parser("gpt-oss", "gpt-oss-20b-mxfp4").parser == "openai"  # llama.cpp's GGUF arch
