@@ -165,6 +165,26 @@ class TestHubCache:
                           "`hf download`, or delete the .incomplete files")
         assert found.downloads[row.id].have_bytes == GIB
 
+    def test_a_broken_config_link_is_the_reason(self, tmp_path):
+        snapshot = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", {"config.json": None,
+                                                                               "model.safetensors": GIB})
+        row, reason = only(run(tmp_path))
+        assert row.path == str(snapshot) and reason.startswith("broken symlink config.json (its target ../../blobs/")
+
+    def test_an_incomplete_blob_skips_even_a_whole_looking_snapshot(self, tmp_path):
+        """Which file the blob will be is not known: tokenizer files matter to vLLM too."""
+        snapshot = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "aaaa", WHOLE, main=True)
+        (snapshot.parents[1] / "blobs/9a.incomplete").write_bytes(b"{")
+        _, reason = only(run(tmp_path))
+        assert "blobs/9a.incomplete" in reason
+
+    def test_an_incomplete_blob_leaves_the_whole_ggufs_of_the_repo_served(self, tmp_path):
+        snapshot = hub_snapshot(tmp_path / "models", "unsloth/Qwen3-8B-GGUF", "aaaa", {}, main=True)
+        gguf(snapshot / "Qwen3-8B-Q4_K_M.gguf")
+        (snapshot.parents[1] / "blobs/9a.incomplete").write_bytes(b"GGUF")  # the Q8_0 still coming
+        found = run(tmp_path)
+        assert [r.id for r in found.models] == ["qwen3-8b-q4_k_m"] and found.row_errors == {}
+
     def test_the_revision_refs_main_names_gets_the_clean_id(self, tmp_path):
         old = hub_snapshot(tmp_path / "models", "Qwen/Qwen3-8B", "0000aaaa",
                            WHOLE)

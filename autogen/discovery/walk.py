@@ -296,7 +296,7 @@ class _Walker:
         stats = {e.path: st for e, st in files}
         publisher, base = cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
         inputs = list(check.files) + ([check.index] if check.index else [])
-        info, quant = ConfigInfo(error="config.json is a broken symlink"), ""
+        info, quant = ConfigInfo(), ""  # a broken config.json link is in the check's reason
         if "config.json" in names:
             config_entry, config_st = names["config.json"]
             inputs.append(config_entry.path)
