@@ -305,7 +305,7 @@ class _Walker:
         if info.reason is not None and info.error is None:
             self.ignored.append(Ignored(folder, info.reason))
             return True
-        if MODELOPT_CONFIG in names:  # ModelOpt declares its quantisation beside config.json
+        if MODELOPT_CONFIG in names and info.error is None:  # ModelOpt declares its quantisation beside config.json
             entry, st = names[MODELOPT_CONFIG]
             quant = self.config(entry.path, st.st_size, st.st_mtime_ns).quant or quant
             inputs.append(entry.path)
