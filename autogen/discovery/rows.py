@@ -8,7 +8,6 @@ from __future__ import annotations
 from attrs import frozen
 
 
-
 @frozen
 class ModelRow:
     """One discovered model.
