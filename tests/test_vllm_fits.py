@@ -1,5 +1,5 @@
-"""vLLM fits or skips, however the card is known: `card_vram_gb`, `gpus` without `devices`,
-or `devices`; a single card gives the numbers `devices: [0]` gives. Real config.json files of
+"""vLLM fits or skips, however the card is known: the probe, `card_vram_gb`, `gpus` without
+`devices`, or `devices`; a single card gives the numbers `devices: [0]` gives. Real config.json files of
 models far larger than a 24 GB card, in folders with sparse safetensors of their real size."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.emit.toolparsers import choose_tool_parser
+from autogen.resolve import gpus
+from autogen.settings.schema import Gpu
 from tests.hf_fixtures import write_safetensors
 from tests.runs import generate
 from tests.shared import HF_CONFIGS, require
@@ -25,10 +27,18 @@ BACKENDS = """backends:
   - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: "0.11.0", default: true}
 """
 CARDS = {
+    "probe": "",  # the probe answers one 24 GiB card (`probed_card`)
     "card_vram_gb": "card_vram_gb: 24\n",
     "gpus": "gpus: [{index: 0, vram_gb: 24, name: RTX 4090, vendor: nvidia}]\n",
     "devices": "gpus: [{index: 0, vram_gb: 24, name: RTX 4090, vendor: nvidia}]\ndevices: [0]\n",
 }
+
+
+@pytest.fixture(autouse=True)
+def probed_card(monkeypatch):
+    """The GPU probe of a host with one 24 GiB card (no GPU needed)."""
+    monkeypatch.setattr(gpus, "_remembered", lambda cache_dir: (Gpu(index=0, vram_gb=24.0, name="RTX 4090",
+                                                                      vendor="nvidia"),))
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +76,7 @@ def test_a_single_card_gives_the_numbers_of_devices_0(tmp_path_factory, library)
     """The entry differs only in how the card is named and in the device pin."""
     out = {card: run(tmp_path_factory.mktemp(card), library, card)["models"]["qwen3-8b-bf16"] for card in CARDS}
     pinned = {k: v for k, v in out["devices"]["metadata"].items() if k != "devices"}
-    for card in ("card_vram_gb", "gpus"):
+    for card in ("probe", "card_vram_gb", "gpus"):
         assert out[card]["metadata"] == pinned, card
         assert out[card]["cmd"] == out["devices"]["cmd"], card
 
