@@ -10,6 +10,7 @@ import pytest
 from autogen.discovery.walk import discover, gguf_ids, quant_from_name
 from autogen.metadata.cache import MetaCache
 from tests.gguf_fixtures import Q, write_gguf, write_split_set
+from tests.hf_fixtures import write_safetensors
 
 LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
             "{arch}.attention.head_count": 4}
@@ -26,8 +27,10 @@ def hf_folder(path, config, weights=("model.safetensors",), size=4096):
     with open(os.path.join(path, "config.json"), "w") as f:
         f.write(config if isinstance(config, str) else json.dumps(config))
     for name in weights:
-        with open(os.path.join(path, name), "wb") as f:
-            f.truncate(size)
+        if size:
+            write_safetensors(os.path.join(path, name), size)
+        else:
+            open(os.path.join(path, name), "wb").close()
 
 
 def run(tmp_path, *roots):
@@ -125,11 +128,17 @@ class TestGguf:
         assert ids(found) == ["broken-q4_k_m"]
         assert "magic" in found.row_errors["broken-q4_k_m"]
 
-    def test_interrupted_download_is_reported_with_sizes(self, tmp_path):
+    def test_interrupted_download_is_reported_with_the_size_expected(self, tmp_path):
+        """The reason holds no progress (it stays put while the file grows); the progress is kept apart."""
         big = [("blk.0.w", (4096, 4096 * 64), Q.F16)]  # 2 GiB declared
-        model(tmp_path / "models/d/Half-F16.gguf", tensors=big, sparse_size=1 << 30)
+        path = model(tmp_path / "models/d/Half-F16.gguf", tensors=big, sparse_size=1 << 30)
         found = run(tmp_path)
-        assert found.row_errors["half-f16"] == "incomplete download (1.00 of 2.00 GB)"
+        assert found.row_errors["half-f16"] == "incomplete download (2.00 GB expected)"
+        os.truncate(path, 3 << 29)
+        grown = run(tmp_path)
+        assert grown.row_errors == found.row_errors
+        assert (found.downloads["half-f16"].have_bytes, grown.downloads["half-f16"].have_bytes) == (1 << 30, 3 << 29)
+        assert grown.downloads["half-f16"].want_bytes > 2 << 30
 
     def test_hostile_names_keep_exact_paths(self, tmp_path):
         names = ["a b'c\"d-Q4_0.gguf", "$HOME-${PORT}-Q4_0.gguf", "ünïcödé-Q4_0.gguf", "-dash-Q4_0.gguf"]
@@ -206,12 +215,12 @@ class TestHuggingFace:
         snap = repo / "snapshots/0123abcd"
         snap.mkdir(parents=True)
         (snap / "config.json").write_text(json.dumps(LLAMA_CONFIG))
-        blob = repo / "blobs/abc"
-        blob.parent.mkdir()
-        blob.write_bytes(b"\0" * 1000)
+        blob = write_safetensors(repo / "blobs/abc", 1000)
         (snap / "model.safetensors").symlink_to(blob)
-        (row,) = run(tmp_path).models
+        found = run(tmp_path)
+        (row,) = found.models
         assert (row.id, row.publisher, row.repo, row.size_bytes) == ("qwen3-4b--instruct-bf16", "Qwen", "Qwen3-4B--Instruct", 1000)
+        assert found.row_errors == {}
 
     @pytest.mark.parametrize("config", [
         {"architectures": ["ModernBertForMaskedLM"], "model_type": "modernbert"},
@@ -320,7 +329,8 @@ class TestSplitSets:
         full = [os.path.getsize(s) for s in shards]
         os.truncate(shards[2], full[2] - (1 << 29))  # half a GiB never arrived
         found = run(tmp_path)
-        assert found.row_errors == {"big-q8_0": "incomplete download (2.50 of 3.00 GB)"}
+        assert found.row_errors == {
+            "big-q8_0": "incomplete download: Big-Q8_0-00003-of-00003.gguf cut short (3.00 GB expected)"}
 
     def test_a_whole_set_of_gigabyte_shards_has_no_reason(self, tmp_path):
         self._set(tmp_path, self.GIB_TENSORS)

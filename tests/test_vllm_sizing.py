@@ -24,17 +24,17 @@ class TestExampleA_MaxModelLenSizedToBudget:
     """Qwen3-8B dims, trained 262144, 8 GiB of weights."""
 
     @pytest.mark.parametrize(
-        ("budget", "override", "ctx", "note"),
+        ("budget", "card", "override", "ctx", "note"),
         [
-            (16, None, 32768, "sized to 6.5GB free of budget"),  # 35498 tokens → 32768
-            (48, None, 208896, "sized to 38.5GB free of budget"),  # 210261 → 208896
-            (4096, None, 262144, "trained context"),
-            (16, Override(match="*", ctx=200_000), 200_000, "pinned"),
-            (4, None, 4096, "weights exceed the VRAM budget"),
+            (16, 24.0, None, 32768, "sized to 6.5GB free of budget"),  # 35498 tokens → 32768
+            (48, 64.0, None, 208896, "sized to 38.5GB free of budget"),  # 210261 → 208896
+            (4096, None, None, 262144, "trained context"),
+            (16, 24.0, Override(match="*", ctx=200_000), 200_000, "pinned"),
+            (4, 24.0, None, 4096, "weights exceed the VRAM budget"),
         ],
     )
-    def test_ctx_and_note(self, budget, override, ctx, note):
-        sizing = size_vllm(make_ctx(budget=budget, override=override), BASE_V)
+    def test_ctx_and_note(self, budget, card, override, ctx, note):
+        sizing = size_vllm(make_ctx(budget=budget, card=card, override=override), BASE_V)
         assert (sizing.max_model_len, sizing.ctx_note) == (ctx, note)
 
     def test_budget_sized_ctx_is_a_multiple_of_4096_below_trained(self):
@@ -107,7 +107,7 @@ class TestExampleD_HFParityWithGguf:
     @pytest.mark.parametrize("fmt", ["gguf", "hf"])
     def test_llama3_8b_budget_24(self, fmt):
         sizing = size_vllm(make_ctx(fmt=fmt, size_gb=15, kv=LLAMA3_8B, arch="llama", trained=131_072,
-                                    budget=24), BASE_V)
+                                    budget=24, card=32.0), BASE_V)
         assert sizing.max_model_len == 61440  # 7.5 GiB / 128 KiB per token, exactly
 
     def test_real_llama_config_gives_the_same_window(self):
@@ -116,7 +116,7 @@ class TestExampleD_HFParityWithGguf:
 
         meta = meta_from_hf_config(json.loads(config.read_text()))
         ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
-                       budget=24)
+                       budget=24, card=32.0)
         assert ctx.kv.bytes_per_token == 131_072
         assert size_vllm(ctx, BASE_V).max_model_len == 61440
 
@@ -259,10 +259,11 @@ class TestTensorParallelSizedPerGpu:
         assert "needs 12.4GB per GPU" in plan.skips[0].reason
         assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
 
-    def test_no_devices_keeps_the_reference_numbers(self):
+    def test_a_tensor_parallel_pin_without_devices_keeps_the_reference_numbers(self):
         """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as §3.4 charges it."""
-        sizing = size_vllm(attrs.evolve(device_ctx(DSV2), devices=()), (0, 11, 0))
-        assert (sizing.tensor_parallel, sizing.max_model_len) == (1, 569_344)
+        ov = Override(match="*", vllm_tensor_parallel=2)
+        sizing = size_vllm(attrs.evolve(device_ctx(DSV2, override=ov), devices=()), (0, 11, 0))
+        assert (sizing.tensor_parallel, sizing.max_model_len) == (2, 569_344)
         assert sizing.max_model_len == int(16.5 * GIB // 31_104) // 4096 * 4096
 
     @settings(max_examples=60, deadline=None)

@@ -110,7 +110,7 @@ class Library:
     def _discover(cls, settings: Settings, card: float | None) -> Library:
         """Walk the roots, read metadata through the cache and resolve every model."""
         cache = MetaCache(settings.cache_dir)
-        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head)
+        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors)
         metas: dict[str, ModelMeta | None] = {}
         jobs: list[Job] = []
         for row in discovery.models:

@@ -1,7 +1,9 @@
 """`swapgen list`: one aligned line per model (and per ignored folder), or JSON for scripts.
 
 Reasons known at load time (unreadable header, missing shard, refused pin) are always shown;
-reasons an emitter finds are read from the model's last fragment when it is current.
+reasons an emitter finds are read from the model's last fragment when it is current. An
+incomplete download also shows how far it has come: the config's skip reason does not, so the
+config stays put while the download grows.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from autogen.commands.tasks import TaskGraph, fragment_path
+from autogen.discovery.rows import Download
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
 from autogen.numfmt import size_gb
 from autogen.router.assemble import Fragment
@@ -16,6 +19,7 @@ from autogen.router.assemble import Fragment
 
 def rows(graph: TaskGraph) -> list[dict[str, Any]]:
     library = graph.library
+    downloads = library.discovery.downloads
     out = []
     for job in library.jobs:
         skip = job.error
@@ -45,11 +49,27 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "size_gb": size_gb(job.row.size_bytes),
             "entries": entries,
             "skipped": skip,
+            "download": _download(downloads.get(job.row.id)),
         })
     for item in library.discovery.ignored:
         out.append({"id": None, "task": None, "class": "ignored", "engine": "-", "backend": "-", "why": "",
-                    "path": item.path, "size_gb": None, "entries": [], "skipped": item.reason})
+                    "path": item.path, "size_gb": None, "entries": [], "skipped": item.reason, "download": None})
     return out
+
+
+def _download(download: Download | None) -> dict[str, float | None] | None:
+    """{"have_gb": 1.86, "expected_gb": 4.69} (expected None while unknown), or None."""
+    if download is None:
+        return None
+    return {"have_gb": size_gb(download.have_bytes),
+            "expected_gb": size_gb(download.want_bytes) if download.want_bytes else None}
+
+
+def _progress(download: dict[str, float | None] | None) -> str:
+    if not download:
+        return ""
+    have, want = download["have_gb"], download["expected_gb"]
+    return f"; {have:.2f} of {want:.2f} GB on disk" if want else f"; {have:.2f} GB on disk so far"
 
 
 def table(items: list[dict[str, Any]]) -> str:
@@ -63,7 +83,7 @@ def table(items: list[dict[str, Any]]) -> str:
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths)) + "  path / reason"]
     for r in items:
         cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths))
-        tail = r["path"] + (f"  ({r['skipped']})" if r["skipped"] else "")
+        tail = r["path"] + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
         lines.append(f"{cells}  {tail}")
     served = sum(1 for r in items if r["task"] and not r["skipped"])
     skipped = sum(1 for r in items if r["task"] and r["skipped"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 from attrs import frozen
 
 
-
 @frozen
 class ModelRow:
     """One discovered model.
@@ -26,7 +25,7 @@ class ModelRow:
     path: str
     #: Upper-case quant label from the name (GGUF) or the config (HF), "" if none.
     quant: str = ""
-    #: Weight bytes: the whole split set, or the sum of an HF folder's direct *.safetensors.
+    #: Weight bytes on disk: the whole split set, or an HF folder's *.safetensors (those its index names).
     size_bytes: int = 0
     #: Parent-of-parent and parent folder names (HF cache layout: owner and repo).
     publisher: str = ""
@@ -42,7 +41,7 @@ class ModelRow:
     #: TTS audio codec found in the model's folder (Qwen3-TTS).
     codec: str | None = None
     #: Every file whose bytes feed this model's fragment (doit `file_dep`): the gguf shards,
-    #: projector and draft, or the HF folder's config.json and *.safetensors.
+    #: projector and draft, or the HF folder's config.json, weight index and the *.safetensors it loads.
     inputs: tuple[str, ...] = ()
     #: Bytes of the `mmproj` file (0 = unknown); llama-server sizing charges it when GPU-placed.
     mmproj_bytes: int = 0
@@ -50,3 +49,16 @@ class ModelRow:
     @property
     def is_split(self) -> bool:
         return len(self.shards) > 1
+
+
+@frozen
+class Download:
+    """How far an incomplete model has come: `swapgen list` shows it; the skip reason in the
+    config does not (it would change, and the config be rewritten, as the download grows).
+
+    Example: Download(have_bytes=1_997_000_000, want_bytes=5_036_000_000).
+    """
+
+    have_bytes: int
+    #: What the complete model measures; 0 = not known yet (files not started).
+    want_bytes: int = 0

@@ -21,10 +21,26 @@ import attrs
 import xxhash
 from attrs import field, frozen
 
-from autogen.metadata.probes import (MODELOPT_CONFIG, ConfigInfo, ConfigProbe, HeaderInfo, HeaderProbe,
-                                     read_config_info)
-from autogen.discovery.rows import ModelRow
+from autogen.discovery.hf_weights import check_weights, incomplete_text
+from autogen.discovery.hub_cache import (
+    hf_cache_repo,
+    incomplete_blobs,
+    incomplete_in,
+    is_snapshots_folder,
+    repo_label,
+    served_revision,
+)
+from autogen.discovery.rows import Download, ModelRow
 from autogen.ids import slugify
+from autogen.metadata.probes import (
+    MODELOPT_CONFIG,
+    ConfigInfo,
+    ConfigProbe,
+    HeaderInfo,
+    HeaderProbe,
+    read_config_info,
+    read_safetensors_info,
+)
 from autogen.numfmt import GIB
 
 # File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
@@ -46,6 +62,10 @@ QUANT_TOKEN = re.compile(
 #: GGUF architectures that are never served as models: projectors pair, encoders drop.
 PROJECTOR_ARCHS = frozenset({"clip"})
 ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
+#: A GGUF without tensors: llama.cpp's `--vocab-only` output (its `models/ggml-vocab-*.gguf`);
+#: llama-server refuses to load it.
+VOCAB_ONLY = ("no tensors: a vocabulary-only GGUF (llama.cpp --vocab-only output), which llama-server refuses "
+              "(tensor 'token_embd.weight' not found)")
 #: Characters kept in ids; anything else becomes "-" (ids are router keys and URL parts).
 ID_UNSAFE = re.compile(r"[^\w.+-]+")
 
@@ -73,6 +93,8 @@ class Discovery:
     #: Per-model reasons found while discovering (missing shard, bad config.json, incomplete
     #: download, unreadable header); keyed by model id, becomes a SKIPPED line.
     row_errors: dict[str, str] = field(factory=dict, hash=False)
+    #: How far each incomplete download has come, keyed by model id (`swapgen list` shows it).
+    downloads: dict[str, Download] = field(factory=dict, hash=False)
 
 
 def quant_from_name(name: str) -> str:
@@ -101,16 +123,6 @@ def gguf_ids(name: str) -> tuple[str, str]:
     if quant and not _contains_part(base_id, quant.lower()):
         return f"{base_id}-{quant.lower()}", quant
     return base_id, quant
-
-
-def _hf_cache_repo(folder: str) -> tuple[str, str] | None:
-    """`models--owner--repo/snapshots/<rev>` → (owner, repo) (reference spec-backends §6.3)."""
-    parent = os.path.dirname(folder)
-    grand = os.path.basename(os.path.dirname(parent))
-    if os.path.basename(parent).lower() != "snapshots" or not grand.startswith("models--"):
-        return None
-    owner, sep, repo = grand[len("models--"):].partition("--")
-    return (owner, repo) if sep and owner and repo else None
 
 
 def skipped_folder(name: str, parent: str) -> bool:
@@ -149,6 +161,9 @@ def walk_signature(roots: tuple[str, ...]) -> str:
                 digest.update(f"{entry.path}\0dir\n".encode("utf-8", "surrogatepass"))
                 if not skipped_folder(entry.name, folder):
                     walk(entry.path)
+                elif entry.name == "blobs":  # a download under way there keeps its snapshot from being served
+                    for path, size in incomplete_in(entry.path):
+                        digest.update(f"{path}\0incomplete\0{size}\n".encode("utf-8", "surrogatepass"))
                 continue
             line = f"{entry.path}\0{est.st_mode}\0{est.st_size}\0{est.st_mtime_ns}\0{est.st_ino}\n"
             digest.update(line.encode("utf-8", "surrogatepass"))
@@ -160,9 +175,10 @@ def walk_signature(roots: tuple[str, ...]) -> str:
 
 
 class _Walker:
-    def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None):
+    def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe):
         self.probe = probe
         self.config = config
+        self.safetensors = safetensors
         self.sign = sign
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
@@ -170,7 +186,14 @@ class _Walker:
         self.ignored: list[Ignored] = []
         self.problems: list[str] = []
         self.row_errors: list[tuple[ModelRow, str]] = []
-        self.visited: dict[tuple[int, int], str] = {}
+        self.downloads: list[tuple[ModelRow, Download]] = []
+        #: Folder key → (the path it was walked as, the root it was walked under).
+        self.visited: dict[tuple[int, int], tuple[str, str]] = {}
+        #: Keys of the folders being walked, outermost first: meeting one again is a loop.
+        self.descent: list[tuple[int, int]] = []
+        #: The root being walked, and the roots that nest (reported once, walked once).
+        self.root = ""
+        self.overlapping: set[frozenset[str]] = set()
 
     def _add(self, row: ModelRow, st: os.stat_result, stats: dict[str, os.stat_result]) -> ModelRow:
         """Record the row, and the signature of each of its inputs (the doit checker's file_deps)."""
@@ -195,9 +218,9 @@ class _Walker:
             return
         key = (st.st_dev, st.st_ino)
         if key in self.visited:
-            self.problems.append(f"{folder}: symlink loop (already walked as {self.visited[key]}); not walked again")
+            self._seen_again(folder, key)
             return
-        self.visited[key] = folder
+        self.visited[key] = (folder, self.root)
         try:
             with os.scandir(folder) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -205,62 +228,98 @@ class _Walker:
             self.problems.append(f"{folder}: cannot list folder ({exc.strerror or exc})")
             return
         files: list[tuple[os.DirEntry, os.stat_result]] = []
-        subdirs: list[str] = []
+        subdirs: list[tuple[str, int]] = []
+        broken: list[os.DirEntry] = []
         for entry in entries:
             try:
                 est = entry.stat()  # follows symlinks: sizes come from the target
             except OSError as exc:
                 if entry.is_symlink():
-                    self.problems.append(f"{entry.path}: broken symlink ({exc.strerror or exc})")
+                    broken.append(entry)
                 else:
                     self.problems.append(f"{entry.path}: cannot stat ({exc.strerror or exc})")
                 continue
             if statmod.S_ISDIR(est.st_mode):
                 if skipped_folder(entry.name, folder):
                     continue
-                subdirs.append(entry.path)
+                subdirs.append((entry.path, est.st_mtime_ns))
             elif statmod.S_ISREG(est.st_mode):
                 files.append((entry, est))
-        self._hf_folder(folder, st, files)
+        if not self._hf_folder(folder, st, files, broken):
+            rows = self._broken_ggufs(folder, broken)
+            for entry in broken:
+                if entry.name not in rows:
+                    self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
+                                         "is missing)")
         self._gguf_files(folder, files)
-        for sub in subdirs:
+        if is_snapshots_folder(folder) and subdirs:
+            subdirs = self._served_snapshot(folder, subdirs)
+        self.descent.append(key)
+        for sub, _ in subdirs:
             self.walk(sub)
+        self.descent.pop()
 
-    def _hf_folder(self, folder: str, folder_st: os.stat_result,
-                   files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+    def _seen_again(self, folder: str, key: tuple[int, int]) -> None:
+        """A folder met twice: a symlink back into the folders being walked is a loop; a root
+        inside another root was reported once by `discover`; anything else is walked once."""
+        first, root = self.visited[key]
+        if key in self.descent:
+            self.problems.append(f"{folder}: symlink loop (already walked as {first}); not walked again")
+        elif frozenset((root, self.root)) not in self.overlapping:
+            self.problems.append(f"{folder}: the same folder as {first}; walked once")
+
+    def _served_snapshot(self, snapshots: str, revisions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The one revision of an HF cache repo that is walked; the others are listed as ignored."""
+        served, why = served_revision(snapshots, {os.path.basename(p): m for p, m in revisions})
+        for path, _ in revisions:
+            if os.path.basename(path) != served:
+                self.ignored.append(Ignored(path, f"older revision of {repo_label(snapshots)}: "
+                                                  f"serving {served} ({why})"))
+        return [(p, m) for p, m in revisions if os.path.basename(p) == served]
+
+    def _hf_folder(self, folder: str, folder_st: os.stat_result, files: list[tuple[os.DirEntry, os.stat_result]],
+                   broken: list[os.DirEntry]) -> bool:
+        """An HF model folder becomes a row, skipped with a reason while incomplete (hf_weights).
+        True when it did: the folder's broken symlinks are then part of its reason."""
         names = {e.name.lower(): (e, st) for e, st in files}
-        weights = [(e, st) for e, st in files if e.name.lower().endswith(".safetensors")]
-        if "config.json" not in names or not weights:
-            return
+        broken_names = [e.name for e in broken]
+        if "config.json" not in names and "config.json" not in {n.lower() for n in broken_names}:
+            return False
         if any(e.name.lower().endswith(".gguf") for e, _ in files):
-            return  # a conversion kept beside its source: the gguf is the model (seed rule 3)
-        weight_bytes = sum(st.st_size for _, st in weights)
-        if weight_bytes <= 0:
-            return
+            return False  # a conversion kept beside its source: the gguf is the model (seed rule 3)
+        cache = hf_cache_repo(folder)
+        by_name = {e.name: st for e, st in files}
+        check = check_weights(folder, by_name, broken_names, self.safetensors,
+                              incomplete_blobs(folder) if cache else ())
+        if check is None:
+            return False
         stats = {e.path: st for e, st in files}
-        config_entry, config_st = names["config.json"]
-        cache = _hf_cache_repo(folder)
         publisher, base = cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
-        inputs = tuple(sorted([config_entry.path] + [e.path for e, _ in weights]))
-        info = self.config(config_entry.path, config_st.st_size, config_st.st_mtime_ns)
-        if info.error is not None:
-            row = self._add(ModelRow(id=clean_id(base), format="hf", path=folder, size_bytes=weight_bytes,
-                                     publisher=publisher, repo=base, inputs=inputs), folder_st, stats)
-            self.row_errors.append((row, info.error))
-            return
-        if info.reason is not None:
+        inputs = list(check.files) + ([check.index] if check.index else [])
+        info, quant = ConfigInfo(), ""  # a broken config.json link is in the check's reason
+        if "config.json" in names:
+            config_entry, config_st = names["config.json"]
+            inputs.append(config_entry.path)
+            info = self.config(config_entry.path, config_st.st_size, config_st.st_mtime_ns)
+            quant = info.quant
+        if info.reason is not None and info.error is None:
             self.ignored.append(Ignored(folder, info.reason))
-            return
-        quant = info.quant
-        if MODELOPT_CONFIG in names:  # ModelOpt declares its quantisation beside config.json
+            return True
+        if MODELOPT_CONFIG in names and info.error is None:  # ModelOpt declares its quantisation beside config.json
             entry, st = names[MODELOPT_CONFIG]
             quant = self.config(entry.path, st.st_size, st.st_mtime_ns).quant or quant
-            inputs = tuple(sorted(inputs + (entry.path,)))
+            inputs.append(entry.path)
         model_id = clean_id(base)
         if quant and not _contains_part(model_id, quant.lower()):
             model_id = f"{model_id}-{quant.lower()}"
-        self._add(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=weight_bytes,
-                           publisher=publisher, repo=base, inputs=inputs), folder_st, stats)
+        row = self._add(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=check.have_bytes,
+                                 publisher=publisher, repo=base, inputs=tuple(sorted(inputs))), folder_st, stats)
+        reason = info.error or check.reason
+        if reason is not None:
+            self.row_errors.append((row, reason))
+        if check.download is not None:
+            self.downloads.append((row, check.download))
+        return True
 
     # -- files --------------------------------------------------------------------------------
 
@@ -330,16 +389,43 @@ class _Walker:
             if reason is not None:
                 self.row_errors.append((row, reason))
 
+    def _broken_ggufs(self, folder: str, broken: list[os.DirEntry]) -> set[str]:
+        """A broken symlink named like a model (an HF cache snapshot whose blob is gone) is a row
+        skipped with that reason; a broken shard of a set shows as a missing shard. Returns the
+        names made rows."""
+        rows = set()
+        for entry in broken:
+            name = entry.name
+            if (not name.lower().endswith(".gguf") or SHARD_NAME.search(name) or name.lower().startswith("mmproj")
+                    or MTP_DRAFT_NAME.search(name) or DFLASH_DRAFT_NAME.search(name) or CODEC_NAME.search(name)
+                    or DIFFUSION_COMPONENT_NAME.search(name)):
+                continue
+            try:
+                st = os.lstat(entry.path)
+            except OSError:
+                continue
+            model_id, quant = gguf_ids(name)
+            row = self._add(ModelRow(id=model_id, format="gguf", path=entry.path, quant=quant,
+                                     publisher=os.path.basename(os.path.dirname(folder)),
+                                     repo=os.path.basename(folder)), st, {})
+            self.row_errors.append((row, f"broken symlink (its target {_link_target(entry.path)} is missing)"))
+            rows.add(name)
+        return rows
+
     def _gguf_reason(self, row: ModelRow, info: HeaderInfo | None, stats: dict[str, os.stat_result]) -> str | None:
         """Why a GGUF model or split set cannot be served: its header unreadable, shards missing,
-        or any file shorter than its header says (every shard's header is probed: a download
-        cut short in shard 3 leaves shard 1 whole)."""
+        any file shorter than its header says (every shard's header is probed: a download cut
+        short in shard 3 leaves shard 1 whole), or no tensors at all (a vocabulary-only file).
+        An incomplete download's reason gives the size expected, never the bytes so far (they
+        go to `downloads`), so the config is not rewritten while it grows."""
         if info is not None and info.error is not None:
             return info.error
         if row.missing_shards:
             shown = ", ".join(os.path.basename(m) for m in row.missing_shards)
             return f"split set is missing {len(row.missing_shards)} of {len(row.shards)} shards ({shown})"
         have = want = 0
+        tensors: int | None = 0
+        short = []
         for path in row.shards or (row.path,):
             st = stats[path]
             found = info if path == row.path else self.probe(path, st.st_size, st.st_mtime_ns)
@@ -347,8 +433,16 @@ class _Walker:
                 return f"{os.path.basename(path)}: {found.error}"
             have += st.st_size
             want += max(found.expected_size, st.st_size)
-        if want > have:
-            return f"incomplete download ({have / GIB:.2f} of {want / GIB:.2f} GB)"
+            if st.st_size < found.expected_size:
+                short.append(os.path.basename(path))
+            tensors = None if tensors is None or found.tensor_count is None else tensors + found.tensor_count
+        if short:
+            self.downloads.append((row, Download(have_bytes=have, want_bytes=want)))
+            if not row.shards:
+                return f"incomplete download ({want / GIB:.2f} GB expected)"
+            return incomplete_text((), short, len(row.shards), want)
+        if tensors == 0:
+            return VOCAB_ONLY
         return None
 
 
@@ -359,6 +453,17 @@ def _shard_names(prefix: str, total: int) -> list[str]:
 
 def _uncached_config(path: str, size: int, mtime_ns: int) -> ConfigInfo:
     return read_config_info(path)
+
+
+def _uncached_safetensors(path: str, size: int, mtime_ns: int) -> HeaderInfo:
+    return read_safetensors_info(path)
+
+
+def _link_target(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
@@ -387,16 +492,36 @@ def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
     return out
 
 
+def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
+    """(earlier root, later root, how) for each pair of roots where one holds the other."""
+    real = [os.path.realpath(r) for r in roots]
+    found = []
+    for j in range(len(roots)):
+        for i in range(j):
+            if real[i] == real[j]:
+                found.append((roots[i], roots[j], f"{roots[i]} and {roots[j]} are the same folder"))
+            elif real[j].startswith(real[i].rstrip(os.sep) + os.sep):
+                found.append((roots[i], roots[j], f"{roots[j]} is inside {roots[i]}"))
+            elif real[i].startswith(real[j].rstrip(os.sep) + os.sep):
+                found.append((roots[i], roots[j], f"{roots[i]} is inside {roots[j]}"))
+    return found
+
+
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
-             sign: Signer | None = None) -> Discovery:
+             sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors) -> Discovery:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
-    its metadata cache's `gguf`, `config` and `head`; `sign` records each model input's head
-    there, for the doit file checker."""
-    walker = _Walker(probe, config, sign)
+    its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
+    input's head there, for the doit file checker. Roots that nest are reported once, as
+    overlapping, and every folder is walked once."""
+    walker = _Walker(probe, config, sign, safetensors)
+    for first, second, how in overlapping_roots(roots):
+        walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
+        walker.overlapping.add(frozenset((first, second)))
     for root in roots:
         if not os.path.exists(root):
             walker.problems.append(f"{root}: model root does not exist")
             continue
+        walker.root = root
         walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
     unique: dict[tuple[int, int], ModelRow] = {}
     for row, key in zip(walker.rows, walker.row_keys):
@@ -404,9 +529,11 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
     renamed = assign_unique_ids(list(unique.values()))
     by_path = {r.path: r for r in renamed}
     errors = {by_path[row.path].id: reason for row, reason in walker.row_errors if row.path in by_path}
+    downloads = {by_path[row.path].id: d for row, d in walker.downloads if row.path in by_path}
     return Discovery(
         models=tuple(sorted(renamed, key=lambda r: r.id)),
         ignored=tuple(walker.ignored),
         problems=tuple(walker.problems),
         row_errors=errors,
+        downloads=downloads,
     )

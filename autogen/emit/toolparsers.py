@@ -50,6 +50,10 @@ TOOL_PARSERS: dict[str, str] = {
     # original listed only the HF one.
     "minimax-m2": "minimax_m2",
     "olmo3": "olmo3",
+    # gpt-oss speaks OpenAI's harmony format; vLLM reads it with `openai` (registered from 0.10.2,
+    # vllm-project/recipes OpenAI/GPT-OSS.md). HF `model_type` and llama.cpp's GGUF spelling.
+    "gpt_oss": "openai",
+    "gpt-oss": "openai",
 }
 
 #: Architectures several families share, with different tool formats or none: the key alone

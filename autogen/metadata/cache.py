@@ -4,8 +4,9 @@ One signature store, keyed by path: (size, mtime_ns, head), head being an xxhash
 MiB. An entry is current while (size, mtime_ns) match, or — after a `touch`, a copy without
 `-p`, an rsync without `-t` — while the size matches and the head is unchanged (then the new
 mtime is recorded, so the file is not read again). Beside the signature an entry keeps what was
-parsed from the file, per kind: a GGUF header ("gguf"), an HF config.json's metadata ("hf") or
-discovery's reading of it ("config"). The doit file checker asks the same store for heads
+parsed from the file, per kind: a GGUF header ("gguf"), an HF config.json's metadata ("hf"),
+discovery's reading of it ("config") or of a safetensors header
+("safetensors"). The doit file checker asks the same store for heads
 (`MetaCache.head`), and discovery records the head of every model input, so a touched
 safetensors file is read once, not on every later run. Failed reads are cached too (with their
 reason), so a corrupt file costs one read.
@@ -23,7 +24,7 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION
-from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info
+from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info
 from autogen.errors import ModelError
 from autogen.fsutil import write_if_changed
 from autogen.metadata.gguf_header import GGUFError, read_gguf_header
@@ -34,7 +35,7 @@ from autogen.metadata.model_meta import ModelMeta
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
-_FORMAT = (f"3:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+_FORMAT = (f"4:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
            + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo)))
 
 
@@ -72,8 +73,13 @@ def _read_config(path: str) -> dict[str, Any]:
     return attrs.asdict(read_config_info(path))
 
 
+def _read_safetensors(path: str) -> dict[str, Any]:
+    return attrs.asdict(read_safetensors_info(path))
+
+
 #: Kind → reader: path → JSON-able result, reporting failures in its "error" field (never raising).
-_READERS: dict[str, Callable[[str], dict[str, Any]]] = {"gguf": _read_gguf, "hf": _read_hf, "config": _read_config}
+_READERS: dict[str, Callable[[str], dict[str, Any]]] = {"gguf": _read_gguf, "hf": _read_hf, "config": _read_config,
+                                                       "safetensors": _read_safetensors}
 
 
 class Progress:
@@ -170,10 +176,15 @@ class MetaCache:
         return entry[kind]
 
     def gguf(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
-        """The discovery probe: arch, expected size or the read error."""
+        """The discovery probe: arch, expected size, tensor count or the read error."""
         found = self._lookup(path, size, mtime_ns, "gguf")
-        return HeaderInfo(arch=(found["meta"] or {}).get("arch", ""), expected_size=found["expected"],
-                          error=found["error"])
+        meta = found["meta"] or {}
+        return HeaderInfo(arch=meta.get("arch", ""), expected_size=found["expected"], error=found["error"],
+                          tensor_count=meta.get("tensor_count", 0) if found["meta"] is not None else None)
+
+    def safetensors(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
+        """Discovery's safetensors probe: the size the header says the file must have."""
+        return HeaderInfo(**self._lookup(path, size, mtime_ns, "safetensors"))
 
     def config(self, path: str, size: int, mtime_ns: int) -> ConfigInfo:
         """Discovery's config probe: an HF folder's detection reason and quant label."""

@@ -18,7 +18,6 @@ import xxhash
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.numfmt import GIB
 from autogen.metadata.gguf_keys import (
     DEFAULT_ALIGNMENT,
     GGML_TYPE_SIZES,
@@ -120,14 +119,6 @@ class GGUFHeader:
     split_tensors_count: int
     #: Bytes actually read from disk (read-ahead included), for benchmarks.
     bytes_read: int
-
-    @property
-    def incomplete_reason(self) -> str:
-        """`incomplete download (X of Y GB)` when the file is shorter than its tensors need."""
-        if self.file_size >= self.expected_file_size:
-            return ""
-        return (f"incomplete download ({self.file_size / GIB:.2f} of "
-                f"{self.expected_file_size / GIB:.2f} GB)")
 
 
 class _Cursor:

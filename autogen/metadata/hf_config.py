@@ -115,14 +115,19 @@ MLA_MODEL_TYPES = frozenset(
 
 def read_config_json(path: str) -> dict:
     """Parse `config.json` leniently (`Infinity`/`NaN` appear in real files), or say why not."""
+    return read_json_object(path, MAX_CONFIG_BYTES, "a config.json")
+
+
+def read_json_object(path: str, max_bytes: int, what: str) -> dict:
+    """Parse a JSON object of at most `max_bytes` (`what` names it in the error), or say why not."""
     p = Path(path)
     try:
         with p.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+            raw = f.read(max_bytes + 1)
     except OSError as e:
         raise ModelError(f"{path}: cannot read: {e.strerror or e}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ModelError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes, not a config.json")
+    if len(raw) > max_bytes:
+        raise ModelError(f"{path}: larger than {max_bytes} bytes, not {what}")
     try:
         data = json.loads(raw.decode("utf-8-sig"))  # Python's json takes Infinity/NaN as is
     except UnicodeDecodeError as e:

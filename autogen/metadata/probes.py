@@ -10,23 +10,36 @@ from attrs import frozen
 
 from autogen.errors import ModelError
 from autogen.metadata.hf_config import hf_model_reason, hf_quant, read_config_json
+from autogen.metadata.safetensors_header import read_safetensors_size
 
 MODELOPT_CONFIG = "hf_quant_config.json"
 
 
 @frozen
 class HeaderInfo:
-    """What discovery needs from a GGUF header (through the metadata cache)."""
+    """What discovery needs from a GGUF or safetensors header (through the metadata cache)."""
 
+    #: GGUF `general.architecture`; "" for safetensors.
     arch: str = ""
     #: Bytes the header says the file should have (0 = unknown).
     expected_size: int = 0
     #: The header could not be read: why.
     error: str | None = None
+    #: Tensors the header declares; None = not known.
+    tensor_count: int | None = None
 
 
-#: Reads a GGUF header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
+#: Reads a weight file's header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
 HeaderProbe = Callable[[str, int, int], HeaderInfo]
+
+
+def read_safetensors_info(path: str) -> HeaderInfo:
+    """A safetensors file's expected size (uncached), or why it is no safetensors file."""
+    try:
+        found = read_safetensors_size(path)
+    except ModelError as exc:
+        return HeaderInfo(error=str(exc))
+    return HeaderInfo(expected_size=found.expected_size, tensor_count=found.tensor_count)
 
 
 @frozen

@@ -27,7 +27,10 @@ is one rank's, against the smallest card: weights / TP, the KV one rank holds
 the overhead, and `max-model-len` from the budget's share per card. There the window is also
 capped to what fits 0.95 of the card (pin margin included), and a model that does not fit even
 at the 4096 floor is a Skip: vLLM could not start it. `--tensor-parallel-size` is the device
-count unless pinned. Without devices nothing changes (the reference's pooled numbers).
+count unless pinned. Without devices, a card reading (`card_vram_gb`, or the one eligible GPU
+declared or probed) is the one GPU vLLM runs on: the same cap and the same Skip apply, so the
+numbers equal those of `devices: [0]` on that card. Only a tensor-parallel pin without devices
+keeps the reference's pooled numbers.
 
 Where we differ from the original: the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
@@ -139,9 +142,10 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     """`--max-model-len`, the KV pin, the footprint, `--gpu-memory-utilization`, the estimate.
 
     On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
-    card is the pooled reading and a tensor-parallel pin changes only the flag (the reference's
-    numbers). Raises ModelError when vLLM could not start: a tensor-parallel pin above the
-    devices, a model over 0.95 of the smallest card at the floor, an unreadable extra_args value.
+    card reading is one GPU, unless a tensor-parallel pin makes it the pooled reading (then the
+    pin changes only the flag: the reference's numbers). Raises ModelError when vLLM could not
+    start: a tensor-parallel pin above the devices, a model over 0.95 of the smallest card at the
+    floor, an unreadable extra_args value.
     """
     ov, budget = ctx.override, ctx.budget_gb
     extra = read_extra_args(ov.extra_args if ov is not None else ())
@@ -172,8 +176,9 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
         kv = (per_token or 0) * tokens + state
         return gib(pin_bytes(kv) if not pin_note else kv)
 
-    # the physical limit on devices: vLLM cannot start past its utilization of the smallest card
-    limit = (util_pin or MAX_UTIL) * card if ctx.devices and card is not None else None
+    # the physical limit: vLLM cannot start past its utilization of the smallest card; a reading
+    # without devices is the one card vLLM runs on (no tensor parallel), checked the same way
+    limit = (util_pin or MAX_UTIL) * card if card is not None and (ctx.devices or tp == 1) else None
     if limit is not None:
         floor = min(n for n in (CTX_STEP, trained, length_pin) if n is not None and n > 0)
         need = rank_weights + kv_gib(floor) + OVERHEAD_GIB
