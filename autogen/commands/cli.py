@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from autogen.commands import listing, show, tasks
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     except SwapgenError as exc:
         print(f"swapgen: {exc}", file=sys.stderr)
         return 1
+    except tasks.Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
     return 0

@@ -82,7 +82,7 @@ class Library:
         self.discovery = discovery
         self.metas = metas
         self.jobs = jobs
-        #: id → the size and head hash its metadata was read from (`_meta_stamp`).
+        #: id → the size and head hash of each of its input files (`_inputs_stamp`).
         self.stamps = stamps
         self._cache = cache
         self.settings_key = digest(global_inputs(settings))
@@ -124,7 +124,7 @@ class Library:
             metas[row.id] = meta
             jobs.append(make_job(settings, row, meta, error, card))
         cache.save()
-        stamps = {job.row.id: _meta_stamp(cache, job) for job in jobs}
+        stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
         return cls(settings, card, discovery, metas, jobs, stamps, cache)
 
     @property
@@ -145,10 +145,13 @@ class Library:
                       + self.stamps[job.row.id])
 
 
-def _meta_stamp(cache: MetaCache, job: Job) -> str:
-    """The size and head hash the model's metadata was read from: a file changed between
-    loading and the task's run is recorded by doit as seen, so the key must say what the
-    fragment used (the head, not the mtime: a `touch` alone re-emits nothing)."""
-    path = os.path.join(job.row.path, "config.json") if job.row.format == "hf" else job.row.path
-    entry = cache.entries.get(path) or {}
-    return f"|{entry.get('size')},{entry.get('head')}"
+def _inputs_stamp(cache: MetaCache, job: Job) -> str:
+    """The size and head hash of every input file, as discovery signed them: the fragment's
+    name carries them, so a file changed between loading and the task's run, or changed and
+    changed back while a run was interrupted, names another fragment (the head, not the mtime:
+    a `touch` alone re-emits nothing)."""
+    stamps = []
+    for path in job.row.inputs:
+        entry = cache.entries.get(path) or {}
+        stamps.append(f"|{entry.get('size')},{entry.get('head')}")
+    return "".join(stamps)
