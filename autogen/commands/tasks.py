@@ -105,17 +105,15 @@ class TaskGraph:
     """The doit side of one run: the task creators, their actions and the record of which
     inputs each fragment was emitted from. Holds the run lock until `close`."""
 
-    def __init__(self, library: Library, lock=None):
+    def __init__(self, library: Library, lock=None, sigterm=None):
         self.library = library
         self._lock = lock
+        #: The SIGTERM handler `load` replaced, restored by `close` (None: nothing to restore).
+        self._sigterm = sigterm
         #: id → the fragment file its current inputs name.
         self.fragments = {job.row.id: fragment_path(library.settings.cache_dir, job.row.id, library.model_key(job))
                           for job in library.jobs}
         self.stats: dict[str, Any] = {"emitted": 0, "written": 0}
-        #: The SIGTERM handler to restore on `close` (None: not ours to restore).
-        self._sigterm = None
-        if threading.current_thread() is threading.main_thread():
-            self._sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
         # doit instantiates these itself: subclasses carry this graph (same class names, which doit stores)
         self.checker = type("SwapgenFileChecker", (SwapgenFileChecker,), {"heads": staticmethod(self._head)})
         self.reporter = type("SummaryReporter", (SummaryReporter,), {"graph": self})
@@ -124,12 +122,12 @@ class TaskGraph:
         return self.library.cache.head(path, size, mtime_ns)
 
     def close(self) -> None:
-        if self._sigterm is not None:
-            signal.signal(signal.SIGTERM, self._sigterm)
-            self._sigterm = None
         if self._lock is not None:
             self._lock.__exit__(None, None, None)
             self._lock = None
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
 
     def fragment_is_current(self, job: Job) -> bool:
         """The model's fragment was emitted from today's inputs."""
@@ -265,19 +263,27 @@ class TaskGraph:
 
 def load(settings_path: str | None = None, *, lock: bool = True, notify=None) -> TaskGraph:
     """Settings → run lock → library → task graph (the bundled sample library is built on first
-    use of its settings). The caller closes the graph; `dodo.py` leaves that to process exit."""
+    use of its settings). The caller closes the graph; `dodo.py` leaves that to process exit.
+    From here until `close`, SIGTERM stops the run as Ctrl-C does (`Terminated`)."""
     for stream in (sys.stdout, sys.stderr):  # paths that are not valid UTF-8 print escaped
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    path = find_settings(settings_path)
-    ensure_for_settings(path, Path(__file__).resolve().parents[2])
-    settings = load_settings(path)
-    held = _acquire(settings, notify) if lock else None
+    sigterm = None
+    if threading.current_thread() is threading.main_thread():
+        sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+    held = None
     try:
-        return TaskGraph(Library.load(settings), held)
+        path = find_settings(settings_path)
+        ensure_for_settings(path, Path(__file__).resolve().parents[2])
+        settings = load_settings(path)
+        held = _acquire(settings, notify) if lock else None
+        return TaskGraph(Library.load(settings), held, sigterm)
     except BaseException:
-        if held is not None:  # a failed load must not keep the lock (an in-process caller may retry)
+        # a failed load keeps neither the lock nor the handler (an in-process caller may retry)
+        if held is not None:
             held.__exit__(None, None, None)
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
         raise
 
 
