@@ -15,6 +15,7 @@ bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock →
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import signal
@@ -27,9 +28,10 @@ from typing import Any
 
 import xxhash
 from doit.cmd_base import ModuleTaskLoader
+from doit.cmd_info import Info
 from doit.dependency import FileChangedChecker
 from doit.doit_cmd import DoitMain
-from doit.exceptions import TaskFailed
+from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
 from autogen.commands.library import Library, LoadMemo, digest
@@ -99,6 +101,16 @@ def side_files(settings: Settings, job: Job) -> list[str]:
     if job.role == Role.AUDIOCPP and job.error is None:
         return [audiocpp_config_path(settings.cache_dir, job.row.id)]
     return []
+
+
+def clean_caches(cache_dir: str) -> None:
+    """What `doit clean` removes besides the fragments: the run's summary and the caches
+    (never the config: llama-swap may be serving it)."""
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+        try:
+            os.unlink(os.path.join(cache_dir, name))
+        except FileNotFoundError:
+            pass
 
 
 class TaskGraph:
@@ -189,14 +201,6 @@ class TaskGraph:
             if path not in keep and (name.endswith(".json") or name.endswith(".tmp")):
                 os.unlink(path)
 
-    def _clean_caches(self) -> None:
-        """What `doit clean` removes besides the fragments: the run's summary and the caches."""
-        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
-            try:
-                os.unlink(os.path.join(self.library.settings.cache_dir, name))
-            except FileNotFoundError:
-                pass
-
     def output_intact(self, task, values) -> bool:
         """The config task is up to date only while the output still holds what we wrote, and
         the summary describes that output (a killed run may have written one and not the other)."""
@@ -236,7 +240,7 @@ class TaskGraph:
             "targets": [self.library.settings.output],
             "uptodate": [config_changed(digest(router_key)), self.output_intact],
             # `doit clean` removes fragments and caches, never the config llama-swap is serving
-            "clean": [self._clean_caches],
+            "clean": [(clean_caches, [self.library.settings.cache_dir])],
         }
 
     def namespace(self) -> dict[str, Any]:
@@ -297,9 +301,26 @@ def _acquire(settings: Settings, notify):
     return held
 
 
+class TaskInfo(Info):
+    """doit's `info`, with a clear message for a task that does not exist (doit's own raises
+    a KeyError with a traceback). Registered for `doit` in pyproject.toml, for `swapgen` by
+    `run_doit`."""
+
+    name = "info"
+
+    def _execute(self, pos_args, hide_status=False):
+        names = [task.name for task in self.task_list]
+        if len(pos_args) == 1 and pos_args[0] not in names:
+            hint = difflib.get_close_matches(pos_args[0], names, n=1)
+            raise InvalidCommand(f"no task {pos_args[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                                 + "; `swapgen list` shows every model's task")
+        return super()._execute(pos_args, hide_status)
+
+
 def run_doit(graph: TaskGraph, args: list[str]) -> int:
     """doit's command line (`run`, `list`, `info`, …) on this graph; closes the graph."""
     try:
-        return DoitMain(ModuleTaskLoader(graph.namespace())).run(args)
+        commands = {"COMMAND": {"info": f"{__name__}:TaskInfo"}}
+        return DoitMain(ModuleTaskLoader(graph.namespace()), extra_config=commands).run(args) or 0  # clean: None
     finally:
         graph.close()
