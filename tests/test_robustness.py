@@ -40,6 +40,73 @@ class TestRoots:
         assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
 
 
+class TestVanishedLibrary:
+    """An empty or unreadable place the live config serves models from stops the run."""
+
+    def test_a_root_that_finds_nothing_while_its_models_are_served_stops_the_run(self, library, capsys):
+        assert run(library) == 0
+        before = (library / "config.yaml").read_bytes()
+        (library / "models").rename(library / "elsewhere")
+        (library / "models").mkdir()  # an unmounted mount point
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert f"roots[0]: {library / 'models'} holds no model" in err and "not mounted" in err
+        assert "hidden folder" in err and "allow_vanished_models: true" in err and "Traceback" not in err
+        assert (library / "config.yaml").read_bytes() == before
+
+    def test_models_moved_into_a_hidden_folder_stop_the_run(self, library, capsys):
+        assert run(library) == 0
+        (library / "models/pub").rename(library / "models/.pub")
+        assert run(library) == 1
+        assert "names starting with '.' are not walked" in capsys.readouterr().err
+
+    def test_the_setting_accepts_a_vanished_root_on_purpose(self, library, capsys):
+        assert run(library) == 0
+        (library / "models/pub").rename(library / "models/.pub")
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("allow_vanished_models: true\n")
+        assert run(library) == 0
+        assert "warning: roots[0]" in capsys.readouterr().err
+        assert served(library) == []
+
+    def test_an_unreadable_folder_whose_models_are_served_stops_the_run(self, library, monkeypatch, capsys):
+        assert run(library) == 0
+        before = (library / "config.yaml").read_bytes()
+        locked = str(library / "models/pub/A-GGUF")
+        real_scandir = os.scandir
+
+        def scandir(path="."):
+            if os.fspath(path) == locked:
+                raise PermissionError(13, "Permission denied")
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert f"{locked}: cannot list this folder (Permission denied)" in err and "permissions" in err
+        assert (library / "config.yaml").read_bytes() == before
+        locked = str(library / "models/pub/new-downloads")  # nothing served from it: a warning
+        os.mkdir(locked)
+        assert run(library) == 0
+        assert f"warning: {locked}: cannot list folder (Permission denied)" in capsys.readouterr().err
+
+    def test_a_first_run_that_finds_nothing_says_so(self, tmp_path, capsys):
+        (tmp_path / "models").mkdir()
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+        assert run(tmp_path) == 0
+        err = capsys.readouterr().err
+        assert f"warning: roots[0]: {tmp_path / 'models'} holds no model swapgen can serve (is it mounted?" in err
+        assert served(tmp_path) == []
+
+    def test_an_empty_config_never_replaces_a_served_one(self, library, capsys):
+        assert run(library) == 0
+        (library / "empty").mkdir()
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("roots: [models]", "roots: [empty]"))
+        assert run(library) == 1
+        assert "no model found in any root, but" in capsys.readouterr().err
+        assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+
+
 class TestIncrementalEdges:
     def test_parallel_runs_keep_their_bookkeeping(self, library):
         assert run(library, "-n", "2") == 0

@@ -189,6 +189,9 @@ class Settings:
     backend_venvs: tuple[str, ...] = ()
     #: Declared diffusion components for image models (see `Encoders`).
     encoders: Encoders = Encoders()
+    #: Let a run drop the models the live config serves from a root that now finds nothing or
+    #: from a folder that cannot be listed (else that stops the run: an unmounted disk).
+    allow_vanished_models: bool = False
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
