@@ -6,17 +6,19 @@ class SwapgenError(Exception):
 
 
 class SettingsError(SwapgenError):
-    """`swapgen.yaml` (or the backends file) is invalid. `problems` holds one line per error."""
+    """`swapgen.yaml` (or the backends file) is invalid. `problems` holds one line per error,
+    `lines` the line of the file each one is at (None: not known), shown as `file:line:`."""
 
-    def __init__(self, source: str, problems: list[str]):
+    def __init__(self, source: str, problems: list[str], lines: list[int | None] | None = None):
         self.source = source
         self.problems = list(problems)
+        self.lines = list(lines) if lines is not None else [None] * len(self.problems)
         super().__init__(f"{source}: " + "; ".join(self.problems))
 
     def __str__(self) -> str:
-        lines = [f"{self.source}: invalid settings"]
-        lines += [f"  {p}" for p in self.problems]
-        return "\n".join(lines)
+        out = [f"{self.source}: invalid settings"]
+        out += [f"  {self.source}:{line}: {p}" if line else f"  {p}" for p, line in zip(self.problems, self.lines)]
+        return "\n".join(out)
 
 
 class ModelError(Exception):

@@ -101,9 +101,41 @@ def load_settings(path: str | Path | None = None) -> Settings:
     return settings
 
 
+def _pin_problems(settings: Settings, backends: tuple[BackendRow, ...]) -> list[str]:
+    """A `backend:` pin must name a row of the registry in use (the backends file's rows when
+    it has any): a typo would otherwise quietly leave the model on the automatic pick."""
+    from autogen.settings.structure import did_you_mean  # noqa: PLC0415 - lazy like its callers
+
+    ids = [row.id.strip() for row in backends]
+    problems = []
+    for i, ov in enumerate(settings.overrides):
+        pin = (ov.backend or "").strip()
+        if pin and pin not in ids:
+            known = ", ".join(ids) if ids else "none"
+            problems.append(f"overrides[{i}].backend: no backend row has id {pin!r}{did_you_mean(pin, ids)} "
+                            f"(ids: {known})")
+    return problems
+
+
+def _budget_problems(settings: Settings) -> list[str]:
+    """A VRAM budget above the card it is for cannot be met: every size would be wrong."""
+    card = settings.card_vram_gb
+    if not card:  # None: read at run time; 0: no reading
+        return []
+    budgets = [("vram_budget_gb", settings.vram_budget_gb)]
+    budgets += [(f"default_variants[{i}].vram_budget_gb", v.vram_budget_gb)
+                for i, v in enumerate(settings.default_variants)]
+    for i, ov in enumerate(settings.overrides):
+        budgets.append((f"overrides[{i}].vram_budget_gb", ov.vram_budget_gb))
+        budgets += [(f"overrides[{i}].variants[{j}].vram_budget_gb", v.vram_budget_gb)
+                    for j, v in enumerate(ov.variants)]
+    return [f"{where}: {budget:g} GB is above card_vram_gb ({card:g} GB); a model sized to it cannot fit the card"
+            for where, budget in budgets if budget is not None and budget > card]
+
+
 def _parse_settings(path: Path) -> Settings:
     # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
-    from autogen.settings.structure import read_yaml, structure
+    from autogen.settings.structure import read_yaml, settings_error, structure
 
     data = read_yaml(path)
     if data is None:
@@ -121,8 +153,9 @@ def _parse_settings(path: Path) -> Settings:
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
+    problems += _pin_problems(settings, backends) + _budget_problems(settings)
     if problems:
-        raise SettingsError(str(path), problems)
+        raise settings_error(str(path), problems)
     return attrs.evolve(
         settings,
         roots=tuple(_resolve(base, r) for r in settings.roots),

@@ -196,6 +196,23 @@ class Settings:
     source: str = field(default="", kw_only=True)
 
 
+#: Every backend `kind` spelling (lower case) by the engine it names; `resolve.backends.KINDS`
+#: says which model classes each engine serves. Any other kind is a settings error.
+BACKEND_KINDS: dict[str, tuple[str, ...]] = {
+    "llama": ("llama", "llama.cpp", "server"),
+    "vllm": ("vllm",),
+    "sd": ("sd", "sd-server", "image"),
+    "tts": ("tts", "tts-server", "speech"),
+    "ttscpp": ("ttscpp", "tts.cpp", "kokoro"),
+    "asr": ("asr", "parakeet", "parakeet-server", "transcribe"),
+    "audiocpp": ("audiocpp", "audio.cpp", "audiocpp-server"),
+    "sam": ("sam", "sam3", "segment"),
+    "upscale": ("upscale", "realesrgan", "esrgan"),
+    "trellis": ("trellis", "trellis2", "3d"),
+}
+#: The kind of an engine swapgen does not know: never picked automatically, reachable by a pin.
+CUSTOM_KIND = "custom"
+
 #: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); `sizing.kvcost.KV_TYPE_BYTES`
 #: holds their widths, and a test keeps the two in step.
 LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
