@@ -18,7 +18,7 @@ import pytest
 
 from tests.gguf_fixtures import Q, write_gguf
 from tests.runs import generate
-from tests.test_pipeline import GIB, SETTINGS, add_model, llama_kv
+from tests.builders import GIB, SETTINGS, add_model, llama_kv
 
 KILLPOINTS = Path(__file__).with_name("killpoints.py")
 ALPHA = "models/pub/A-GGUF/Alpha-Q4_K_M.gguf"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import os
 import pickle
-import re
 import sys
 
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
+from autogen.commands.checks import check_roots, check_vanished, unmatched_settings
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
 from autogen.errors import ModelError, SwapgenError
-from autogen.fsutil import code_stamp, read_bytes, write_if_changed
+from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.gpus import card_vram_gb, inventory
@@ -29,81 +29,6 @@ from autogen.settings.schema import Settings
 
 def digest(text: str) -> str:
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
-
-
-def check_roots(settings: Settings) -> None:
-    """A root that is missing or cannot be listed (a typo, an unmounted disk) stops the run:
-    writing a config without its models would unload them all from llama-swap."""
-    for i, root in enumerate(settings.roots):
-        try:
-            with os.scandir(root):
-                pass
-        except OSError as exc:
-            raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
-
-
-def _served_lines(output: str) -> list[str] | None:
-    """The live config's lines that are not comments (its `cmd` lines name each served model's
-    files); None when there is no config yet."""
-    data = read_bytes(output)
-    if data is None:
-        return None
-    text = data.decode("utf-8", "surrogateescape")
-    return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
-
-
-def _under(path: str, folders: tuple[str, ...]) -> bool:
-    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
-
-
-def _serves_from(lines: list[str], folders: tuple[str, ...]) -> bool:
-    prefixes = tuple(f.rstrip(os.sep) + os.sep for f in folders)
-    return any(p in line for line in lines for p in prefixes)
-
-
-def _serves_any(lines: list[str]) -> bool:
-    """A `models:` map with at least one entry (a generated empty one reads `models: {}`)."""
-    text = "\n".join(lines)
-    return re.search(r"^models:[ \t]*\n[ \t]+\S", text, re.MULTILINE) is not None
-
-
-def check_vanished(settings: Settings, discovery: Discovery) -> None:
-    """Models the live config serves must not vanish without a word: a root that finds nothing
-    while the config serves models from it (an unmounted disk or share, models moved into a
-    hidden folder) or a folder that cannot be listed stops the run, unless the settings allow
-    it (`allow_vanished_models`). A root that finds nothing otherwise is a warning."""
-    lines = None
-    fatal, warnings = [], []
-    for i, root in enumerate(settings.roots):
-        folders = (root, os.path.realpath(root))
-        if any(_under(row.path, folders) for row in discovery.models):
-            continue
-        lines = _served_lines(settings.output) if lines is None else lines
-        if lines and _serves_from(lines, folders):
-            fatal.append(f"roots[{i}]: {root} holds no model swapgen can serve, but {settings.output} serves "
-                         "models from it. Is a disk or network share not mounted? Were the models moved into a "
-                         "hidden folder (names starting with '.' are not walked)?")
-        else:
-            warnings.append(f"roots[{i}]: {root} holds no model swapgen can serve (is it mounted? "
-                            "folders whose names start with '.' are not walked)")
-    for folder, why in discovery.unreadable:
-        lines = _served_lines(settings.output) if lines is None else lines
-        if lines and _serves_from(lines, (folder,)):
-            fatal.append(f"{folder}: cannot list this folder ({why}), and {settings.output} serves models from it; "
-                         "check its permissions, or whether it is mounted")
-    if not discovery.models and not fatal:
-        lines = _served_lines(settings.output) if lines is None else lines
-        if lines and _serves_any(lines):
-            fatal.append(f"no model found in any root, but {settings.output} serves models; a config without "
-                         "them would unload them all")
-    for problem in fatal if settings.allow_vanished_models else ():
-        print(f"swapgen: warning: {problem} Their entries leave the config (allow_vanished_models: true).",
-              file=sys.stderr)
-    for problem in warnings:
-        print(f"swapgen: warning: {problem}", file=sys.stderr)
-    if fatal and not settings.allow_vanished_models:
-        raise SwapgenError("\n".join(fatal) + "\nNothing was written. Set `allow_vanished_models: true` in "
-                           f"{settings.source or 'the settings'} to write the config without those models.")
 
 
 class LoadMemo:
@@ -170,6 +95,8 @@ class Library:
         for problem in library.discovery.problems:
             print(f"swapgen: warning: {problem}", file=sys.stderr)
         check_vanished(settings, library.discovery)
+        for problem in unmatched_settings(settings, library.discovery.models):
+            print(f"swapgen: warning: {problem}", file=sys.stderr)
         return library
 
     @classmethod
