@@ -107,6 +107,31 @@ class TestVanishedLibrary:
         assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
 
 
+class TestSettingsThatReachNothing:
+    def test_one_warning_line_per_glob_that_matches_nothing_and_per_missing_backend(self, library, capsys):
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("overrides:\n"
+                    "  - {match: '*Alpha*', ctx: 4096}\n"
+                    "  - {match: '*Alhpa*', ctx: 2048}\n"
+                    "  - {match: '*Alpha*', quant: Q8_0, ctx: 1024}\n"
+                    "groups:\n"
+                    "  - {name: small, match: ['beta-*', 'gamma-*']}\n")
+        assert run(library) == 0
+        warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+        assert warnings == [
+            "swapgen: warning: swapgen.yaml: overrides[1] (match '*Alhpa*') matches no model",
+            "swapgen: warning: swapgen.yaml: overrides[2] (match '*Alpha*', quant 'Q8_0') matches no model",
+            "swapgen: warning: swapgen.yaml: groups[0].match[1] ('gamma-*', group 'small') matches no model id",
+            "swapgen: warning: backend 'llama': /opt/llama/llama-server does not exist; "
+            "llama-swap cannot start the models it serves",
+        ]
+
+    def test_bare_backend_names_and_existing_paths_are_not_checked(self, library, capsys):
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("/opt/llama/llama-server", "llama-server"))
+        assert run(library) == 0
+        assert "warning" not in capsys.readouterr().err
+
+
 class TestIncrementalEdges:
     def test_parallel_runs_keep_their_bookkeeping(self, library):
         assert run(library, "-n", "2") == 0
