@@ -80,6 +80,23 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
     return True
 
 
+def remove_stale_temps(path: str) -> None:
+    """Delete the temp files `write_if_changed` leaves beside `path` when a process is killed
+    between writing one and renaming it. Call only under the run lock (no write in flight)."""
+    path = os.path.realpath(path)
+    folder, base = os.path.split(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(f".{base}.") and name.endswith(".tmp"):
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 LOCK_NAME = "swapgen.lock"
 
 

@@ -117,5 +117,7 @@ def test_an_interrupt_at_every_step_never_leaves_a_stale_config(library, signame
         restore(library, "interrupted")
         state_b(library)
         assert generate_config(library) == fresh_b, f"state B after a {signame} at step {point}"
+        leftovers = [p.name for p in [*library.iterdir(), *(library / "cache").rglob("*")] if p.suffix == ".tmp"]
+        assert leftovers == [], f"temp files after a {signame} at step {point}"
     print(f"{signame}: {stopped} interruption points")
     assert stopped >= 8  # settings cache, metadata cache, load memo, three fragments, summary, config, doit state

@@ -41,7 +41,7 @@ from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
-from autogen.fsutil import read_bytes, run_lock, write_if_changed
+from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, write_config
@@ -181,7 +181,22 @@ class TaskGraph:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
         self._prune_fragments(set(self.fragments.values()))
+        settings = self.library.settings
+        remove_stale_temps(settings.output)
+        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+            remove_stale_temps(os.path.join(settings.cache_dir, name))
         return {"digest": digest_}
+
+    def _side_files_intact(self, job: Job) -> bool:
+        """Files the model writes beside its fragment hold what the fragment recorded: a run
+        stopped between writing them and writing the fragment re-runs the task."""
+        if not side_files(self.library.settings, job):
+            return True
+        try:
+            recorded = Fragment.load(self.fragments[job.row.id]).files
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return all(read_bytes(path) == text.encode("utf-8") for path, text in recorded)
 
     def _load_fragment(self, job: Job) -> Fragment:
         """The model's fragment; one that cannot be read (cut short by a power loss: the rename
@@ -225,8 +240,8 @@ class TaskGraph:
                 # the fragment's name is its inputs' key: it exists exactly when it is current
                 "targets": [self.fragments[job.row.id], *side_files(self.library.settings, job)],
                 "actions": [(self.emit_model, [job])],
-                # a plain True: a model with no input files still counts as having dependencies
-                "uptodate": [True],
+                # a plain bool: a model with no input files still counts as having dependencies
+                "uptodate": [self._side_files_intact(job)],
                 "clean": True,
             }
 
