@@ -1,5 +1,13 @@
 """Errors meant for users. Anything else reaching the top level is a bug (traceback)."""
 
+import difflib
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """` (did you mean 'x'?)`, or "" when nothing is close."""
+    hint = difflib.get_close_matches(word, choices, n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""
+
 
 class SwapgenError(Exception):
     """A problem the user can fix; printed without a traceback, exit 1."""

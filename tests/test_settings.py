@@ -234,6 +234,13 @@ class TestMistakesSpeak:
         assert (f"{tmp_path / 'swapgen.yaml'}:5: overrides[0].backend: no backend row has id 'llama-vulkn' "
                 "(did you mean 'llama-vulkan'?) (ids: llama-vulkan)") in out
 
+    def test_a_pin_is_checked_on_every_load_and_not_for_detect(self, tmp_path):
+        text = "roots: [m]\noverrides: [{match: '*', backend: vllm-main}]\n"
+        path = write(tmp_path, text)
+        for _ in range(2):  # the second load comes from the settings cache
+            assert "no backend row has id 'vllm-main' (ids: none)" in self.error(tmp_path, text)
+        assert load_settings(path, check_pins=False).overrides[0].backend == "vllm-main"
+
     def test_a_pin_is_checked_against_the_backends_file_rows_in_use(self, tmp_path):
         write(tmp_path, "- {id: vllm-main, kind: vllm, path: vllm}\n", "backends.yaml")
         text = ("roots: [m]\nbackends_file: backends.yaml\nbackends: [{id: old, kind: llama, path: x}]\n"

@@ -15,7 +15,6 @@ bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock →
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import signal
@@ -40,7 +39,7 @@ from autogen.commands.sample import ensure_for_settings
 from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Plan
-from autogen.errors import SwapgenError
+from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.roles import Role
@@ -326,9 +325,8 @@ class TaskInfo(Info):
     def _execute(self, pos_args, hide_status=False):
         names = [task.name for task in self.task_list]
         if len(pos_args) == 1 and pos_args[0] not in names:
-            hint = difflib.get_close_matches(pos_args[0], names, n=1)
-            raise InvalidCommand(f"no task {pos_args[0]!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                                 + "; `swapgen list` shows every model's task")
+            raise InvalidCommand(f"no task {pos_args[0]!r}{did_you_mean(pos_args[0], names)}; "
+                                 "`swapgen list` shows every model's task")
         return super()._execute(pos_args, hide_status)
 
 

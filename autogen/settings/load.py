@@ -14,7 +14,7 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
-from autogen.errors import SettingsError
+from autogen.errors import SettingsError, did_you_mean
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Encoders, Override, Settings, Variant
 
@@ -87,25 +87,30 @@ def _duplicates(rows: tuple, where: str, key: str) -> list[str]:
     return problems
 
 
-def load_settings(path: str | Path | None = None) -> Settings:
+def load_settings(path: str | Path | None = None, *, check_pins: bool = True) -> Settings:
     """Read, structure and resolve the settings file. Raises SettingsError.
 
     The result is cached per settings file (keyed by its bytes and the backends file's), so a
-    run where nothing changed pays neither ruamel nor cattrs."""
+    run where nothing changed pays neither ruamel nor cattrs. Pins are checked on every load,
+    outside the cache: `swapgen backends detect` (`check_pins=False`) must be able to create
+    the rows a pin names."""
     path = find_settings(str(path) if path else None)
     cache = _SettingsCache(path)
     settings = cache.load()
     if settings is None:
         settings = _parse_settings(path)
         cache.store(settings)
+    problems = _pin_problems(settings, settings.backends) if check_pins else []
+    if problems:
+        from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+        raise settings_error(str(path), problems)
     return settings
 
 
 def _pin_problems(settings: Settings, backends: tuple[BackendRow, ...]) -> list[str]:
     """A `backend:` pin must name a row of the registry in use (the backends file's rows when
     it has any): a typo would otherwise quietly leave the model on the automatic pick."""
-    from autogen.settings.structure import did_you_mean  # noqa: PLC0415 - lazy like its callers
-
     ids = [row.id.strip() for row in backends]
     problems = []
     for i, ov in enumerate(settings.overrides):
@@ -153,7 +158,7 @@ def _parse_settings(path: Path) -> Settings:
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
-    problems += _pin_problems(settings, backends) + _budget_problems(settings)
+    problems += _budget_problems(settings)
     if problems:
         raise settings_error(str(path), problems)
     return attrs.evolve(

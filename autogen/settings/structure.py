@@ -6,7 +6,6 @@ Imported only when a settings file is actually parsed (a cached run skips cattrs
 
 from __future__ import annotations
 
-import difflib
 import re
 import shlex
 from pathlib import Path
@@ -18,7 +17,7 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from autogen.errors import SettingsError
+from autogen.errors import SettingsError, did_you_mean
 from autogen.settings.schema import (
     BACKEND_KINDS,
     CUSTOM_KIND,
@@ -135,12 +134,6 @@ _mmproj = _checked(_strict_str, lambda v: v.strip() != "",
                    "expected auto, none, cpu, gpu or a projector path")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    """` (did you mean 'x'?)`, or "" when nothing is close."""
-    hint = difflib.get_close_matches(word, choices, n=1)
-    return f" (did you mean {hint[0]!r}?)" if hint else ""
 
 
 def _kind(value: Any, type_: Any) -> str:
