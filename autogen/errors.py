@@ -25,7 +25,8 @@ class SettingsError(SwapgenError):
 
     def __str__(self) -> str:
         out = [f"{self.source}: invalid settings"]
-        out += [f"  {self.source}:{line}: {p}" if line else f"  {p}" for p, line in zip(self.problems, self.lines)]
+        for problem, line in zip(self.problems, self.lines, strict=True):
+            out.append(f"  {self.source}:{line}: {problem}" if line else f"  {problem}")
         return "\n".join(out)
 
 

@@ -7,6 +7,7 @@ renamed over the old one: a reader sees the old file or the new one, never half 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import fcntl
@@ -91,10 +92,8 @@ def remove_stale_temps(path: str) -> None:
         return
     for name in names:
         if name.startswith(f".{base}.") and name.endswith(".tmp"):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(folder, name))
-            except OSError:
-                pass
 
 
 LOCK_NAME = "swapgen.lock"

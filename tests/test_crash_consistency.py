@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import GIB, SETTINGS, add_model, llama_kv
 from tests.gguf_fixtures import Q, write_gguf
 from tests.runs import generate
-from tests.builders import GIB, SETTINGS, add_model, llama_kv
 
 KILLPOINTS = Path(__file__).with_name("killpoints.py")
 ALPHA = "models/pub/A-GGUF/Alpha-Q4_K_M.gguf"
@@ -47,7 +47,7 @@ def state_b(library: Path) -> None:
 
 
 def generate_config(library: Path) -> bytes:
-    rc, graph = generate(library / "swapgen.yaml")
+    rc, _ = generate(library / "swapgen.yaml")
     assert rc == 0
     return (library / "config.yaml").read_bytes()
 

@@ -105,7 +105,7 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
         pattern = glob_pattern(ov.match)
         quant = (ov.quant or "").strip().lower()
         if not any(pattern.match(path) and (not quant or quant == row.quant.lower())
-                   for path, row in zip(paths, models)):
+                   for path, row in zip(paths, models, strict=True)):
             problems.append(f"{where}: overrides[{i}] (match {ov.match!r}"
                             + (f", quant {ov.quant!r}" if quant else "") + ") matches no model")
     ids = [row.id for row in models]

@@ -52,7 +52,8 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swapgen", usage="swapgen [--settings PATH] [COMMAND ...]", description="Generate a llama-swap config from model folders.",
+    p = argparse.ArgumentParser(prog="swapgen", usage="swapgen [--settings PATH] [COMMAND ...]",
+                                description="Generate a llama-swap config from model folders.",
                                 epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--settings", help="settings file (default: $SWAPGEN_SETTINGS, else ./swapgen.yaml)")
     return p

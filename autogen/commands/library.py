@@ -19,7 +19,7 @@ from autogen.commands.checks import check_roots, check_vanished, unmatched_setti
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
-from autogen.errors import ModelError, SwapgenError
+from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta

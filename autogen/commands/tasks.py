@@ -15,6 +15,7 @@ bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock →
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -106,10 +107,8 @@ def clean_caches(cache_dir: str) -> None:
     """What `doit clean` removes besides the fragments: the run's summary and the caches
     (never the config: llama-swap may be serving it)."""
     for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(cache_dir, name))
-        except FileNotFoundError:
-            pass
 
 
 class TaskGraph:
