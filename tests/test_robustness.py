@@ -9,6 +9,7 @@ from ruamel.yaml import YAML
 
 from autogen.commands import cli
 from autogen.commands import tasks
+from autogen.errors import SwapgenError
 from autogen.router.validate import validate_text
 from tests.runs import generate
 from tests.builders import SETTINGS, add_model, llama_kv
@@ -235,7 +236,7 @@ def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     from autogen.commands import library as library_module
 
     def broken(*args, **kwargs):
-        raise library_module.SwapgenError("simulated failure while discovering")
+        raise SwapgenError("simulated failure while discovering")
 
     monkeypatch.setattr(library_module, "discover", broken)
     assert run(library) == 1
