@@ -7,6 +7,7 @@ renamed over the old one: a reader sees the old file or the new one, never half 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import fcntl
@@ -78,6 +79,21 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
     except OSError:
         pass  # some file systems cannot fsync a folder; the rename is still atomic
     return True
+
+
+def remove_stale_temps(path: str) -> None:
+    """Delete the temp files `write_if_changed` leaves beside `path` when a process is killed
+    between writing one and renaming it. Call only under the run lock (no write in flight)."""
+    path = os.path.realpath(path)
+    folder, base = os.path.split(path)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(f".{base}.") and name.endswith(".tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
 
 
 LOCK_NAME = "swapgen.lock"

@@ -203,6 +203,10 @@ def test_audiocpp_config_named_by_the_cmd_is_written_and_restored(generated):
     os.unlink(path)
     text, stats = run(tmp_path / "swapgen.yaml")
     assert stats["emitted"] == 1 and open(path).read() == written
+    with open(path, "w") as f:  # a run stopped after writing it, before its fragment
+        f.write(written.replace("moss_tts_nano", "other"))
+    text, stats = run(tmp_path / "swapgen.yaml")
+    assert stats["emitted"] == 1 and open(path).read() == written
 
 
 def test_downloading_a_missing_component_re_emits_the_image_model(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli
@@ -119,6 +120,41 @@ class TestCommands:
         err = capsys.readouterr().err
         assert "ttl: expected an integer, got 'soon'" in err and "Traceback" not in err
         assert not (library / "config.yaml").exists()
+
+    def test_help_lists_the_commands(self, capsys):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["--help"])
+        out = capsys.readouterr().out
+        assert exit_.value.code == 0
+        for command in ("run", "info model:ID", "forget", "clean", "list [--json]", "show ID", "validate", "backends"):
+            assert f"  {command}" in out
+
+    @pytest.mark.parametrize("args", [["list", "--jsn"], ["list", "extra"], ["show", "alpha-q4_k_m", "--jsno"]])
+    def test_a_misspelt_option_is_an_error(self, library, capsys, args):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["--settings", str(library / "swapgen.yaml"), *args])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert args[-1] in err or "no argument" in err
+        assert "did you mean --json?" in err or "no argument" in err
+
+    def test_info_on_an_unknown_task_names_it_without_a_traceback(self, library, capsys):
+        assert cli.main(["--settings", str(library / "swapgen.yaml"), "info", "model:alpha-q4_k"]) == 3
+        err = capsys.readouterr().err
+        assert "no task 'model:alpha-q4_k' (did you mean 'model:alpha-q4_k_m'?)" in err and "Traceback" not in err
+        cli.main(["--settings", str(library / "swapgen.yaml"), "info", "model:alpha-q4_k_m"])  # 1: not run yet
+        assert "model:alpha-q4_k_m" in capsys.readouterr().out
+
+    def test_clean_removes_fragments_and_caches_and_keeps_the_config(self, library):
+        settings = str(library / "swapgen.yaml")
+        assert cli.main(["--settings", settings]) == 0
+        before = config(library)
+        assert cli.main(["--settings", settings, "clean"]) == 0
+        assert config(library) == before
+        assert [p.name for p in (library / "cache/fragments").iterdir()] == []
+        assert not (library / "cache/metadata.json").exists() and not (library / "cache/load-memo.pickle").exists()
+        rc, stats = run(library / "swapgen.yaml")
+        assert rc == 0 and stats["emitted"] == 2 and config(library) == before
 
 
 def test_skip_override_leaves_the_model_out_silently(library, capsys):

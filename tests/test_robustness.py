@@ -9,6 +9,7 @@ from ruamel.yaml import YAML
 
 from autogen.commands import cli
 from autogen.commands import tasks
+from autogen.errors import SwapgenError
 from autogen.router.validate import validate_text
 from tests.runs import generate
 from tests.builders import SETTINGS, add_model, llama_kv
@@ -40,6 +41,98 @@ class TestRoots:
         assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
 
 
+class TestVanishedLibrary:
+    """An empty or unreadable place the live config serves models from stops the run."""
+
+    def test_a_root_that_finds_nothing_while_its_models_are_served_stops_the_run(self, library, capsys):
+        assert run(library) == 0
+        before = (library / "config.yaml").read_bytes()
+        (library / "models").rename(library / "elsewhere")
+        (library / "models").mkdir()  # an unmounted mount point
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert f"roots[0]: {library / 'models'} holds no model" in err and "not mounted" in err
+        assert "hidden folder" in err and "allow_vanished_models: true" in err and "Traceback" not in err
+        assert (library / "config.yaml").read_bytes() == before
+
+    def test_models_moved_into_a_hidden_folder_stop_the_run(self, library, capsys):
+        assert run(library) == 0
+        (library / "models/pub").rename(library / "models/.pub")
+        assert run(library) == 1
+        assert "names starting with '.' are not walked" in capsys.readouterr().err
+
+    def test_the_setting_accepts_a_vanished_root_on_purpose(self, library, capsys):
+        assert run(library) == 0
+        (library / "models/pub").rename(library / "models/.pub")
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("allow_vanished_models: true\n")
+        assert run(library) == 0
+        assert "warning: roots[0]" in capsys.readouterr().err
+        assert served(library) == []
+
+    def test_an_unreadable_folder_whose_models_are_served_stops_the_run(self, library, monkeypatch, capsys):
+        assert run(library) == 0
+        before = (library / "config.yaml").read_bytes()
+        locked = str(library / "models/pub/A-GGUF")
+        real_scandir = os.scandir
+
+        def scandir(path="."):
+            if os.fspath(path) == locked:
+                raise PermissionError(13, "Permission denied")
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+        assert run(library) == 1
+        err = capsys.readouterr().err
+        assert f"{locked}: cannot list this folder (Permission denied)" in err and "permissions" in err
+        assert (library / "config.yaml").read_bytes() == before
+        locked = str(library / "models/pub/new-downloads")  # nothing served from it: a warning
+        os.mkdir(locked)
+        assert run(library) == 0
+        assert f"warning: {locked}: cannot list folder (Permission denied)" in capsys.readouterr().err
+
+    def test_a_first_run_that_finds_nothing_says_so(self, tmp_path, capsys):
+        (tmp_path / "models").mkdir()
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+        assert run(tmp_path) == 0
+        err = capsys.readouterr().err
+        assert f"warning: roots[0]: {tmp_path / 'models'} holds no model swapgen can serve (is it mounted?" in err
+        assert served(tmp_path) == []
+
+    def test_an_empty_config_never_replaces_a_served_one(self, library, capsys):
+        assert run(library) == 0
+        (library / "empty").mkdir()
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("roots: [models]", "roots: [empty]"))
+        assert run(library) == 1
+        assert "no model found in any root, but" in capsys.readouterr().err
+        assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+
+
+class TestSettingsThatReachNothing:
+    def test_one_warning_line_per_glob_that_matches_nothing_and_per_missing_backend(self, library, capsys):
+        with open(library / "swapgen.yaml", "a") as f:
+            f.write("overrides:\n"
+                    "  - {match: '*Alpha*', ctx: 4096}\n"
+                    "  - {match: '*Alhpa*', ctx: 2048}\n"
+                    "  - {match: '*Alpha*', quant: Q8_0, ctx: 1024}\n"
+                    "groups:\n"
+                    "  - {name: small, match: ['beta-*', 'gamma-*']}\n")
+        assert run(library) == 0
+        warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+        assert warnings == [
+            "swapgen: warning: swapgen.yaml: overrides[1] (match '*Alhpa*') matches no model",
+            "swapgen: warning: swapgen.yaml: overrides[2] (match '*Alpha*', quant 'Q8_0') matches no model",
+            "swapgen: warning: swapgen.yaml: groups[0].match[1] ('gamma-*', group 'small') matches no model id",
+            "swapgen: warning: backend 'llama': /opt/llama/llama-server does not exist; "
+            "llama-swap cannot start the models it serves",
+        ]
+
+    def test_bare_backend_names_and_existing_paths_are_not_checked(self, library, capsys):
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("/opt/llama/llama-server", "llama-server"))
+        assert run(library) == 0
+        assert "warning" not in capsys.readouterr().err
+
+
 class TestIncrementalEdges:
     def test_parallel_runs_keep_their_bookkeeping(self, library):
         assert run(library, "-n", "2") == 0
@@ -68,20 +161,20 @@ class TestIncrementalEdges:
         config = YAML(typ="safe").load((library / "config.yaml").read_text())
         assert config["models"]["alpha-q4_k_m"]["metadata"]["ctx"] <= 4096
 
-    def test_a_corrupt_fragment_is_removed_and_the_next_run_recovers(self, library, capsys):
+    def test_a_fragment_cut_short_is_emitted_again_in_the_same_run(self, library):
+        """A power loss can keep a fragment's rename and lose its data."""
         assert run(library) == 0
-        fragment = tasks.fragment_path(str(library / "cache"), "alpha-q4_k_m")
-        with open(fragment, "w") as f:
-            f.write("{not json")
-        with open(library / "swapgen.yaml", "a") as f:
-            f.write("ttl: 601\n")
-        assert run(library) == 0  # the model task rewrote its fragment before the config task read it
-        with open(fragment, "w") as f:
-            f.write("{not json")
-        (library / "config.yaml").unlink()  # only the config task has work to do
-        assert run(library) == 1
-        assert "unreadable fragment" in capsys.readouterr().err
-        assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+        before = (library / "config.yaml").read_bytes()
+        graph = tasks.load(str(library / "swapgen.yaml"))
+        graph.close()
+        fragment = graph.fragments["alpha-q4_k_m"]
+        content = open(fragment, "rb").read()
+        for damage in (b"", b"{not json"):
+            with open(fragment, "wb") as f:
+                f.write(damage)  # the config task sees its input changed
+            assert run(library) == 0
+            assert (library / "config.yaml").read_bytes() == before
+            assert open(fragment, "rb").read() == content
 
 
 class TestOneBadModel:
@@ -143,7 +236,7 @@ def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     from autogen.commands import library as library_module
 
     def broken(*args, **kwargs):
-        raise library_module.SwapgenError("simulated failure while discovering")
+        raise SwapgenError("simulated failure while discovering")
 
     monkeypatch.setattr(library_module, "discover", broken)
     assert run(library) == 1

@@ -165,7 +165,9 @@ class TestErrors:
         assert problems(tmp_path, "roots: [m]\noverrides: [{ctx: 4096}]\n") == ["overrides[0].match: required key missing"]
 
     def test_not_yaml_names_the_line(self, tmp_path):
-        assert problems(tmp_path, "roots: [m\nttl: 5\n")[0].startswith("line ")
+        with pytest.raises(SettingsError) as info:
+            load_settings(write(tmp_path, "roots: [m\nttl: 5\n"))
+        assert f"{tmp_path / 'swapgen.yaml'}:2: not valid YAML" in str(info.value)
 
     def test_not_a_mapping(self, tmp_path):
         assert problems(tmp_path, "- a\n- b\n") == ["(top level): expected a mapping of settings, got a list"]
@@ -178,7 +180,85 @@ class TestErrors:
     def test_message_names_the_file(self, tmp_path):
         with pytest.raises(SettingsError) as info:
             load_settings(write(tmp_path, "roots: [m]\nttl: x\n"))
-        assert str(info.value) == f"{tmp_path / 'swapgen.yaml'}: invalid settings\n  ttl: expected an integer, got 'x'"
+        path = tmp_path / "swapgen.yaml"
+        assert str(info.value) == f"{path}: invalid settings\n  {path}:2: ttl: expected an integer, got 'x'"
+
+
+class TestMistakesSpeak:
+    """Settings errors carry the file and line; kinds, pins and budgets are checked."""
+
+    def error(self, tmp_path, text: str, name: str = "swapgen.yaml") -> str:
+        with pytest.raises(SettingsError) as info:
+            load_settings(write(tmp_path, text, name))
+        return str(info.value)
+
+    def test_every_problem_names_its_line(self, tmp_path):
+        text = ("roots: [m]\n"
+                "overrides:\n"
+                "  - match: '*a*'\n"
+                "    vllm_gpu_util: high\n"
+                "  - match: '*b*'\n"
+                "    ctx: 4096\n"
+                "    vllm_gpu_utl: 0.9\n")
+        out = self.error(tmp_path, text)
+        path = tmp_path / "swapgen.yaml"
+        assert f"  {path}:4: overrides[0].vllm_gpu_util: expected a number, got 'high'" in out
+        assert f"  {path}:7: overrides[1]: unknown key 'vllm_gpu_utl' (did you mean 'vllm_gpu_util'?)" in out
+
+    @pytest.mark.parametrize("kind, hint", [
+        ("vlm", "(did you mean 'vllm'?)"),
+        ("llama-server", "(did you mean 'llama'? `kind` names the engine, `path` the executable)"),
+        ("whisper", ""),
+    ])
+    def test_an_unknown_kind_is_an_error_with_a_hint(self, tmp_path, kind, hint):
+        out = self.error(tmp_path, f"roots: [m]\nbackends:\n  - {{id: a, kind: {kind}, path: x}}\n")
+        assert f"{tmp_path / 'swapgen.yaml'}:3: backends[0].kind: unknown kind {kind!r}{' ' + hint if hint else ''};" in out
+        assert "kind 'custom'" in out
+
+    @pytest.mark.parametrize("kind", ["custom", "LLaMA.cpp", " vllm ", "parakeet-server"])
+    def test_known_kinds_and_custom_load(self, tmp_path, kind):
+        assert load_settings(write(tmp_path, f"roots: [m]\nbackends: [{{id: a, kind: '{kind}', path: x}}]\n"))
+
+    def test_a_kind_in_the_backends_file_names_that_file_and_line(self, tmp_path):
+        write(tmp_path, "- {id: a, kind: llama, path: x}\n- {id: b, kind: vlm, path: y}\n", "backends.yaml")
+        out = self.error(tmp_path, "roots: [m]\nbackends_file: backends.yaml\n")
+        assert f"{tmp_path / 'backends.yaml'}:2: backends[1].kind: unknown kind 'vlm'" in out
+
+    def test_a_pin_to_an_unknown_backend_is_an_error(self, tmp_path):
+        text = ("roots: [m]\n"
+                "backends:\n"
+                "  - {id: llama-vulkan, kind: llama, path: x}\n"
+                "overrides:\n"
+                "  - {match: '*a*', backend: llama-vulkn}\n")
+        out = self.error(tmp_path, text)
+        assert (f"{tmp_path / 'swapgen.yaml'}:5: overrides[0].backend: no backend row has id 'llama-vulkn' "
+                "(did you mean 'llama-vulkan'?) (ids: llama-vulkan)") in out
+
+    def test_a_pin_is_checked_on_every_load_and_not_for_detect(self, tmp_path):
+        text = "roots: [m]\noverrides: [{match: '*', backend: vllm-main}]\n"
+        path = write(tmp_path, text)
+        for _ in range(2):  # the second load comes from the settings cache
+            assert "no backend row has id 'vllm-main' (ids: none)" in self.error(tmp_path, text)
+        assert load_settings(path, check_pins=False).overrides[0].backend == "vllm-main"
+
+    def test_a_pin_is_checked_against_the_backends_file_rows_in_use(self, tmp_path):
+        write(tmp_path, "- {id: vllm-main, kind: vllm, path: vllm}\n", "backends.yaml")
+        text = ("roots: [m]\nbackends_file: backends.yaml\nbackends: [{id: old, kind: llama, path: x}]\n"
+                "overrides: [{match: '*', backend: old}]\n")
+        assert "no backend row has id 'old'" in self.error(tmp_path, text)
+
+    @pytest.mark.parametrize("where, text", [
+        ("vram_budget_gb", "vram_budget_gb: 29.7\n"),
+        ("overrides[0].vram_budget_gb", "overrides: [{match: '*', vram_budget_gb: 30}]\n"),
+        ("default_variants[0].vram_budget_gb", "default_variants: [{name: big, vram_budget_gb: 25}]\n"),
+    ])
+    def test_a_budget_above_the_card_is_an_error(self, tmp_path, where, text):
+        out = self.error(tmp_path, "roots: [m]\ncard_vram_gb: 24\n" + text)
+        assert f"{where}: " in out and "GB is above card_vram_gb (24 GB)" in out
+
+    def test_a_budget_without_a_card_reading_is_fine(self, tmp_path):
+        assert load_settings(write(tmp_path, "roots: [m]\ncard_vram_gb: 0\nvram_budget_gb: 40\n"))
+        assert load_settings(write(tmp_path, "roots: [m]\ncard_vram_gb: 24\nvram_budget_gb: 24\n"))
 
 
 #: The smallest valid mapping per class with list fields (extra_args deliberately takes a string).

@@ -1,15 +1,12 @@
-"""`swapgen`: the same doit tasks as `dodo.py`, from any folder, plus tools around them.
-
-    swapgen [--settings PATH] [run|forget|clean|info …]   doit commands on our task graph
-    swapgen list [--json]                                 one line per model
-    swapgen show ID [--json]                              one model's plan and why
-    swapgen validate [FILE ...]                           check any llama-swap config
-"""
+"""`swapgen`: the same doit tasks as `dodo.py`, from any folder, plus tools around them
+(`COMMANDS` is what `swapgen --help` lists)."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import signal
 import sys
 
 from autogen.commands import listing, show, tasks
@@ -17,6 +14,19 @@ from autogen.errors import SwapgenError
 from autogen.settings.load import load_settings
 
 DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpdb", "strace"}
+
+COMMANDS = """commands:
+  run (default)            generate the config: run the out-of-date model tasks, then config
+  model:ID | config        run one task
+  info model:ID            one task's status, input files and fragment
+  forget [model:ID]        forget doit's recorded state (all, or one model)
+  clean                    delete fragments and caches (the config stays)
+  list [--json]            one line per model
+  show ID [--json]         one model's plan and why
+  validate [FILE ...]      check any llama-swap config (default: the settings' output)
+  backends detect [--dry-run] [--json]
+                           find installed engines and write backends_file
+"""
 
 
 def _run_doit(settings: str | None, args: list[str]) -> int:
@@ -42,9 +52,19 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swapgen", description="Generate a llama-swap config from model folders.")
+    p = argparse.ArgumentParser(prog="swapgen", usage="swapgen [--settings PATH] [COMMAND ...]",
+                                description="Generate a llama-swap config from model folders.",
+                                epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--settings", help="settings file (default: $SWAPGEN_SETTINGS, else ./swapgen.yaml)")
     return p
+
+
+def _only_json_option(parser: argparse.ArgumentParser, command: str, args: list[str]) -> None:
+    """`--json` is the one option of `list` and `show`: a misspelt one is an error, not ignored."""
+    for arg in args:
+        if arg.startswith("-") and arg != "--json":
+            hint = " (did you mean --json?)" if difflib.get_close_matches(arg, ["--json"], n=1) else ""
+            parser.error(f"{command}: unknown option {arg}{hint}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
                 files = [load_settings(opts.settings).output]
             return main_validate(files)
         if command == "list":
+            _only_json_option(parser, command, rest[1:])
+            if any(not a.startswith("-") for a in rest[1:]):
+                parser.error("list takes no argument but --json")
             return _list(opts.settings, "--json" in rest[1:])
         if command == "show":
+            _only_json_option(parser, command, rest[1:])
             ids = [a for a in rest[1:] if not a.startswith("-")]
             if len(ids) != 1:
                 parser.error("show needs exactly one model id (see `swapgen list`)")
@@ -78,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     except SwapgenError as exc:
         print(f"swapgen: {exc}", file=sys.stderr)
         return 1
+    except tasks.Terminated:
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
     return 0

@@ -440,6 +440,6 @@ def main_backends(settings_path: str | None, args: list[str]) -> int:
     cmd.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
     cmd.add_argument("--json", action="store_true", help="print the report as JSON")
     opts = parser.parse_args(args)
-    report = detect(load_settings(settings_path), dry_run=opts.dry_run)
+    report = detect(load_settings(settings_path, check_pins=False), dry_run=opts.dry_run)
     print(json.dumps(report, indent=2, ensure_ascii=False) if opts.json else format_report(report).rstrip("\n"))
     return 0

@@ -15,10 +15,11 @@ import sys
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
+from autogen.commands.checks import check_roots, check_vanished, unmatched_settings
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
-from autogen.errors import ModelError, SwapgenError
+from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta
@@ -28,17 +29,6 @@ from autogen.settings.schema import Settings
 
 def digest(text: str) -> str:
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
-
-
-def check_roots(settings: Settings) -> None:
-    """A root that is missing or cannot be listed (a typo, an unmounted disk) stops the run:
-    writing a config without its models would unload them all from llama-swap."""
-    for i, root in enumerate(settings.roots):
-        try:
-            with os.scandir(root):
-                pass
-        except OSError as exc:
-            raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
 
 
 class LoadMemo:
@@ -82,7 +72,7 @@ class Library:
         self.discovery = discovery
         self.metas = metas
         self.jobs = jobs
-        #: id → the size and head hash its metadata was read from (`_meta_stamp`).
+        #: id → the size and head hash of each of its input files (`_inputs_stamp`).
         self.stamps = stamps
         self._cache = cache
         self.settings_key = digest(global_inputs(settings))
@@ -104,6 +94,9 @@ class Library:
             library = cls(settings, card, *loaded)
         for problem in library.discovery.problems:
             print(f"swapgen: warning: {problem}", file=sys.stderr)
+        check_vanished(settings, library.discovery)
+        for problem in unmatched_settings(settings, library.discovery.models):
+            print(f"swapgen: warning: {problem}", file=sys.stderr)
         return library
 
     @classmethod
@@ -124,7 +117,7 @@ class Library:
             metas[row.id] = meta
             jobs.append(make_job(settings, row, meta, error, card))
         cache.save()
-        stamps = {job.row.id: _meta_stamp(cache, job) for job in jobs}
+        stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
         return cls(settings, card, discovery, metas, jobs, stamps, cache)
 
     @property
@@ -145,10 +138,13 @@ class Library:
                       + self.stamps[job.row.id])
 
 
-def _meta_stamp(cache: MetaCache, job: Job) -> str:
-    """The size and head hash the model's metadata was read from: a file changed between
-    loading and the task's run is recorded by doit as seen, so the key must say what the
-    fragment used (the head, not the mtime: a `touch` alone re-emits nothing)."""
-    path = os.path.join(job.row.path, "config.json") if job.row.format == "hf" else job.row.path
-    entry = cache.entries.get(path) or {}
-    return f"|{entry.get('size')},{entry.get('head')}"
+def _inputs_stamp(cache: MetaCache, job: Job) -> str:
+    """The size and head hash of every input file, as discovery signed them: the fragment's
+    name carries them, so a file changed between loading and the task's run, or changed and
+    changed back while a run was interrupted, names another fragment (the head, not the mtime:
+    a `touch` alone re-emits nothing)."""
+    stamps = []
+    for path in job.row.inputs:
+        entry = cache.entries.get(path) or {}
+        stamps.append(f"|{entry.get('size')},{entry.get('head')}")
+    return "".join(stamps)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autogen.commands.tasks import TaskGraph, fragment_path
+from autogen.commands.tasks import TaskGraph
 from autogen.discovery.rows import Download
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
 from autogen.numfmt import size_gb
@@ -24,7 +24,7 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
     for job in library.jobs:
         skip = job.error
         entries = [job.row.id]
-        path = fragment_path(library.settings.cache_dir, job.row.id)
+        path = graph.fragments[job.row.id]
         # the fragment tells what the emitter decided, when it was emitted from today's inputs
         if skip is None and graph.fragment_is_current(job):
             try:

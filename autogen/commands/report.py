@@ -77,7 +77,5 @@ class SummaryReporter(ConsoleReporter):
         self.failures = [f for f in self.failures if not f.get("shown")]
         with self._to_stderr():
             super().complete_run()
-        if self.graph is not None:
-            self.graph.save_keys()
         if self.graph is not None and not self.failures and not shown:
             self.write(summary_line(self.graph) + "\n")

@@ -1,17 +1,26 @@
 """The doit task graph: `model:<id>` per discovered model, then `config`.
 
-A model task's `file_dep`s are its files, judged by `SwapgenFileChecker` (size, mtime, xxhash
-of the first MiB: never a whole weight file); its `uptodate` is a digest of everything else its
-fragment depends on (`Library.model_key`). The config task concatenates the fragments,
-validates the result and writes it only when the bytes differ. `load` is what `dodo.py` and
-`swapgen` call: settings → lock → `Library` → `TaskGraph`.
+A model task's target is its fragment, named after the digest of every input it is emitted
+from (`Library.model_key`: settings, resolution, and each file's size and head hash). The name is
+the record of those inputs, so the two change in one rename and an interrupted run (Ctrl-C,
+SIGTERM, SIGKILL, power loss) can never leave a fragment that claims inputs it was not built
+from: a changed input names a fragment that does not exist yet, and doit runs the task. doit's
+own state (`file_dep`s judged by `SwapgenFileChecker`: size, mtime, xxhash of the first MiB) is
+saved only when a run ends, so it can be older than the fragments; it can only add re-runs.
+
+The config task concatenates the fragments, validates the result and writes it only when the
+bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock → `Library` →
+`TaskGraph`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -19,20 +28,21 @@ from typing import Any
 
 import xxhash
 from doit.cmd_base import ModuleTaskLoader
+from doit.cmd_info import Info
 from doit.dependency import FileChangedChecker
 from doit.doit_cmd import DoitMain
-from doit.exceptions import TaskFailed
+from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
-from autogen.commands.library import Library, digest
+from autogen.commands.library import Library, LoadMemo, digest
 from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
 from autogen.commands.sample import ensure_for_settings
 from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Plan
-from autogen.errors import SwapgenError
-from autogen.fsutil import read_bytes, run_lock, write_if_changed
-from autogen.metadata.cache import head_hash
+from autogen.errors import SwapgenError, did_you_mean
+from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
+from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, write_config
 from autogen.settings.load import find_settings, load_settings
@@ -40,8 +50,15 @@ from autogen.settings.schema import Settings
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
-#: id → digest of the inputs each model's current fragment was emitted from.
-EMITTED_KEYS = "emitted-keys.json"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: doit stops the same way (it saves
+    its state for the tasks that finished) and the run lock is released."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
 
 
 class SwapgenFileChecker(FileChangedChecker):
@@ -73,8 +90,10 @@ class SwapgenFileChecker(FileChangedChecker):
         return [st.st_size, st.st_mtime_ns, self._head(dep, st.st_size, st.st_mtime_ns)]
 
 
-def fragment_path(cache_dir: str, model_id: str) -> str:
-    return os.path.join(cache_dir, FRAGMENTS, xxhash.xxh3_64_hexdigest(model_id.encode()) + ".json")
+def fragment_path(cache_dir: str, model_id: str, key: str) -> str:
+    """`fragments/<id hash>-<inputs key>.json`: the inputs a fragment was emitted from are part
+    of its name, written by the same rename as its content."""
+    return os.path.join(cache_dir, FRAGMENTS, f"{xxhash.xxh3_64_hexdigest(model_id.encode())}-{key}.json")
 
 
 def side_files(settings: Settings, job: Job) -> list[str]:
@@ -84,20 +103,26 @@ def side_files(settings: Settings, job: Job) -> list[str]:
     return []
 
 
+def clean_caches(cache_dir: str) -> None:
+    """What `doit clean` removes besides the fragments: the run's summary and the caches
+    (never the config: llama-swap may be serving it)."""
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(cache_dir, name))
+
+
 class TaskGraph:
     """The doit side of one run: the task creators, their actions and the record of which
     inputs each fragment was emitted from. Holds the run lock until `close`."""
 
-    def __init__(self, library: Library, lock=None):
+    def __init__(self, library: Library, lock=None, sigterm=None):
         self.library = library
         self._lock = lock
-        self.keys_path = os.path.join(library.settings.cache_dir, EMITTED_KEYS)
-        try:
-            with open(self.keys_path, encoding="utf-8") as f:
-                self.keys: dict[str, str] = json.load(f)
-        except (OSError, ValueError):
-            self.keys = {}
-        self.new_keys: dict[str, str] = {}
+        #: The SIGTERM handler `load` replaced, restored by `close` (None: nothing to restore).
+        self._sigterm = sigterm
+        #: id → the fragment file its current inputs name.
+        self.fragments = {job.row.id: fragment_path(library.settings.cache_dir, job.row.id, library.model_key(job))
+                          for job in library.jobs}
         self.stats: dict[str, Any] = {"emitted": 0, "written": 0}
         # doit instantiates these itself: subclasses carry this graph (same class names, which doit stores)
         self.checker = type("SwapgenFileChecker", (SwapgenFileChecker,), {"heads": staticmethod(self._head)})
@@ -106,29 +131,21 @@ class TaskGraph:
     def _head(self, path: str, size: int, mtime_ns: int) -> str:
         return self.library.cache.head(path, size, mtime_ns)
 
-    def save_keys(self) -> None:
-        """Record the inputs of the fragments emitted this run (kept: those of current models)."""
-        if not self.new_keys:
-            return
-        current = {job.row.id for job in self.library.jobs}
-        keys = {k: v for k, v in self.keys.items() if k in current}
-        keys.update(self.new_keys)
-        write_if_changed(self.keys_path, json.dumps(keys, sort_keys=True).encode(), durable=False)
-        self.keys, self.new_keys = keys, {}
-
     def close(self) -> None:
-        self.save_keys()
         if self._lock is not None:
             self._lock.__exit__(None, None, None)
             self._lock = None
+        if self._sigterm is not None:
+            signal.signal(signal.SIGTERM, self._sigterm)
+            self._sigterm = None
 
     def fragment_is_current(self, job: Job) -> bool:
         """The model's fragment was emitted from today's inputs."""
-        return self.keys.get(job.row.id) == self.library.model_key(job)
+        return os.path.exists(self.fragments[job.row.id])
 
     # -- actions ------------------------------------------------------------------------------
 
-    def emit_model(self, job: Job, key: str) -> bool:
+    def emit_model(self, job: Job) -> bool:
         try:
             plan = self.library.plan(job)
         except Exception as exc:  # noqa: BLE001 - a bug in one emitter must not cost the whole config
@@ -143,63 +160,86 @@ class TaskGraph:
             write_if_changed(path, text.encode("utf-8"))
         fragment = Fragment.from_plan(plan, summary)
         self.stats["emitted"] += 1
-        if write_if_changed(fragment_path(self.library.settings.cache_dir, job.row.id), fragment.to_json(), durable=False):
+        if write_if_changed(self.fragments[job.row.id], fragment.to_json(), durable=False):
             self.stats["written"] += 1
-        self.new_keys[job.row.id] = key
         return True
 
     def assemble(self) -> dict[str, str] | TaskFailed:
-        paths = [fragment_path(self.library.settings.cache_dir, job.row.id) for job in self.library.jobs]
-        fragments = []
-        for job, path in zip(self.library.jobs, paths):
-            try:
-                fragments.append(Fragment.load(path))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                try:
-                    os.unlink(path)  # its model task re-runs next time (its target is gone)
-                except OSError:
-                    pass
-                return TaskFailed(f"{path}: unreadable fragment of model {job.row.id!r} ({exc}); removed, "
-                                  "run swapgen again")
+        fragments = [self._load_fragment(job) for job in self.library.jobs]
         text = assemble(self.library.settings, fragments)
+        digest_ = xxhash.xxh3_128_hexdigest(text.encode())
+        served = sum(1 for f in fragments if f.members)
+        # before the config: a summary that names the config's digest describes it (`output_intact`)
+        write_if_changed(os.path.join(self.library.settings.cache_dir, SUMMARY),
+                         json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served}).encode(),
+                         durable=False)
         try:
             written = write_config(self.library.settings.output, text)
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
-        served = sum(1 for f in fragments if f.members)
-        write_if_changed(os.path.join(self.library.settings.cache_dir, SUMMARY),
-                         json.dumps({"served": served, "skipped": len(fragments) - served}).encode(), durable=False)
-        self._prune_fragments(set(paths))
-        return {"digest": xxhash.xxh3_128_hexdigest(text.encode())}
+        self._prune_fragments(set(self.fragments.values()))
+        settings = self.library.settings
+        remove_stale_temps(settings.output)
+        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+            remove_stale_temps(os.path.join(settings.cache_dir, name))
+        return {"digest": digest_}
+
+    def _side_files_intact(self, job: Job) -> bool:
+        """Files the model writes beside its fragment hold what the fragment recorded: a run
+        stopped between writing them and writing the fragment re-runs the task."""
+        if not side_files(self.library.settings, job):
+            return True
+        try:
+            recorded = Fragment.load(self.fragments[job.row.id]).files
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return all(read_bytes(path) == text.encode("utf-8") for path, text in recorded)
+
+    def _load_fragment(self, job: Job) -> Fragment:
+        """The model's fragment; one that cannot be read (cut short by a power loss: the rename
+        reached the disk, the data did not) is emitted again."""
+        path = self.fragments[job.row.id]
+        try:
+            return Fragment.load(path)
+        except (OSError, ValueError, KeyError, TypeError):
+            self.emit_model(job)
+            return Fragment.load(path)
 
     def _prune_fragments(self, keep: set[str]) -> None:
+        """Fragments of other inputs or of models gone, and temp files a killed run left."""
         folder = os.path.join(self.library.settings.cache_dir, FRAGMENTS)
         for name in os.listdir(folder):
             path = os.path.join(folder, name)
-            if path not in keep and name.endswith(".json"):
+            if path not in keep and (name.endswith(".json") or name.endswith(".tmp")):
                 os.unlink(path)
 
     def output_intact(self, task, values) -> bool:
-        """The config task is up to date only while the output still holds what we wrote."""
+        """The config task is up to date only while the output still holds what we wrote, and
+        the summary describes that output (a killed run may have written one and not the other)."""
         data = read_bytes(self.library.settings.output)
-        return data is not None and values.get("digest") == xxhash.xxh3_128_hexdigest(data)
+        if data is None or values.get("digest") != xxhash.xxh3_128_hexdigest(data):
+            return False
+        summary = read_bytes(os.path.join(self.library.settings.cache_dir, SUMMARY))
+        try:
+            return json.loads(summary or b"{}").get("config") == values["digest"]
+        except (ValueError, AttributeError):
+            return False
 
     # -- tasks --------------------------------------------------------------------------------
 
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
         for job in self.library.jobs:
-            # A plain bool, not doit's config_changed: doit inspects the signature of every
-            # callable uptodate on every run, a third of a 1,000-model no-op.
-            key = self.library.model_key(job)
             yield {
                 "name": job.row.id,
                 "doc": task_doc(self.library, job),
                 "file_dep": list(job.row.inputs),
-                "targets": [fragment_path(self.library.settings.cache_dir, job.row.id), *side_files(self.library.settings, job)],
-                "actions": [(self.emit_model, [job, key])],
-                "uptodate": [self.keys.get(job.row.id) == key],
+                # the fragment's name is its inputs' key: it exists exactly when it is current
+                "targets": [self.fragments[job.row.id], *side_files(self.library.settings, job)],
+                "actions": [(self.emit_model, [job])],
+                # a plain bool: a model with no input files still counts as having dependencies
+                "uptodate": [self._side_files_intact(job)],
                 "clean": True,
             }
 
@@ -209,10 +249,11 @@ class TaskGraph:
                            self.library.settings.source, self.library.settings.output))
         return {
             "actions": [self.assemble],
-            "file_dep": [fragment_path(self.library.settings.cache_dir, job.row.id) for job in self.library.jobs],
+            "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],
             "targets": [self.library.settings.output],
             "uptodate": [config_changed(digest(router_key)), self.output_intact],
-            "clean": True,
+            # `doit clean` removes fragments and caches, never the config llama-swap is serving
+            "clean": [(clean_caches, [self.library.settings.cache_dir])],
         }
 
     def namespace(self) -> dict[str, Any]:
@@ -239,19 +280,27 @@ class TaskGraph:
 
 def load(settings_path: str | None = None, *, lock: bool = True, notify=None) -> TaskGraph:
     """Settings → run lock → library → task graph (the bundled sample library is built on first
-    use of its settings). The caller closes the graph; `dodo.py` leaves that to process exit."""
+    use of its settings). The caller closes the graph; `dodo.py` leaves that to process exit.
+    From here until `close`, SIGTERM stops the run as Ctrl-C does (`Terminated`)."""
     for stream in (sys.stdout, sys.stderr):  # paths that are not valid UTF-8 print escaped
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    path = find_settings(settings_path)
-    ensure_for_settings(path, Path(__file__).resolve().parents[2])
-    settings = load_settings(path)
-    held = _acquire(settings, notify) if lock else None
+    sigterm = None
+    if threading.current_thread() is threading.main_thread():
+        sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+    held = None
     try:
-        return TaskGraph(Library.load(settings), held)
+        path = find_settings(settings_path)
+        ensure_for_settings(path, Path(__file__).resolve().parents[2])
+        settings = load_settings(path)
+        held = _acquire(settings, notify) if lock else None
+        return TaskGraph(Library.load(settings), held, sigterm)
     except BaseException:
-        if held is not None:  # a failed load must not keep the lock (an in-process caller may retry)
+        # a failed load keeps neither the lock nor the handler (an in-process caller may retry)
+        if held is not None:
             held.__exit__(None, None, None)
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
         raise
 
 
@@ -265,9 +314,25 @@ def _acquire(settings: Settings, notify):
     return held
 
 
+class TaskInfo(Info):
+    """doit's `info`, with a clear message for a task that does not exist (doit's own raises
+    a KeyError with a traceback). Registered for `doit` in pyproject.toml, for `swapgen` by
+    `run_doit`."""
+
+    name = "info"
+
+    def _execute(self, pos_args, hide_status=False):
+        names = [task.name for task in self.task_list]
+        if len(pos_args) == 1 and pos_args[0] not in names:
+            raise InvalidCommand(f"no task {pos_args[0]!r}{did_you_mean(pos_args[0], names)}; "
+                                 "`swapgen list` shows every model's task")
+        return super()._execute(pos_args, hide_status)
+
+
 def run_doit(graph: TaskGraph, args: list[str]) -> int:
     """doit's command line (`run`, `list`, `info`, …) on this graph; closes the graph."""
     try:
-        return DoitMain(ModuleTaskLoader(graph.namespace())).run(args)
+        commands = {"COMMAND": {"info": f"{__name__}:TaskInfo"}}
+        return DoitMain(ModuleTaskLoader(graph.namespace()), extra_config=commands).run(args) or 0  # clean: None
     finally:
         graph.close()

@@ -90,6 +90,8 @@ class Discovery:
     ignored: tuple[Ignored, ...] = ()
     #: Unreadable folders, symlink loops, missing roots: reported, never fatal.
     problems: tuple[str, ...] = ()
+    #: (folder, why) per folder that could not be listed: its models, if any, are unknown.
+    unreadable: tuple[tuple[str, str], ...] = ()
     #: Per-model reasons found while discovering (missing shard, bad config.json, incomplete
     #: download, unreadable header); keyed by model id, becomes a SKIPPED line.
     row_errors: dict[str, str] = field(factory=dict, hash=False)
@@ -185,6 +187,7 @@ class _Walker:
         self.row_keys: list[tuple[int, int]] = []
         self.ignored: list[Ignored] = []
         self.problems: list[str] = []
+        self.unreadable: list[tuple[str, str]] = []
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.downloads: list[tuple[ModelRow, Download]] = []
         #: Folder key → (the path it was walked as, the root it was walked under).
@@ -215,6 +218,7 @@ class _Walker:
             st = os.stat(folder)
         except OSError as exc:
             self.problems.append(f"{folder}: cannot read folder ({exc.strerror or exc})")
+            self.unreadable.append((folder, exc.strerror or str(exc)))
             return
         key = (st.st_dev, st.st_ino)
         if key in self.visited:
@@ -226,6 +230,7 @@ class _Walker:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as exc:
             self.problems.append(f"{folder}: cannot list folder ({exc.strerror or exc})")
+            self.unreadable.append((folder, exc.strerror or str(exc)))
             return
         files: list[tuple[os.DirEntry, os.stat_result]] = []
         subdirs: list[tuple[str, int]] = []
@@ -534,6 +539,7 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
         models=tuple(sorted(renamed, key=lambda r: r.id)),
         ignored=tuple(walker.ignored),
         problems=tuple(walker.problems),
+        unreadable=tuple(walker.unreadable),
         row_errors=errors,
         downloads=downloads,
     )

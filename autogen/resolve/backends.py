@@ -33,7 +33,7 @@ import attrs
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.settings.schema import BackendRow, Override, Settings
+from autogen.settings.schema import BACKEND_KINDS, BackendRow, Override, Settings
 
 
 class ModelClass(StrEnum):
@@ -85,39 +85,13 @@ _SAM = Kind(Engine.SAM, (ModelClass.SEGMENT,))
 _UPSCALE = Kind(Engine.UPSCALE, (ModelClass.UPSCALE,))
 _TRELLIS = Kind(Engine.TRELLIS, (ModelClass.THREE_D,))
 
-#: Every kind spelling, lower case (reference spec-backends §2.1, spec-classes §2). Any other
-#: kind (e.g. "custom") serves no class: it is never auto-picked, only reachable by a pin.
-KINDS: dict[str, Kind] = {
-    "llama": _LLAMA,
-    "llama.cpp": _LLAMA,
-    "server": _LLAMA,
-    "vllm": _VLLM,
-    "sd": _SD,
-    "sd-server": _SD,
-    "image": _SD,
-    "tts": _TTS,
-    "tts-server": _TTS,
-    "speech": _TTS,
-    "ttscpp": _TTSCPP,
-    "tts.cpp": _TTSCPP,
-    "kokoro": _TTSCPP,
-    "asr": _ASR,
-    "parakeet": _ASR,
-    "parakeet-server": _ASR,
-    "transcribe": _ASR,
-    "audiocpp": _AUDIOCPP,
-    "audio.cpp": _AUDIOCPP,
-    "audiocpp-server": _AUDIOCPP,
-    "sam": _SAM,
-    "sam3": _SAM,
-    "segment": _SAM,
-    "upscale": _UPSCALE,
-    "realesrgan": _UPSCALE,
-    "esrgan": _UPSCALE,
-    "trellis2": _TRELLIS,
-    "trellis": _TRELLIS,
-    "3d": _TRELLIS,
-}
+_KIND_OF_ENGINE = {kind.engine: kind for kind in (_LLAMA, _VLLM, _SD, _TTS, _TTSCPP, _ASR, _AUDIOCPP, _SAM,
+                                                   _UPSCALE, _TRELLIS)}
+
+#: Every kind spelling, lower case (`settings.schema.BACKEND_KINDS`) → what it means. The kind
+#: `custom` serves no class: it is never auto-picked, only reachable by a pin.
+KINDS: dict[str, Kind] = {spelling: _KIND_OF_ENGINE[Engine(engine)]
+                          for engine, spellings in BACKEND_KINDS.items() for spelling in spellings}
 
 
 def _norm(kind: str) -> str:

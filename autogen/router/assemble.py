@@ -33,23 +33,28 @@ class Fragment:
     members: tuple[tuple[str, str | None], ...]
     #: One line per entry/skip for `swapgen list`.
     summary: dict[str, Any]
+    #: (path, text) per file the model writes beside its fragment (audio.cpp's server config):
+    #: what those files must hold while this fragment is current.
+    files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_plan(cls, plan: Plan, summary: dict[str, Any]) -> "Fragment":
         return cls(model_id=plan.model_id, blocks=tuple(render_plan(plan)),
-                   members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary)
+                   members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary,
+                   files=tuple(plan.files))
 
     def to_json(self) -> bytes:
         # ASCII escapes: a path that is not valid UTF-8 (surrogate escapes) still round-trips
         return json.dumps({"model": self.model_id, "blocks": self.blocks, "members": self.members,
-                           "summary": self.summary}, sort_keys=True).encode()
+                           "summary": self.summary, "files": self.files}, sort_keys=True).encode()
 
     @classmethod
     def load(cls, path: str) -> "Fragment":
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
-                   members=tuple(tuple(m) for m in data["members"]), summary=data["summary"])
+                   members=tuple(tuple(m) for m in data["members"]), summary=data["summary"],
+                   files=tuple(tuple(f) for f in data["files"]))
 
 
 def header(settings: Settings) -> str:

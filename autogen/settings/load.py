@@ -14,7 +14,7 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
-from autogen.errors import SettingsError
+from autogen.errors import SettingsError, did_you_mean
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Encoders, Override, Settings, Variant
 
@@ -87,23 +87,60 @@ def _duplicates(rows: tuple, where: str, key: str) -> list[str]:
     return problems
 
 
-def load_settings(path: str | Path | None = None) -> Settings:
+def load_settings(path: str | Path | None = None, *, check_pins: bool = True) -> Settings:
     """Read, structure and resolve the settings file. Raises SettingsError.
 
     The result is cached per settings file (keyed by its bytes and the backends file's), so a
-    run where nothing changed pays neither ruamel nor cattrs."""
+    run where nothing changed pays neither ruamel nor cattrs. Pins are checked on every load,
+    outside the cache: `swapgen backends detect` (`check_pins=False`) must be able to create
+    the rows a pin names."""
     path = find_settings(str(path) if path else None)
     cache = _SettingsCache(path)
     settings = cache.load()
     if settings is None:
         settings = _parse_settings(path)
         cache.store(settings)
+    problems = _pin_problems(settings, settings.backends) if check_pins else []
+    if problems:
+        from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+        raise settings_error(str(path), problems)
     return settings
+
+
+def _pin_problems(settings: Settings, backends: tuple[BackendRow, ...]) -> list[str]:
+    """A `backend:` pin must name a row of the registry in use (the backends file's rows when
+    it has any): a typo would otherwise quietly leave the model on the automatic pick."""
+    ids = [row.id.strip() for row in backends]
+    problems = []
+    for i, ov in enumerate(settings.overrides):
+        pin = (ov.backend or "").strip()
+        if pin and pin not in ids:
+            known = ", ".join(ids) if ids else "none"
+            problems.append(f"overrides[{i}].backend: no backend row has id {pin!r}{did_you_mean(pin, ids)} "
+                            f"(ids: {known})")
+    return problems
+
+
+def _budget_problems(settings: Settings) -> list[str]:
+    """A VRAM budget above the card it is for cannot be met: every size would be wrong."""
+    card = settings.card_vram_gb
+    if not card:  # None: read at run time; 0: no reading
+        return []
+    budgets = [("vram_budget_gb", settings.vram_budget_gb)]
+    budgets += [(f"default_variants[{i}].vram_budget_gb", v.vram_budget_gb)
+                for i, v in enumerate(settings.default_variants)]
+    for i, ov in enumerate(settings.overrides):
+        budgets.append((f"overrides[{i}].vram_budget_gb", ov.vram_budget_gb))
+        budgets += [(f"overrides[{i}].variants[{j}].vram_budget_gb", v.vram_budget_gb)
+                    for j, v in enumerate(ov.variants)]
+    return [f"{where}: {budget:g} GB is above card_vram_gb ({card:g} GB); a model sized to it cannot fit the card"
+            for where, budget in budgets if budget is not None and budget > card]
 
 
 def _parse_settings(path: Path) -> Settings:
     # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
-    from autogen.settings.structure import read_yaml, structure
+    from autogen.settings.structure import read_yaml, settings_error, structure
 
     data = read_yaml(path)
     if data is None:
@@ -121,8 +158,9 @@ def _parse_settings(path: Path) -> Settings:
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
+    problems += _budget_problems(settings)
     if problems:
-        raise SettingsError(str(path), problems)
+        raise settings_error(str(path), problems)
     return attrs.evolve(
         settings,
         roots=tuple(_resolve(base, r) for r in settings.roots),

@@ -6,7 +6,7 @@ Imported only when a settings file is actually parsed (a cached run skips cattrs
 
 from __future__ import annotations
 
-import difflib
+import re
 import shlex
 from pathlib import Path
 from typing import Any, get_args, get_origin
@@ -17,8 +17,19 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
-from autogen.errors import SettingsError
-from autogen.settings.schema import FLASH_ATTN_MODES, LLAMA_KV_TYPES, BackendRow, Encoders, Gpu, Override, Settings, Variant
+from autogen.errors import SettingsError, did_you_mean
+from autogen.settings.schema import (
+    BACKEND_KINDS,
+    CUSTOM_KIND,
+    FLASH_ATTN_MODES,
+    LLAMA_KV_TYPES,
+    BackendRow,
+    Encoders,
+    Gpu,
+    Override,
+    Settings,
+    Variant,
+)
 
 # ---------------------------------------------------------------------------------------------
 # strict scalar hooks: "false" is not True, "600" is not a number
@@ -122,6 +133,22 @@ _flash_attn = _checked(_strict_str, lambda v: v in FLASH_ATTN_MODES, "expected o
 _mmproj = _checked(_strict_str, lambda v: v.strip() != "",
                    "expected auto, none, cpu, gpu or a projector path")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
+_KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
+
+
+def _kind(value: Any, type_: Any) -> str:
+    """A kind README's backends table lists (any case), or `custom`: `vlm` is a typo, and
+    `llama-server` names the executable (that is `path`), not the engine."""
+    kind = _nonblank(value, type_)
+    word = kind.strip().lower()
+    if word in _KNOWN_KINDS:
+        return kind
+    engine = word.removesuffix("-server").removesuffix(".exe")
+    hint = (f" (did you mean {engine!r}? `kind` names the engine, `path` the executable)"
+            if engine in _KNOWN_KINDS else did_you_mean(word, _KNOWN_KINDS))
+    raise ValueError(f"unknown kind {kind!r}{hint}; an engine swapgen does not know is kind {CUSTOM_KIND!r}")
+
+
 _LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
 
 _SD_HOOKS = {
@@ -132,7 +159,7 @@ _SD_HOOKS = {
 }
 
 _FIELD_HOOKS: dict[type, dict[str, Any]] = {
-    BackendRow: {"id": _nonblank, "kind": _nonblank, "path": _nonblank},
+    BackendRow: {"id": _nonblank, "kind": _kind, "path": _nonblank},
     Variant: {
         "name": _nonblank,
         "ctx": _positive_int,
@@ -206,11 +233,7 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
         return "required key missing"
     if isinstance(exc, ForbiddenExtraKeysError):
         known = [a.name for a in attrs.fields(exc.cl) if a.name != "source"]
-        parts = []
-        for key in sorted(exc.extra_fields):
-            hint = difflib.get_close_matches(key, known, n=1)
-            parts.append(f"unknown key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-        return "; ".join(parts)
+        return "; ".join(f"unknown key {key!r}{did_you_mean(key, known)}" for key in sorted(exc.extra_fields))
     if isinstance(exc, ValueError):
         return str(exc)
     if isinstance(exc, TypeError) and type_ is not None:
@@ -233,7 +256,63 @@ def structure(data: Any, cls: type, source: str):
     try:
         return _CONVERTER.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
-        raise SettingsError(source, _error_lines(exc)) from None
+        raise settings_error(source, _error_lines(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# line numbers: found again only when there is an error to report
+
+
+def settings_error(source: str, problems: list[str]) -> SettingsError:
+    """The error for `problems` (each `place: message`), with the line of each place in
+    `source` (ruamel's round-trip loader keeps them; a settings file that loads cleanly never
+    pays for it)."""
+    return SettingsError(source, problems, lines=[_locate(p, _line_map(source)) for p in problems])
+
+
+def _line_map(source: str) -> dict[str, int]:
+    """`overrides[2].ctx` → its 1-based line, for every key and list item of the file (a file
+    that is one list, as a backends file may be, is read as `backends`)."""
+    from ruamel.yaml import YAML  # noqa: PLC0415 - deliberate lazy import: only on an error
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq  # noqa: PLC0415 - as above
+
+    try:
+        data = YAML(typ="rt", pure=True).load(Path(source).read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - no line numbers is not worth a second error
+        return {}
+    lines: dict[str, int] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, CommentedMap):
+            for key in node:
+                child = f"{path}.{key}" if path else str(key)
+                lines[child] = node.lc.key(key)[0] + 1
+                walk(node[key], child)
+        elif isinstance(node, CommentedSeq):
+            for i, item in enumerate(node):
+                lines[f"{path}[{i}]"] = node.lc.item(i)[0] + 1
+                walk(item, f"{path}[{i}]")
+
+    walk(data, "backends" if isinstance(data, CommentedSeq) else "")
+    return lines
+
+
+def _locate(problem: str, lines: dict[str, int]) -> int | None:
+    """The line of the deepest place the problem names (an unknown key: the key's own line)."""
+    where, sep, message = problem.partition(": ")
+    if not sep or where == "(top level)":
+        return None
+    candidates = []
+    unknown = re.match(r"unknown key '([^']*)'", message)
+    if unknown:
+        candidates.append(f"{where}.{unknown.group(1)}")
+    while where:
+        candidates.append(where)
+        parent = re.sub(r"(\.[^.\[]*|\[\d+\])$", "", where)
+        if parent == where:
+            break
+        where = parent
+    return next((lines[c] for c in candidates if c in lines), None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,9 +334,9 @@ def read_yaml(path: Path) -> Any:
         return YAML(typ="safe", pure=True).load(text)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(parse)"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SettingsError(str(path), [f"{where}: not valid YAML: {problem}"]) from None
+        line = mark.line + 1 if mark is not None else None
+        raise SettingsError(str(path), [f"not valid YAML: {problem}"], lines=[line]) from None
 
 def unstructure(value: Any) -> Any:
     """Plain data (for up-to-date keys and `--json` output)."""

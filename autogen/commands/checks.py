@@ -1,0 +1,120 @@
+"""What a run refuses, or warns about, once it knows the settings and the discovered models.
+
+The live config is the record of what llama-swap serves: a root or folder it serves models
+from that now shows nothing stops the run, so an unmounted disk never unloads every model.
+Settings that reach nothing (a glob that matches no model, a backend path that does not
+exist) are one warning line each.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from autogen.discovery.rows import ModelRow
+from autogen.discovery.walk import Discovery
+from autogen.errors import SwapgenError
+from autogen.fsutil import read_bytes
+from autogen.settings.globs import glob_pattern
+from autogen.settings.schema import Settings
+
+
+def check_roots(settings: Settings) -> None:
+    """A root that is missing or cannot be listed (a typo, an unmounted disk) stops the run:
+    writing a config without its models would unload them all from llama-swap."""
+    for i, root in enumerate(settings.roots):
+        try:
+            with os.scandir(root):
+                pass
+        except OSError as exc:
+            raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
+
+
+def _served_lines(output: str) -> list[str] | None:
+    """The live config's lines that are not comments (its `cmd` lines name each served model's
+    files); None when there is no config yet."""
+    data = read_bytes(output)
+    if data is None:
+        return None
+    text = data.decode("utf-8", "surrogateescape")
+    return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
+
+
+def _serves_from(lines: list[str], folders: tuple[str, ...]) -> bool:
+    prefixes = tuple(f.rstrip(os.sep) + os.sep for f in folders)
+    return any(p in line for line in lines for p in prefixes)
+
+
+def _serves_any(lines: list[str]) -> bool:
+    """A `models:` map with at least one entry (a generated empty one reads `models: {}`)."""
+    text = "\n".join(lines)
+    return re.search(r"^models:[ \t]*\n[ \t]+\S", text, re.MULTILINE) is not None
+
+
+def check_vanished(settings: Settings, discovery: Discovery) -> None:
+    """Models the live config serves must not vanish without a word: a root that finds nothing
+    while the config serves models from it (an unmounted disk or share, models moved into a
+    hidden folder) or a folder that cannot be listed stops the run, unless the settings allow
+    it (`allow_vanished_models`). A root that finds nothing otherwise is a warning."""
+    lines = None
+    fatal, warnings = [], []
+    for i, root in enumerate(settings.roots):
+        folders = (root, os.path.realpath(root))
+        if any(_under(row.path, folders) for row in discovery.models):
+            continue
+        lines = _served_lines(settings.output) if lines is None else lines
+        if lines and _serves_from(lines, folders):
+            fatal.append(f"roots[{i}]: {root} holds no model swapgen can serve, but {settings.output} serves "
+                         "models from it. Is a disk or network share not mounted? Were the models moved into a "
+                         "hidden folder (names starting with '.' are not walked)?")
+        else:
+            warnings.append(f"roots[{i}]: {root} holds no model swapgen can serve (is it mounted? "
+                            "folders whose names start with '.' are not walked)")
+    for folder, why in discovery.unreadable:
+        lines = _served_lines(settings.output) if lines is None else lines
+        if lines and _serves_from(lines, (folder,)):
+            fatal.append(f"{folder}: cannot list this folder ({why}), and {settings.output} serves models from it; "
+                         "check its permissions, or whether it is mounted")
+    if not discovery.models and not fatal:
+        lines = _served_lines(settings.output) if lines is None else lines
+        if lines and _serves_any(lines):
+            fatal.append(f"no model found in any root, but {settings.output} serves models; a config without "
+                         "them would unload them all")
+    for problem in fatal if settings.allow_vanished_models else ():
+        print(f"swapgen: warning: {problem} Their entries leave the config (allow_vanished_models: true).",
+              file=sys.stderr)
+    for problem in warnings:
+        print(f"swapgen: warning: {problem}", file=sys.stderr)
+    if fatal and not settings.allow_vanished_models:
+        raise SwapgenError("\n".join(fatal) + "\nNothing was written. Set `allow_vanished_models: true` in "
+                           f"{settings.source or 'the settings'} to write the config without those models.")
+
+
+def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list[str]:
+    """One line per override or group pattern that matches no model, and per backend row whose
+    absolute `path` does not exist (llama-swap could not start what it serves)."""
+    where = os.path.basename(settings.source) or "settings"
+    paths = [row.path.replace("\\", "/") for row in models]
+    problems = []
+    for i, ov in enumerate(settings.overrides):
+        pattern = glob_pattern(ov.match)
+        quant = (ov.quant or "").strip().lower()
+        if not any(pattern.match(path) and (not quant or quant == row.quant.lower())
+                   for path, row in zip(paths, models, strict=True)):
+            problems.append(f"{where}: overrides[{i}] (match {ov.match!r}"
+                            + (f", quant {ov.quant!r}" if quant else "") + ") matches no model")
+    ids = [row.id for row in models]
+    for i, group in enumerate(settings.groups):
+        for j, text in enumerate(group.match):
+            if not any(glob_pattern(text).match(model_id) for model_id in ids):
+                problems.append(f"{where}: groups[{i}].match[{j}] ({text!r}, group {group.name!r}) matches no model id")
+    for row in settings.backends:
+        exe = row.path.strip()
+        if os.path.isabs(exe) and not os.path.exists(exe):
+            problems.append(f"backend {row.id!r}: {exe} does not exist; llama-swap cannot start the models it serves")
+    return problems
