@@ -274,13 +274,14 @@ class TestFlashAttentionOff:
         assert meta_dict(entry)["ctx"] == 28672
 
     def test_an_embedder_without_flash_attention_pays_ctx_squared_scores(self):
-        m = meta(arch="bert", pooling_type=1, context_length=512, block_count=12, embedding_length=768,
-                 head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522)
+        m = meta(arch="bert", pooling_type=1, context_length=8192, block_count=12, embedding_length=768,
+                 feed_forward_length=3072, head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64,
+                 vocab_size=30522)
         on, _ = only_entry(context(m, size_gb=0.13))
         off, plan = only_entry(context(m, size_gb=0.13, override=Override(match="*", extra_args=("-fa", "off"))))
-        scores = 512 * 512 * 12 * 4
+        scores = 8192 * 8192 * 12 * 4
         assert meta_dict(off)["est_vram_gb"] >= meta_dict(on)["est_vram_gb"] + 0.9 * scores / GIB
-        assert any("flash attention off, 512 × 512 × 12 heads" in n for n in plan.notes)
+        assert any("flash attention off, 8192 × 8192 × 12 heads" in n for n in plan.notes)
 
 
 class TestToolsCapability:
