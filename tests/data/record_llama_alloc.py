@@ -156,11 +156,16 @@ def fit_params(binary: str, model: Path, args: list[str]) -> dict | None:
     return None
 
 
-def record(ms, model: Path, name: str, launch: str, server: str, logs: Path, fitp: str | None) -> dict:
+def record(ms, model: Path, name: str, launch: str, server: str, logs: Path, fitp: str | None,
+           reuse: bool = False) -> dict:
     args = LAUNCHES[launch]
     log = logs / f"{name}__{launch}.log"
-    status = ms.run_server(server, model, args, log, 180.0)
-    parsed = ms.parse_log(log.read_text(errors="replace"))
+    parsed = ms.parse_log(log.read_text(errors="replace")) if log.is_file() and reuse else {}
+    if parsed.get("compute_bytes"):
+        status = {"status": "loaded"}  # the log of an earlier run of this same launch
+    else:
+        status = ms.run_server(server, model, args, log, 180.0)
+        parsed = ms.parse_log(log.read_text(errors="replace"))
     rec = {"model": name, "launch": launch, "args": args, "status": status["status"],
            "gguf": ms.gguf_dims(model),
            "ctx": parsed["ctx"], "flash_attn": parsed["flash_attn_effective"],
@@ -188,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="only these model names")
     ap.add_argument("--tool", default=str(TOOL), help="the llama-memcheck folder")
     ap.add_argument("--out", default=str(OUT), help=f"the JSON table (default {OUT.name})")
+    ap.add_argument("--reuse-logs", action="store_true", help="parse a launch's earlier log instead of rerunning it")
     args = ap.parse_args(argv)
     mc, ms = _load("make_arch_gguf", Path(args.tool)), _load("measure", Path(args.tool))
     work = Path(args.work)
@@ -213,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     for path, name, launches in jobs:
         if args.only and name not in args.only:
             continue
-        records += [record(ms, path, name, launch, args.server, logs, fitp) for launch in launches]
+        records += [record(ms, path, name, launch, args.server, logs, fitp, args.reuse_logs)
+                    for launch in launches]
     doc = {"llama_server_version": ms.server_version(args.server),
            "how": "tests/data/record_llama_alloc.py: llama-server CPU build, -ngl 0, byte counts are "
                   "llama.cpp's logged MiB (2 decimals) x 2**20; fit_params = llama-fit-params --fit-print on (MiB)",
