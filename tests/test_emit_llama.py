@@ -423,3 +423,31 @@ class TestSettingsValidation:
                        "overrides": [{"match": "*", "mmproj": "/p/mmproj.gguf", "ngl": 0, "kv_type": "f16"}]},
                       Settings, "swapgen.yaml")
         assert (s.kv_type, s.overrides[0].mmproj, s.overrides[0].ngl) == ("q8_0", "/p/mmproj.gguf", 0)
+
+
+class TestSlidingWindowAndFit:
+    def gemma3(self, **kw) -> ModelMeta:
+        return meta(arch="gemma3", context_length=131072, block_count=48, embedding_length=3840,
+                    feed_forward_length=15360, head_count=16, head_count_kv=(8,) * 48, key_length=256,
+                    value_length=256, sliding_window=1024, vocab_size=262208, **kw)
+
+    def test_sliding_layers_hold_their_window_so_gemma3_gets_more_context(self):
+        entry, plan = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0))
+        assert meta_dict(entry)["ctx"] >= 65536 and meta_dict(entry)["kv_type"] == "f16"
+        assert any("KV sliding window" in n and "4608 cells" in n for n in plan.notes)
+
+    def test_swa_full_in_extra_args_charges_every_cell(self):
+        window, _ = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0))
+        full, plan = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0,
+                                        override=Override(match="*", extra_args=("--swa-full",))))
+        assert meta_dict(full)["ctx"] < meta_dict(window)["ctx"] and full.argv[-1] == "--swa-full"
+        assert any("--swa-full: every cell" in n for n in plan.notes)
+
+    def test_a_fit_flag_in_extra_args_replaces_ours_and_show_says_so(self):
+        entry, plan = only_entry(with_extra("-fit", "on"))
+        assert entry.argv.count("-fit") == 1 and entry.argv[-2:] == ("-fit", "on")
+        assert any(n.startswith("fit: -fit on from extra_args") for n in plan.notes)
+
+    def test_a_bad_fit_value_is_refused(self):
+        plan = emit_llama(with_extra("-fit", "maybe"))
+        assert plan.skips and "-fit 'maybe'" in plan.skips[0].reason

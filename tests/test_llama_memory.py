@@ -109,3 +109,42 @@ def test_llama_fit_params_agrees(record, ours):
     m = ours(record, outputs=512, **({} if explicit else {"slots": 1, "unified": True}))
     assert (m.kv_total + m.state) / 2**20 == pytest.approx(fit["context_mib"], rel=0.01, abs=1)
     assert m.compute / 2**20 == pytest.approx(fit["compute_mib"], rel=0.15)
+
+
+class TestRules:
+    """The source rules on their own, with the examples llama.cpp's code gives."""
+
+    def meta(self, arch: str, layers: int = 12, **kw) -> ModelMeta:
+        return ModelMeta(source="gguf", arch=arch, context_length=131072, block_count=layers,
+                         embedding_length=256, head_count=16, head_count_kv=(8,) * layers, key_length=256,
+                         value_length=256, vocab_size=32000, **kw)
+
+    def test_context_padding_with_explicit_slots(self):
+        m = allocations(self.meta("llama"), Launch(ctx=9999, slots=3))
+        assert (m.geometry.n_ctx, m.geometry.n_ctx_seq, m.geometry.streams) == (10752, 3584, 3)
+
+    @pytest.mark.parametrize("arch, window, pattern, sliding", [
+        ("gemma3", 1024, 0, 10), ("gemma3", 0, 0, 0), ("gemma2", 0, 0, 6), ("gpt-oss", 128, 0, 6),
+        ("cohere2moe", 4096, 0, 9), ("llama4", 0, 0, 9), ("phi3", 2047, 0, 0), ("gemma3", 1024, 3, 8),
+        ("llama", 4096, 0, 0)])
+    def test_which_layers_slide(self, arch, window, pattern, sliding):
+        from autogen.sizing.llama_memory import sliding_layers
+        flags, n_swa = sliding_layers(self.meta(arch, sliding_window=window, sliding_pattern=pattern))
+        assert sum(flags) == sliding and (n_swa > 0) == (sliding > 0)
+
+    def test_window_cells_grow_with_unified_slots_only(self):
+        gemma = self.meta("gemma3", sliding_window=1024)
+        assert allocations(gemma, Launch(ctx=8192, slots=4, unified=True)).geometry.swa_cells == 4608
+        assert allocations(gemma, Launch(ctx=8192, slots=4)).geometry.swa_cells == 1536
+        assert allocations(gemma, Launch(ctx=8192, slots=4, unified=True, swa_full=True)).geometry.swa_cells == 8192
+        assert allocations(self.meta("gpt-oss", sliding_window=128),
+                           Launch(ctx=131072, slots=4, unified=True)).geometry.swa_cells == 1024
+
+    def test_quantized_rows_are_ggml_blocks(self):
+        from autogen.sizing.llama_memory import row_bytes
+        assert (row_bytes("q8_0", 2048), row_bytes("q4_0", 2048), row_bytes("f16", 2048)) == (2176, 1152, 4096)
+
+    def test_the_mask_grows_with_the_context(self):
+        llama = self.meta("llama")
+        small, large = (allocations(llama, Launch(ctx=c, slots=4, unified=True)) for c in (8192, 1 << 20))
+        assert large.compute - small.compute == ((1 << 20) - 8192) * 512 * 2  # f16 mask, 1 GiB at 1M
