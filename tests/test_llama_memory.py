@@ -16,13 +16,13 @@ from pathlib import Path
 
 import attrs
 import pytest
+from gguf_fixtures import write_gguf
 
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.sizing.llama_memory import Launch, allocations
-from gguf_fixtures import write_gguf
+from autogen.sizing.llama_memory import Launch, allocations, row_bytes, sliding_layers
 
 TABLE = json.loads((Path(__file__).parent / "data" / "llama_alloc_b11434.json").read_text())
 RECORDS = [r for r in TABLE["records"] if r["status"] == "loaded"]
@@ -33,7 +33,7 @@ NOT_KEYS = {"arch", "model", "file", "description", "file_bytes", "vocab"}
 
 def launch_of(args: list[str]) -> Launch:
     """The launch a record's llama-server flags describe (b11434 defaults for the rest)."""
-    flags = dict(zip(args[::2], args[1::2]))
+    flags = dict(zip(args[::2], args[1::2], strict=False))
     slots = int(flags.get("--parallel", 0))
     return Launch(ctx=int(flags["-c"]), slots=slots or 4, unified=not slots or "--kv-unified" in args,
                   type_k=flags.get("-ctk", "f16"), type_v=flags.get("-ctv", "f16"),
@@ -128,7 +128,6 @@ class TestRules:
         ("cohere2moe", 4096, 0, 9), ("llama4", 0, 0, 9), ("phi3", 2047, 0, 0), ("gemma3", 1024, 3, 8),
         ("llama", 4096, 0, 0)])
     def test_which_layers_slide(self, arch, window, pattern, sliding):
-        from autogen.sizing.llama_memory import sliding_layers
         flags, n_swa = sliding_layers(self.meta(arch, sliding_window=window, sliding_pattern=pattern))
         assert sum(flags) == sliding and (n_swa > 0) == (sliding > 0)
 
@@ -141,7 +140,6 @@ class TestRules:
                            Launch(ctx=131072, slots=4, unified=True)).geometry.swa_cells == 1024
 
     def test_quantized_rows_are_ggml_blocks(self):
-        from autogen.sizing.llama_memory import row_bytes
         assert (row_bytes("q8_0", 2048), row_bytes("q4_0", 2048), row_bytes("f16", 2048)) == (2176, 1152, 4096)
 
     def test_the_mask_grows_with_the_context(self):

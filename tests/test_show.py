@@ -7,7 +7,9 @@ import json
 import pytest
 
 from autogen.commands import cli
+from autogen.commands.fit_params import DeviceFigures, parse
 from tests.builders import SETTINGS, add_model
+
 VLLM_ROW = "  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: '0.11.0'}\n"
 
 
@@ -100,6 +102,5 @@ class TestEngineEstimate:
 
 
 def test_parse_reads_each_device_line():
-    from autogen.commands.fit_params import DeviceFigures, parse
     text = "load: something\nCUDA0 5120 1024 300 \nHost 54 640 105 \n"
     assert parse(text) == (DeviceFigures("CUDA0", 5120, 1024, 300), DeviceFigures("Host", 54, 640, 105))

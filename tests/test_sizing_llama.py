@@ -12,8 +12,17 @@ from hypothesis import strategies as st
 from autogen.errors import ModelError
 from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.sizing.llama import (BASE_OVERHEAD, CTX_STEP, FLOAT_KV_TYPES, LlamaKnobs, fit_ctx, launch,
-                                  projector_charge, runtime_bytes, size_llama)
+from autogen.sizing.llama import (
+    BASE_OVERHEAD,
+    CTX_STEP,
+    FLOAT_KV_TYPES,
+    LlamaKnobs,
+    fit_ctx,
+    launch,
+    projector_charge,
+    runtime_bytes,
+    size_llama,
+)
 from autogen.sizing.llama_memory import allocations
 
 GIB = 1 << 30
@@ -44,12 +53,15 @@ def deepseek2(**kw) -> ModelMeta:
     return ModelMeta(**{**base, **kw})
 
 
-def engine(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = LlamaKnobs(), state: int = 0):
+DEFAULT_KNOBS = LlamaKnobs()
+
+
+def engine(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS, state: int = 0):
     """llama.cpp's allocations at this launch (held to llama-server's own report in test_llama_memory)."""
     return allocations(meta, launch(knobs, ctx, kv_type), state)
 
 
-def need(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = LlamaKnobs(), state: int = 0) -> int:
+def need(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS, state: int = 0) -> int:
     """What grows with the context or stays on the GPU: KV, recurrent state, compute buffer."""
     m = engine(meta, ctx, kv_type, knobs, state)
     return m.kv_total + m.state + m.compute
@@ -59,7 +71,7 @@ def fixed(runtime: int) -> int:
     return BASE_OVERHEAD + runtime
 
 
-def largest(meta: ModelMeta, room: int, kv_type: str = "f16", knobs: LlamaKnobs = LlamaKnobs(),
+def largest(meta: ModelMeta, room: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS,
             top: int | None = None) -> int:
     """Independent scan: the trained length if it fits, else the largest multiple of 4096 that does."""
     top = top or meta.context_length
@@ -337,7 +349,7 @@ class TestRecurrentState:
 
 
 def test_unquantized_cache_types_come_from_the_one_size_table():
-    assert FLOAT_KV_TYPES == {"f32", "f16", "bf16"} and FLOAT_KV_TYPES < set(KV_TYPE_BYTES)
+    assert {"f32", "f16", "bf16"} == FLOAT_KV_TYPES and set(KV_TYPE_BYTES) > FLOAT_KV_TYPES
 
 
 class TestKnobs:

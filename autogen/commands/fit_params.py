@@ -63,7 +63,7 @@ def estimator_argv(estimator: str, argv: Sequence[str]) -> list[str]:
         if arg in SIZING_SWITCHES:
             out.append(arg)
         i += 1
-    return out + ["--fit-print", "on"]
+    return [*out, "--fit-print", "on"]
 
 
 def parse(text: str) -> tuple[DeviceFigures, ...]:

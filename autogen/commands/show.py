@@ -12,8 +12,8 @@ import attrs
 from autogen.commands import fit_params
 from autogen.commands.library import Library
 from autogen.emit.dispatch import Job
-from autogen.router.fragments import render_plan
 from autogen.metadata.kvcost import kv_cost
+from autogen.router.fragments import render_plan
 
 
 def _find(library: Library, model_id: str):

@@ -42,18 +42,18 @@ import os
 import attrs
 
 from autogen.cmdline import HOST
-from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
-from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_context, profiles, refused_before_sizing
-from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.errors import ModelError
+from autogen.metadata.chat_template import TOOLS_VAR
+from autogen.metadata.kvcost import kv_bytes
 from autogen.numfmt import GIB, format_g, size_gb
+from autogen.resolve.context import EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
-from autogen.metadata.kvcost import kv_bytes
 from autogen.sizing.llama import AUTO_SLOTS, BASE_OVERHEAD, LlamaSizing, gb, projector_charge, runtime_bytes, size_llama
+from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
 
 DEFAULT_EXE = "llama-server"
