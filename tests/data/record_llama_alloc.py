@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="only these model names")
     ap.add_argument("--tool", default=str(TOOL), help="the llama-memcheck folder")
     ap.add_argument("--out", default=str(OUT), help=f"the JSON table (default {OUT.name})")
+    ap.add_argument("--fit-tiny-only", action="store_true",
+                    help="run llama-fit-params on the tiny architecture files only (it reads the whole vocab)")
     ap.add_argument("--reuse-logs", action="store_true", help="parse a launch's earlier log instead of rerunning it")
     args = ap.parse_args(argv)
     mc, ms = _load("make_arch_gguf", Path(args.tool)), _load("measure", Path(args.tool))
@@ -219,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     for path, name, launches in jobs:
         if args.only and name not in args.only:
             continue
-        records += [record(ms, path, name, launch, args.server, logs, fitp, args.reuse_logs)
+        estimator = None if name.startswith("w-") and args.fit_tiny_only else fitp
+        records += [record(ms, path, name, launch, args.server, logs, estimator, args.reuse_logs)
                     for launch in launches]
     doc = {"llama_server_version": ms.server_version(args.server),
            "how": "tests/data/record_llama_alloc.py: llama-server CPU build, -ngl 0, byte counts are "
