@@ -94,11 +94,11 @@ class TestChatArgv:
         assert "n-cpu-moe" in entry.comment[0]
 
     def test_moe_moves_one_layer_of_experts_rather_than_give_up_context(self):
-        """qwen3moe 17.28 GB in 21.6 GB: f16 fits under 40960 tokens whole; one layer's experts buy 40960."""
+        """qwen3moe 17.28 GB in 21.65 GB: f16 fits under 40960 tokens whole; one layer's experts buy 40960."""
         m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
                  head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8,
                  expert_feed_forward_length=768)
-        entry, _ = only_entry(context(m, size_gb=17.28, budget=21.6))
+        entry, _ = only_entry(context(m, size_gb=17.28, budget=21.65))
         assert entry.argv[len(HEAD):] == ("-c", "40960", "-ngl", "49", "--n-cpu-moe", "1", "-fit", "off")
         md = meta_dict(entry)
         assert (md["ctx"], md["n_cpu_moe"], md["kv_type"], md["est_ram_gb"]) == (40960, 1, "f16", 0.32)

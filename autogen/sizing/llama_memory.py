@@ -279,8 +279,10 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     scores = 0 if launch.flash_attn or not rows else n_kv * tokens * max(meta.head_count, 1) * 4
     embd = meta.embedding_length
     ffn = meta.feed_forward_length
+    routed = 0
     if meta.expert_count > 0 and meta.expert_used_count > 0:
         ffn = (meta.expert_feed_forward_length or ffn) * meta.expert_used_count
+        routed = embd * meta.expert_used_count  # each token's input, once per chosen expert (mul_mat_id)
     if meta.kv_lora_rank > 0:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
         q = meta.head_count * (meta.kv_lora_rank + meta.qk_rope_head_dim)
         out = meta.head_count * (meta.kv_lora_rank + meta.value_length)
@@ -289,7 +291,7 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
         out = meta.head_count * meta.value_length
     resident = RESIDENT_ROWS * embd * tokens * 4
     attention = resident + scores + (q + out) * tokens * 4
-    feed_forward = resident + 3 * ffn * tokens * 4
+    feed_forward = resident + (3 * ffn + routed) * tokens * 4
     feed_forward = max(feed_forward, resident + _recurrent_block(meta, launch) * tokens * 4)
     outputs = min(tokens, launch.outputs or max(1, launch.slots))
     logits = max(meta.vocab_size, 0) * outputs * 4
