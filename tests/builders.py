@@ -22,6 +22,7 @@ HEAD = (EXE, "-m", "/models/Llama 8B.gguf", "--host", "127.0.0.1", "--port", "${
 def meta(**kw) -> ModelMeta:
     base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
                 head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256,
+                feed_forward_length=14336,
                 has_chat_template=True)
     return ModelMeta(**{**base, **kw})
 

@@ -46,7 +46,7 @@ def stateful(ctx: EmitContext, per_seq: int) -> EmitContext:
 class TestChatArgv:
     def test_dense_model_argv_in_documented_order(self):
         entry, _ = only_entry(context())
-        assert entry.argv == HEAD + ("-c", "45056", "-ngl", "33")
+        assert entry.argv == HEAD + ("-c", "45056", "-ngl", "33", "-fit", "off")
 
     def test_comment_first_line_says_arch_size_ctx_ngl_and_why(self):
         entry, _ = only_entry(context())
@@ -75,28 +75,31 @@ class TestChatArgv:
     def test_notes_explain_each_number(self):
         _, plan = only_entry(context())
         text = "\n".join(plan.notes)
-        for needle in ("budget 11.5 GB", "KV cost 131072 B/token", "KV type f16", "compute buffer",
-                       "overhead", "ctx 45056", "placement: all 32 layers", "estimate: VRAM"):
+        for needle in ("budget 11.5 GB", "KV full attention 5632.00 MiB: 32 layers × 45056 cells", "KV type f16",
+                       "compute buffer", "llama_context::sched_reserve", "runtime 0.30 GB", "ctx 45056",
+                       "placement: all 32 layers", "estimate: VRAM", "fit: -fit off, swapgen's sizing decides"):
             assert needle in text
 
     def test_moe_over_budget_gets_n_cpu_moe_and_a_q8_0_cache(self):
         m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
-                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8)
+                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8,
+                 expert_feed_forward_length=768)
         entry, _ = only_entry(context(m, size_gb=17.282))
         argv = entry.argv
         assert argv[:len(HEAD)] == HEAD
         assert argv[len(HEAD):len(HEAD) + 4] == ("-c", "40960", "-ngl", "49")
         i = argv.index("--n-cpu-moe")
         assert int(argv[i + 1]) == meta_dict(entry)["n_cpu_moe"] > 0
-        assert argv[i + 2:i + 6] == ("-ctk", "q8_0", "-ctv", "q8_0")
+        assert argv[i + 2:i + 8] == ("-fit", "off", "-ctk", "q8_0", "-ctv", "q8_0")
         assert "n-cpu-moe" in entry.comment[0]
 
     def test_moe_moves_one_layer_of_experts_rather_than_give_up_context(self):
-        """qwen3moe 17.28 GB in 22 GB: f16 fits 39309 tokens whole; one layer's experts buy 40960."""
+        """qwen3moe 17.28 GB in 21.65 GB: f16 fits under 40960 tokens whole; one layer's experts buy 40960."""
         m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
-                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8)
-        entry, _ = only_entry(context(m, size_gb=17.28, budget=22.0))
-        assert entry.argv[len(HEAD):] == ("-c", "40960", "-ngl", "49", "--n-cpu-moe", "1")
+                 head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8,
+                 expert_feed_forward_length=768)
+        entry, _ = only_entry(context(m, size_gb=17.28, budget=21.65))
+        assert entry.argv[len(HEAD):] == ("-c", "40960", "-ngl", "49", "--n-cpu-moe", "1", "-fit", "off")
         md = meta_dict(entry)
         assert (md["ctx"], md["n_cpu_moe"], md["kv_type"], md["est_ram_gb"]) == (40960, 1, "f16", 0.32)
         assert md["est_vram_gb"] <= 22.0
@@ -106,7 +109,7 @@ class TestChatArgv:
         entry, _ = only_entry(context(settings=s))
         tail = entry.argv[len(HEAD):]
         ctx = meta_dict(entry)["ctx"]
-        assert tail == ("-c", str(2 * ctx), "-ngl", "33", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
+        assert tail == ("-c", str(2 * ctx), "-ngl", "33", "-fit", "off", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
                         "--parallel", "2", "-t", "8")
         assert entry.capabilities.context == ctx
 
@@ -114,7 +117,7 @@ class TestChatArgv:
         s = Settings(roots=("/m",), threads=8, flash_attn="on")
         ov = Override(match="*", threads=4, flash_attn="auto", ctx=16384, ngl=20)
         entry, _ = only_entry(context(settings=s, override=ov))
-        assert entry.argv[len(HEAD):] == ("-c", "16384", "-ngl", "20", "-fa", "auto", "-t", "4")
+        assert entry.argv[len(HEAD):] == ("-c", "16384", "-ngl", "20", "-fit", "off", "-fa", "auto", "-t", "4")
 
     def test_unlisted_and_ttl_follow_the_override_and_settings(self):
         entry, _ = only_entry(context(override=Override(match="*", unlisted=True)))
@@ -125,7 +128,7 @@ class TestExtraArgs:
     def test_flags_in_extra_args_replace_ours_and_pin_the_sizing(self):
         ov = Override(match="*", extra_args=("--ctx-size=8192", "--n-gpu-layers", "10", "--jinja"))
         entry, _ = only_entry(context(override=ov))
-        assert entry.argv == HEAD + ("--ctx-size", "8192", "--n-gpu-layers", "10", "--jinja")
+        assert entry.argv == HEAD + ("-fit", "off", "--ctx-size", "8192", "--n-gpu-layers", "10", "--jinja")
         md = meta_dict(entry)
         assert (md["ctx"], md["ngl"]) == (8192, 10) and md["est_ram_gb"] > 0
 
@@ -241,17 +244,17 @@ class TestSlots:
     def test_no_parallel_flag_by_default_and_four_sequences_of_state(self):
         entry, plan = only_entry(stateful(context(), 64 << 20))
         assert "--parallel" not in entry.argv
-        assert any(n.startswith("recurrent state 0.25 GB = 67108864 B × 4 sequences") for n in plan.notes)
+        assert any(n.startswith("recurrent state 256.00 MiB: 4 cells × 67108864 B") for n in plan.notes)
 
     def test_a_chosen_slot_count_is_emitted_even_when_it_is_one(self):
         entry, plan = only_entry(stateful(context(settings=Settings(roots=("/m",), parallel=1)), 64 << 20))
         assert entry.argv[-2:] == ("--parallel", "1")
-        assert any("× 1 sequences" in n for n in plan.notes)
+        assert any("recurrent state 64.00 MiB: 1 cells" in n for n in plan.notes)
 
     def test_extra_parallel_auto_keeps_the_four_sequences(self):
         entry, plan = only_entry(stateful(with_extra("-np", "-1"), 64 << 20))
         assert entry.argv[-2:] == ("-np", "-1") and "--parallel" not in entry.argv
-        assert any("× 4 sequences" in n for n in plan.notes)
+        assert any("recurrent state 256.00 MiB: 4 cells" in n for n in plan.notes)
 
     def test_state_is_inside_the_estimate(self):
         bare, _ = only_entry(context())
@@ -264,20 +267,21 @@ class TestFlashAttentionOff:
         entry, plan = only_entry(context(settings=Settings(roots=("/m",), flash_attn="off")))
         md = meta_dict(entry)
         assert md["ctx"] == 28672 and md["est_vram_gb"] <= 11.5  # 45056 with flash attention
-        assert any(n.startswith("attention scores 1.75 GB = -c 28672 × ubatch 512 × 32 heads") for n in plan.notes)
+        assert any("scores 1792.00 MiB: flash attention off, 28672 × 512 × 32 heads × 4 B" in n for n in plan.notes)
 
     def test_extra_flash_attention_off_charges_the_scores_too(self):
         entry, _ = only_entry(with_extra("-fa", "off"))
         assert meta_dict(entry)["ctx"] == 28672
 
     def test_an_embedder_without_flash_attention_pays_ctx_squared_scores(self):
-        m = meta(arch="bert", pooling_type=1, context_length=512, block_count=12, embedding_length=768,
-                 head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522)
+        m = meta(arch="bert", pooling_type=1, context_length=8192, block_count=12, embedding_length=768,
+                 feed_forward_length=3072, head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64,
+                 vocab_size=30522)
         on, _ = only_entry(context(m, size_gb=0.13))
         off, plan = only_entry(context(m, size_gb=0.13, override=Override(match="*", extra_args=("-fa", "off"))))
-        scores = 512 * 512 * 12 * 4
-        assert meta_dict(off)["est_vram_gb"] == pytest.approx(meta_dict(on)["est_vram_gb"] + scores / GIB, abs=0.006)
-        assert any("attention scores" in n for n in plan.notes)
+        scores = 8192 * 8192 * 12 * 4
+        assert meta_dict(off)["est_vram_gb"] >= meta_dict(on)["est_vram_gb"] + 0.9 * scores / GIB
+        assert any("flash attention off, 8192 × 8192 × 12 heads" in n for n in plan.notes)
 
 
 class TestToolsCapability:
@@ -336,7 +340,7 @@ class TestProjector:
         assert "projector mmproj-f16.gguf on the CPU" in entry.comment
 
     @pytest.mark.parametrize("mode, tail", [
-        ("none", ("-ngl", "33")),
+        ("none", ("-ngl", "33", "-fit", "off")),
         ("cpu", ("--mmproj", "/models/mmproj.gguf", "--no-mmproj-offload")),
         ("gpu", ("--mmproj", "/models/mmproj.gguf")),
         ("/other/proj.gguf", ("--mmproj", "/other/proj.gguf")),
@@ -363,7 +367,7 @@ class TestEmbedding:
                  has_chat_template=False)
         entry, _ = only_entry(context(m, size_gb=0.13, settings=Settings(roots=("/m",), threads=4)))
         assert entry.argv == HEAD + ("--embeddings", "--pooling", name, "-c", "512", "-b", "512", "-ub", "512",
-                                     "-ngl", "13", "-t", "4")
+                                     "-ngl", "13", "-fit", "off", "-t", "4")
         caps = entry.capabilities
         assert caps.tools is None and caps.outputs == () and caps.context == 512
         assert caps.reranker is (True if name == "rank" else None)
@@ -419,3 +423,31 @@ class TestSettingsValidation:
                        "overrides": [{"match": "*", "mmproj": "/p/mmproj.gguf", "ngl": 0, "kv_type": "f16"}]},
                       Settings, "swapgen.yaml")
         assert (s.kv_type, s.overrides[0].mmproj, s.overrides[0].ngl) == ("q8_0", "/p/mmproj.gguf", 0)
+
+
+class TestSlidingWindowAndFit:
+    def gemma3(self, **kw) -> ModelMeta:
+        return meta(arch="gemma3", context_length=131072, block_count=48, embedding_length=3840,
+                    feed_forward_length=15360, head_count=16, head_count_kv=(8,) * 48, key_length=256,
+                    value_length=256, sliding_window=1024, vocab_size=262208, **kw)
+
+    def test_sliding_layers_hold_their_window_so_gemma3_gets_more_context(self):
+        entry, plan = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0))
+        assert meta_dict(entry)["ctx"] >= 65536 and meta_dict(entry)["kv_type"] == "f16"
+        assert any("KV sliding window" in n and "4608 cells" in n for n in plan.notes)
+
+    def test_swa_full_in_extra_args_charges_every_cell(self):
+        window, _ = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0))
+        full, plan = only_entry(context(self.gemma3(), size_gb=6.8, budget=16.0,
+                                        override=Override(match="*", extra_args=("--swa-full",))))
+        assert meta_dict(full)["ctx"] < meta_dict(window)["ctx"] and full.argv[-1] == "--swa-full"
+        assert any("--swa-full: every cell" in n for n in plan.notes)
+
+    def test_a_fit_flag_in_extra_args_replaces_ours_and_show_says_so(self):
+        entry, plan = only_entry(with_extra("-fit", "on"))
+        assert entry.argv.count("-fit") == 1 and entry.argv[-2:] == ("-fit", "on")
+        assert any(n.startswith("fit: -fit on from extra_args") for n in plan.notes)
+
+    def test_a_bad_fit_value_is_refused(self):
+        plan = emit_llama(with_extra("-fit", "maybe"))
+        assert plan.skips and "-fit 'maybe'" in plan.skips[0].reason

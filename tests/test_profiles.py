@@ -183,7 +183,7 @@ class TestInheritance:
                                 Variant(name="ctx", ctx=4096)))
         _, entries = plan_of(context(override=ov))
         gpu = entries["llama-8b-gpu"].argv
-        assert gpu[len(HEAD):] == ("--jinja", "-c", "8192", "--n-gpu-layers", "20")
+        assert gpu[len(HEAD):] == ("-fit", "off", "--jinja", "-c", "8192", "--n-gpu-layers", "20")
         assert md(entries["llama-8b-gpu"])["ngl"] == 20
         ctx_only = entries["llama-8b-ctx"].argv
         assert ctx_only.count("-c") == 1 and flag(ctx_only, "-c") == "4096" and flag(ctx_only, "-ngl") == "10"

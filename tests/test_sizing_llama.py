@@ -12,8 +12,18 @@ from hypothesis import strategies as st
 from autogen.errors import ModelError
 from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.sizing.llama import (BASE_OVERHEAD, CTX_STEP, FLOAT_KV_TYPES, LlamaKnobs, fit_ctx, projector_charge,
-                                  runtime_bytes, size_llama)
+from autogen.sizing.llama import (
+    BASE_OVERHEAD,
+    CTX_STEP,
+    FLOAT_KV_TYPES,
+    LlamaKnobs,
+    fit_ctx,
+    launch,
+    projector_charge,
+    runtime_bytes,
+    size_llama,
+)
+from autogen.sizing.llama_memory import allocations
 
 GIB = 1 << 30
 CUDA = int(0.3 * GIB)
@@ -22,7 +32,8 @@ CUDA = int(0.3 * GIB)
 def llama8b(**kw) -> ModelMeta:
     """Llama-3.1-8B shape (reference §4.13 example 1)."""
     base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
-                head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256)
+                head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256,
+                feed_forward_length=14336)
     return ModelMeta(**{**base, **kw})
 
 
@@ -42,10 +53,34 @@ def deepseek2(**kw) -> ModelMeta:
     return ModelMeta(**{**base, **kw})
 
 
-def overhead(meta: ModelMeta, runtime: int, ubatch: int = 512) -> int:
-    """Independent restatement of reference §4.4 (base 0.5 GiB + runtime + graph)."""
-    graph = meta.vocab_size * min(ubatch, 1024) * 4 + ubatch * meta.embedding_length * 8 * 4
-    return BASE_OVERHEAD + runtime + graph
+DEFAULT_KNOBS = LlamaKnobs()
+
+
+def engine(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS, state: int = 0):
+    """llama.cpp's allocations at this launch (held to llama-server's own report in test_llama_memory)."""
+    return allocations(meta, launch(knobs, ctx, kv_type), state)
+
+
+def need(meta: ModelMeta, ctx: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS, state: int = 0) -> int:
+    """What grows with the context or stays on the GPU: KV, recurrent state, compute buffer."""
+    m = engine(meta, ctx, kv_type, knobs, state)
+    return m.kv_total + m.state + m.compute
+
+
+def fixed(runtime: int) -> int:
+    return BASE_OVERHEAD + runtime
+
+
+def largest(meta: ModelMeta, room: int, kv_type: str = "f16", knobs: LlamaKnobs = DEFAULT_KNOBS,
+            top: int | None = None) -> int:
+    """Independent scan: the trained length if it fits, else the largest multiple of 4096 that does."""
+    top = top or meta.context_length
+    if need(meta, top, kv_type, knobs) <= room:
+        return top
+    ctx = top // 4096 * 4096
+    while ctx > 0 and need(meta, ctx, kv_type, knobs) > room:
+        ctx -= 4096
+    return ctx
 
 
 def gib(x: float) -> int:
@@ -63,14 +98,16 @@ def real_vram(meta: ModelMeta, s, kv_total: int, fixed: int) -> int:
 
 
 class TestDense:
-    def test_llama8b_worked_example_gets_45056_fully_on_gpu(self):
-        """Reference §4.13: Llama-3.1-8B (4.583 GB) in 11.5 GB, CUDA → 45056 tokens, all layers."""
+    def test_llama8b_gets_the_largest_context_whose_kv_and_compute_fit(self):
+        """Llama-3.1-8B (4.583 GB) in 11.5 GB, CUDA: KV 128 KiB per token plus a compute buffer
+        whose KQ mask grows with the context → 45056 tokens, all layers."""
         meta = llama8b()
         s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(), runtime=CUDA)
-        room = gib(11.5) - gib(4.583) - overhead(meta, CUDA)
-        assert room // 131072 // 4096 * 4096 == 45056
+        room = gib(11.5) - gib(4.583) - fixed(CUDA)
+        assert largest(meta, room) == 45056
         assert (s.ctx, s.ngl, s.n_cpu_moe, s.kv_type) == (45056, 33, 0, "f16")
-        assert s.est_vram == gib(4.583) + 45056 * 131072 + overhead(meta, CUDA) <= gib(11.5)
+        assert s.est_vram == gib(4.583) + fixed(CUDA) + need(meta, 45056) <= gib(11.5)
+        assert s.kv_total == 45056 * 131072
         assert s.est_ram == 0
         assert s.full_gpu
 
@@ -83,7 +120,7 @@ class TestDense:
         """Room for ~10k tokens: stay fully on the GPU at 8192 rather than offload for 32k."""
         meta = llama8b()
         runtime = runtime_bytes("vulkan")
-        budget = gib(4.583) + overhead(meta, runtime) + 10_000 * 131072
+        budget = gib(4.583) + fixed(runtime) + need(meta, 10_000)
         s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=budget, knobs=LlamaKnobs(kv_type="f16"),
                        runtime=runtime)
         assert (s.ctx, s.ngl) == (8192, 33)
@@ -96,25 +133,27 @@ class TestDense:
         cost = kv_cost(meta)
         size, budget, runtime = gib(7.27), gib(7.0), runtime_bytes("cuda")
         s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(kv_type="q8_0"), runtime=runtime)
-        kv = kv_bytes(cost, 32768, element_bytes=KV_TYPE_BYTES["q8_0"])
-        per_layer = (size + kv) / 40
-        expected = int((budget - overhead(meta, runtime)) // per_layer)
+        m = engine(meta, 32768, "q8_0")
+        per_layer = (size + m.kv_total) / 40
+        resident = fixed(runtime) + m.compute
+        expected = int((budget - resident) // per_layer)
         assert s.ctx == 32768 and s.ngl == expected < 40
         assert s.est_vram <= budget
-        assert s.est_vram + s.est_ram == size + kv + overhead(meta, runtime)
+        assert s.est_vram + s.est_ram == size + m.kv_total + resident
 
-    def test_sliding_window_layers_are_charged_as_full_attention(self):
-        """gemma-3-12b shape (48 layers, 8 KV heads, 256/256, SWA): every layer pays per token."""
+    def test_sliding_window_layers_are_charged_by_their_window(self):
+        """gemma-3-12b shape (48 layers, 8 KV heads, 256/256, window 1024 on 5 of 6 layers): only
+        the 8 global layers pay per token, the 40 sliding ones hold 4 × 1024 + 512 cells."""
         meta = ModelMeta(source="gguf", arch="gemma3", context_length=131072, block_count=48,
-                         embedding_length=3840, head_count=16, head_count_kv=(8,) * 48, key_length=256,
-                         value_length=256, sliding_window=1024, vocab_size=262208)
-        cost = kv_cost(meta)
-        assert cost.bytes_per_token == 48 * 8 * 512 * 2
-        s = size_llama(meta, cost, size=gib(6.799), budget=gib(16), knobs=LlamaKnobs(), runtime=CUDA)
-        room = gib(16) - gib(6.799) - overhead(meta, CUDA)
-        assert room // cost.bytes_per_token < 32768  # f16 cannot reach the minimum → q8_0
-        q8_per_token = cost.bytes_per_token * 34 // 64
-        assert s.kv_type == "q8_0" and s.ctx == room // q8_per_token // 4096 * 4096
+                         embedding_length=3840, feed_forward_length=15360, head_count=16, head_count_kv=(8,) * 48,
+                         key_length=256, value_length=256, sliding_window=1024, vocab_size=262208)
+        knobs = LlamaKnobs(sequences=4)
+        s = size_llama(meta, kv_cost(meta), size=gib(6.799), budget=gib(16), knobs=knobs, runtime=CUDA)
+        room = gib(16) - gib(6.799) - fixed(CUDA)
+        assert s.kv_type == "f16" and s.ctx == largest(meta, room, knobs=knobs) >= 65536
+        assert s.memory.geometry.swa_cells == 4608
+        assert s.memory.kv_swa == 40 * 8 * 512 * 2 * 4608
+        assert s.memory.kv == 8 * 8 * 512 * 2 * s.ctx
 
     def test_tiny_trained_window_is_used_as_is(self):
         meta = llama8b(context_length=2048)
@@ -138,32 +177,32 @@ class TestMoe:
         assert s.ctx == 40960
         kv = kv_bytes(cost, 40960, element_bytes=KV_TYPE_BYTES["q8_0"])
         per_layer = int(size * 0.90) / 48
-        need = math.ceil((size + kv + overhead(meta, CUDA) - budget) / per_layer)
+        need = math.ceil((size + kv + fixed(CUDA) - budget) / per_layer)
         assert s.n_cpu_moe in (need, need + 1) and s.ngl == 49
         assert s.est_vram <= budget
         assert s.est_ram == pytest.approx(s.n_cpu_moe * per_layer, abs=2)
 
-    def test_qwen3_30b_on_22_gib_moves_one_layer_of_experts_for_the_trained_length(self):
-        """Whole-GPU f16 room is 39309 tokens (≥ the 32768 minimum → f16, < the trained 40960):
+    def test_qwen3_30b_short_of_the_trained_length_moves_one_layer_of_experts(self):
+        """Whole-GPU f16 room for 39000 tokens (≥ the 32768 minimum → f16, < the trained 40960):
         the experts of one layer (0.32 GB) go to the CPU instead of giving up 4096 tokens."""
         meta = qwen3_30b_a3b()
         cost = kv_cost(meta)
-        size, budget = gib(17.28), gib(22)
+        size = gib(17.28)
+        budget = size + fixed(CUDA) + need(meta, 39000)
         assert cost.bytes_per_token == 98304
-        room = budget - size - overhead(meta, CUDA)
-        assert 32768 <= room // 98304 < 40960
         s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
         per_layer = int(size * 0.90) / 48
-        need = math.ceil((size + 40960 * 98304 + overhead(meta, CUDA) - budget) / per_layer)
-        assert need == 1
-        assert (s.ctx, s.kv_type, s.ngl, s.n_cpu_moe) == (40960, "f16", 49, need)
+        moved = math.ceil((size + need(meta, 40960) + fixed(CUDA) - budget) / per_layer)
+        assert moved == 1
+        assert (s.ctx, s.kv_type, s.ngl, s.n_cpu_moe) == (40960, "f16", 49, moved)
         assert s.why == "experts to the CPU for ctx 40960"
-        assert s.est_vram == size - math.ceil(per_layer) + 40960 * 98304 + overhead(meta, CUDA) <= budget
+        assert s.est_vram == size - math.ceil(per_layer) + need(meta, 40960) + fixed(CUDA) <= budget
         assert s.est_ram == math.ceil(per_layer)
 
     def test_a_dense_model_of_the_same_shape_still_gives_up_context_on_the_gpu(self):
         meta = qwen3_30b_a3b(arch="qwen3", expert_count=0, expert_used_count=0)
-        s = size_llama(meta, kv_cost(meta), size=gib(17.28), budget=gib(22), knobs=LlamaKnobs(), runtime=CUDA)
+        budget = gib(17.28) + fixed(CUDA) + need(meta, 39000)
+        s = size_llama(meta, kv_cost(meta), size=gib(17.28), budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
         assert (s.ctx, s.kv_type, s.ngl, s.n_cpu_moe, s.est_ram) == (36864, "f16", 49, 0, 0)
         assert s.why == "largest ctx that fits on the GPU"
 
@@ -181,8 +220,8 @@ class TestMoe:
         tight = size_llama(long, cost, size=gib(17.28), budget=gib(22), knobs=LlamaKnobs(), runtime=CUDA)
         assert (tight.ctx, tight.ngl) == (65536, 49) and tight.n_cpu_moe > 0
         roomy = size_llama(long, cost, size=gib(17.28), budget=gib(36), knobs=LlamaKnobs(), runtime=CUDA)
-        room = gib(36) - gib(17.28) - overhead(long, CUDA)
-        assert roomy.ctx == room // 98304 // 4096 * 4096 > 65536 and roomy.n_cpu_moe == 0
+        room = gib(36) - gib(17.28) - fixed(CUDA)
+        assert roomy.ctx == largest(long, room) > 65536 and roomy.n_cpu_moe == 0
 
     def test_context_shrinks_only_with_every_expert_on_the_cpu(self):
         """Budget for the non-expert weights + 36864 q8_0 tokens: all 48 layers' experts move,
@@ -192,7 +231,7 @@ class TestMoe:
         size = gib(17.28)
         non_expert = size - int(size * 0.90)
         q8 = kv_bytes(cost, 36864 + 2000, element_bytes=KV_TYPE_BYTES["q8_0"])
-        budget = non_expert + q8 + overhead(meta, CUDA)
+        budget = non_expert + q8 + fixed(CUDA)
         s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
         assert (s.ctx, s.n_cpu_moe, s.ngl, s.kv_type) == (36864, 48, 49, "q8_0")
         assert s.why == "all experts on the CPU, largest ctx that fits, under 40960"
@@ -224,13 +263,13 @@ class TestLeadingDenseLayers:
         meta = deepseek2()
         budget = gib(48)
         s = size_llama(meta, kv_cost(meta), size=gib(100), budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
-        fixed = overhead(meta, CUDA)
+        resident = fixed(CUDA) + s.compute
         per_moe_layer = int(gib(100) * 0.95) / 58
-        need = math.ceil((gib(100) + s.kv_total + fixed - budget) / per_moe_layer)
-        assert (s.ctx, s.ngl, s.n_cpu_moe) == (65536, 62, 3 + need)
-        assert s.est_vram == real_vram(meta, s, s.kv_total, fixed) <= budget
+        moved = math.ceil((gib(100) + s.kv_total + resident - budget) / per_moe_layer)
+        assert (s.ctx, s.ngl, s.n_cpu_moe) == (65536, 62, 3 + moved)
+        assert s.est_vram == real_vram(meta, s, s.kv_total, resident) <= budget
         fewer = attrs.evolve(s, n_cpu_moe=s.n_cpu_moe - 1)
-        assert real_vram(meta, fewer, s.kv_total, fixed) > budget  # the fewest that fit
+        assert real_vram(meta, fewer, s.kv_total, resident) > budget  # the fewest that fit
         assert "after 3 dense layers" in s.notes[-2] and "first 3 layers dense" in s.notes[0]
 
     def test_without_the_leading_layers_the_estimate_would_undercount(self):
@@ -238,7 +277,7 @@ class TestLeadingDenseLayers:
         meta = deepseek2()
         flat = size_llama(deepseek2(leading_dense_blocks=0), kv_cost(meta), size=gib(100), budget=gib(48),
                           knobs=LlamaKnobs(), runtime=CUDA)
-        assert flat.est_vram <= gib(48) < real_vram(meta, flat, flat.kv_total, overhead(meta, CUDA))
+        assert flat.est_vram <= gib(48) < real_vram(meta, flat, flat.kv_total, fixed(CUDA) + flat.compute)
 
     @pytest.mark.parametrize("pin, moved_layers", [(2, 0), (3, 0), (4, 1), (61, 58), (99, 58)])
     def test_a_pinned_n_cpu_moe_moves_only_moe_layers(self, pin, moved_layers):
@@ -260,23 +299,24 @@ class TestLeadingDenseLayers:
 
 class TestFlashAttentionOff:
     def test_attention_scores_are_charged_per_token_of_context(self):
-        """llama-graph.cpp without flash attention: kq = n_kv × n_ubatch × n_head f32 per layer."""
+        """llama-graph.cpp without flash attention: kq = n_kv × n_ubatch × n_head f32, and an
+        f32 mask: 512 × (32 × 4 + 4) bytes of compute per token of context on top of the KV."""
         meta = llama8b()
-        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(flash_attn="off"),
-                       runtime=CUDA)
-        room = gib(11.5) - gib(4.583) - overhead(meta, CUDA)
-        scores_per_token = 512 * 32 * 4
-        assert s.ctx == room // (131072 + scores_per_token) // 4096 * 4096 == 28672
-        assert s.scores == s.ctx * scores_per_token
-        assert s.est_vram == gib(4.583) + s.ctx * (131072 + scores_per_token) + overhead(meta, CUDA) <= gib(11.5)
-        assert any(n.startswith("attention scores") for n in s.notes)
+        knobs = LlamaKnobs(flash_attn="off")
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=knobs, runtime=CUDA)
+        room = gib(11.5) - gib(4.583) - fixed(CUDA)
+        assert s.ctx == largest(meta, room, knobs=knobs) == 28672
+        on = engine(meta, s.ctx)
+        assert s.compute > on.compute + s.ctx * 512 * (32 * 4 + 4 - 2) - on.compute  # scores and an f32 mask
+        assert s.est_vram == gib(4.583) + need(meta, s.ctx, knobs=knobs) + fixed(CUDA) <= gib(11.5)
+        assert any("scores" in n for n in s.notes)
 
     @pytest.mark.parametrize("fa", [None, "on", "auto"])
     def test_flash_attention_on_or_auto_charges_no_scores(self, fa):
         meta = llama8b()
         s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(11.5), knobs=LlamaKnobs(flash_attn=fa),
                        runtime=CUDA)
-        assert (s.scores, s.ctx) == (0, 45056)
+        assert s.ctx == 45056 and "scores" not in "\n".join(s.notes)
 
     def test_a_pinned_context_with_flash_attention_off_offloads_layers_for_the_scores(self):
         meta = llama8b()
@@ -298,8 +338,8 @@ class TestRecurrentState:
         cost = self.cost(meta, gib(0.25))
         s = size_llama(meta, cost, size=gib(4.583), budget=gib(11.5), knobs=knobs, runtime=CUDA)
         assert s.state == seqs * gib(0.25)
-        assert s.est_vram == gib(4.583) + s.kv_total + overhead(meta, CUDA) + s.state <= gib(11.5)
-        assert f"× {seqs} sequences" in "\n".join(s.notes)
+        assert s.est_vram == gib(4.583) + s.kv_total + fixed(CUDA) + s.compute + s.state <= gib(11.5)
+        assert f"recurrent state {seqs * 256:.2f} MiB: {seqs} cells" in "\n".join(s.notes)
 
     def test_state_that_fills_the_budget_is_refused(self):
         meta = llama8b()
@@ -309,7 +349,7 @@ class TestRecurrentState:
 
 
 def test_unquantized_cache_types_come_from_the_one_size_table():
-    assert FLOAT_KV_TYPES == {"f32", "f16", "bf16"} and FLOAT_KV_TYPES < set(KV_TYPE_BYTES)
+    assert {"f32", "f16", "bf16"} == FLOAT_KV_TYPES and set(KV_TYPE_BYTES) > FLOAT_KV_TYPES
 
 
 class TestKnobs:
@@ -342,10 +382,10 @@ class TestKnobs:
         """Reference §4.13 example 4, with our overhead: 32k of f16 fits → f16; 16k → q8_0."""
         meta = llama8b()
         cost = kv_cost(meta)
-        fixed = gib(8) + overhead(meta, CUDA)
-        roomy = size_llama(meta, cost, size=gib(8), budget=fixed + 32768 * 131072, knobs=LlamaKnobs(), runtime=CUDA)
-        tight = size_llama(meta, cost, size=gib(8), budget=fixed + 16384 * 131072, knobs=LlamaKnobs(), runtime=CUDA)
-        pinned = size_llama(meta, cost, size=gib(8), budget=fixed + 16384 * 131072,
+        base = gib(8) + fixed(CUDA)
+        roomy = size_llama(meta, cost, size=gib(8), budget=base + need(meta, 32768), knobs=LlamaKnobs(), runtime=CUDA)
+        tight = size_llama(meta, cost, size=gib(8), budget=base + need(meta, 16384), knobs=LlamaKnobs(), runtime=CUDA)
+        pinned = size_llama(meta, cost, size=gib(8), budget=base + need(meta, 16384),
                             knobs=LlamaKnobs(kv_type="q5_1"), runtime=CUDA)
         assert (roomy.kv_type, tight.kv_type, pinned.kv_type) == ("f16", "q8_0", "q5_1")
         assert roomy.ctx == 32768
@@ -418,7 +458,7 @@ def test_estimate_never_exceeds_the_budget(size, budget, blocks, kv_heads, train
     assert s.est_vram <= gib(budget)
     assert s.state == state * (4 if auto else parallel)
     assert 0 < s.ctx <= trained
-    assert s.kv_total == kv_bytes(kv_cost(meta), s.ctx, element_bytes=KV_TYPE_BYTES[s.kv_type], parallel=parallel)
+    assert s.kv_total == engine(meta, s.ctx, s.kv_type, knobs).kv_total
 
 
 @settings(max_examples=150, deadline=None)

@@ -9,10 +9,11 @@ import sys
 
 import attrs
 
+from autogen.commands import fit_params
 from autogen.commands.library import Library
 from autogen.emit.dispatch import Job
-from autogen.router.fragments import render_plan
 from autogen.metadata.kvcost import kv_cost
+from autogen.router.fragments import render_plan
 
 
 def _find(library: Library, model_id: str):
@@ -46,10 +47,41 @@ def report(library: Library, job: Job) -> dict:
         "kv": {"bytes_per_token": kv.bytes_per_token, "note": kv.note, "derivation": list(kv.derivation)}
         if kv is not None else None,
         "notes": list(plan.notes),
-        "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env)} for e in plan.entries],
+        "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env), "memory": dict(e.memory),
+                     "engine_estimate": _engine_estimate(job, e)} for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
         "fragment": "".join(text for _, text in sorted(render_plan(plan))),
     }
+
+
+def _engine_estimate(job: Job, entry) -> dict | None:
+    """llama.cpp's own figures for this entry when the backend row's build ships its estimator."""
+    estimator = fit_params.estimator_beside(job.backend.exe if job.backend else None) if entry.memory else None
+    if estimator is None:
+        return None
+    figures, error = fit_params.run(estimator, entry.argv)
+    totals = {part: sum(getattr(f, part) for f in figures) for part in ("model", "context", "compute")}
+    return {"estimator": estimator, "devices": [attrs.asdict(f) for f in figures], "total_mib": totals,
+            "error": error}
+
+
+def _memory_lines(entry: dict) -> list[str]:
+    """swapgen's parts in MiB, and llama-fit-params' beside them with the difference."""
+    mib = 1 << 20
+    ours = entry["memory"]
+    if not ours:
+        return []
+    estimate = entry["engine_estimate"]
+    if estimate is None:
+        return ["    memory (MiB): " + ", ".join(f"{part} {value / mib:.0f}" for part, value in ours.items())]
+    if estimate["error"]:
+        return ["    memory (MiB): " + ", ".join(f"{part} {value / mib:.0f}" for part, value in ours.items()),
+                f"    llama-fit-params: {estimate['error']}"]
+    lines = ["    memory (MiB)   swapgen   llama-fit-params   difference"]
+    for part, value in ours.items():
+        theirs = estimate["total_mib"][part]
+        lines.append(f"      {part:<12} {value / mib:>8.0f}   {theirs:>16}   {value / mib - theirs:>+10.0f}")
+    return lines
 
 
 def main(library: Library, model_id: str, as_json: bool) -> int:
@@ -83,6 +115,7 @@ def main(library: Library, model_id: str, as_json: bool) -> int:
     for entry in data["entries"]:
         out.append(f"  argv of {entry['id']}")
         argv = entry["argv"]
+        out.extend(_memory_lines(entry))
         out.extend(f"    {e}" for e in entry["env"])
         out.append(f"    {argv[0]}")
         i = 1

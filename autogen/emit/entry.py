@@ -49,6 +49,9 @@ class Entry:
     aliases: tuple[str, ...] = ()
     #: Coexistence group this entry joins ("sam", "tts", "asr"); None = the swap group.
     coexist_group: str | None = None
+    #: Bytes swapgen expects the engine to allocate, by llama.cpp's parts ("model", "context" =
+    #: KV + recurrent state, "compute"), for `swapgen show` beside the engine's own estimate.
+    memory: tuple[tuple[str, int], ...] = ()
 
 
 @frozen

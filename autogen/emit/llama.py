@@ -5,7 +5,7 @@ llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. C
 (reference `spec-discovery-generate.md` §6, reduced to the flags we size or the user sets):
 
     <exe> -m <path> --host 127.0.0.1 --port ${PORT} [-sm layer -ts <GiB of each device>]
-      -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>]
+      -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>] -fit off
       [-fa on|off|auto] [-ctk <t> -ctv <t>] [--parallel <n>] [-t <n>]
       [--mmproj <file> [--no-mmproj-offload]]
       <extra_args>
@@ -15,7 +15,7 @@ pooling type is named; batch and ubatch equal the context because a non-causal m
 whole input in one ubatch):
 
     <exe> -m <path> --host 127.0.0.1 --port ${PORT} --embeddings [--pooling <type>]
-      -c <ctx> -b <ctx> -ub <ctx> -ngl <all> [-t <n>] <extra_args>
+      -c <ctx> -b <ctx> -ub <ctx> -ngl <all> -fit off [-t <n>] <extra_args>
 
 `extra_args` are appended verbatim, except that `--flag=value` of a known flag becomes two
 arguments (llama-server rejects the `=` form); a flag there (any spelling) removes our flag of the
@@ -23,8 +23,8 @@ same meaning, and its value pins the sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`,
 `-fa`, `-ctk`/`-ctv`), so the estimates describe the command that really runs. Each value read
 back is checked against what b11434 accepts (a bad one skips the model, naming flag, value and
 the allowed values); `-c 0` is the trained window, `-np -1` the auto slots, `-ngl auto` (fit to
-free memory) is refused. `-fit` is left at its default: with `-c` and `-ngl` given, llama-server's
-fitting leaves them alone.
+free memory) is refused. `-fit off` follows the placement: llama.cpp never re-fits what swapgen
+sized (a `-fit` in `extra_args` replaces it).
 
 `--parallel` is emitted only when the user chose a slot count (1 included). Without it
 llama-server runs its auto 4 slots over one shared KV pool of -c tokens: the same KV cost as one
@@ -42,19 +42,19 @@ import os
 import attrs
 
 from autogen.cmdline import HOST
-from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
-from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_context, profiles, refused_before_sizing
-from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.errors import ModelError
+from autogen.metadata.chat_template import TOOLS_VAR
+from autogen.metadata.kvcost import kv_bytes
 from autogen.numfmt import GIB, format_g, size_gb
+from autogen.resolve.context import EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
-from autogen.metadata.kvcost import kv_bytes
-from autogen.sizing.llama import (BASE_OVERHEAD, LlamaSizing, attention_scores, compute_buffer, gb,
-                                  projector_charge, runtime_bytes, size_llama)
+from autogen.sizing.llama import AUTO_SLOTS, BASE_OVERHEAD, LlamaSizing, gb, projector_charge, runtime_bytes, size_llama
+from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
+from autogen.sizing.llama_memory import Launch, allocations
 
 DEFAULT_EXE = "llama-server"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
@@ -62,6 +62,9 @@ POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
 #: Embedding context: the trained window (512 when absent), capped (reference `spec-classes.md` §3).
 EMBED_CTX_FALLBACK = 512
 EMBED_CTX_CAP = 8192
+#: llama.cpp's load-time fitting stays off: the command runs exactly the sizing above, whatever
+#: else holds the card at start (docs/sizing.md "llama.cpp's --fit").
+FIT_OFF = ("-fit", "off")
 
 def emit_llama(ctx: EmitContext) -> Plan:
     """The llama-server entries of one model (chat: + its profiles; embedding), or Skips."""
@@ -154,6 +157,7 @@ def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, proj
     groups += [("-c", str(sizing.ctx_total)), ("-ngl", str(sizing.ngl))]
     if sizing.n_cpu_moe:
         groups.append(("--n-cpu-moe", str(sizing.n_cpu_moe)))
+    groups.append(FIT_OFF)
     if choices.knobs.flash_attn:
         groups.append(("-fa", choices.knobs.flash_attn))
     if sizing.kv_type != "f16":
@@ -193,13 +197,27 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
                         tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), memory=memory_parts(sizing))
     notes = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), budget {format_g(ctx.budget_gb)} GB",
-             *sizing.notes, *(f"  {line}" for line in (ctx.kv.derivation if ctx.kv else ()))]
+             *sizing.notes, fit_note(choices), *(f"  {line}" for line in (ctx.kv.derivation if ctx.kv else ()))]
     if projector:
         where = f"GPU, charged {gb(sizing.projector)} GB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
         notes.append(f"projector {projector}: {where}")
     return entry, tuple(notes)
+
+
+def memory_parts(sizing: LlamaSizing) -> tuple[tuple[str, int], ...]:
+    """swapgen's figures in the parts `llama-fit-params` prints: model, context, compute."""
+    return (("model", sizing.weights), ("context", sizing.kv_total + sizing.state), ("compute", sizing.compute))
+
+
+def fit_note(choices: LlamaChoices) -> str:
+    """Who decides the launch: swapgen (`-fit off`, the default) or llama.cpp's fit."""
+    flag, value = extra_flags(choices.extra_args).get("fit", ("", "off"))
+    if value == "off":
+        return "fit: -fit off, swapgen's sizing decides: llama-server loads exactly this -c and -ngl"
+    return (f"fit: {flag} {value} from extra_args: with -c and -ngl given, llama.cpp's fit changes neither "
+            "(common/fit.cpp stops at a user-set n_gpu_layers); it only adds a dry-run load at start")
 
 
 def _extra_attaches_projector(choices: LlamaChoices) -> bool:
@@ -230,22 +248,25 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     ctx_len = choices.knobs.ctx or min(trained, EMBED_CTX_CAP)
     ngl = meta.block_count + 1
     pooling = POOLING.get(meta.pooling_type)
-    compute, compute_note = compute_buffer(meta, ctx_len, runtime_bytes(_variant(ctx)))
     known_kv = ctx.kv is not None and ctx.kv.bytes_per_token is not None
-    kv = kv_bytes(ctx.kv, ctx_len) if known_kv else 0
-    scores = attention_scores(meta, ctx.kv, ctx_len, ctx_len, choices.knobs.flash_attn) if known_kv else 0
-    compute += scores
+    runtime = runtime_bytes(_variant(ctx))
+    memory = allocations(meta, Launch(ctx=ctx_len, slots=AUTO_SLOTS, unified=True, ubatch=ctx_len, batch=ctx_len,
+                                      flash_attn=choices.knobs.flash_attn != "off"),
+                         ctx.kv.state_bytes_per_seq if known_kv else 0)
+    kv = memory.kv_total if known_kv else 0
     size = row.size_bytes or meta.tensor_bytes
-    vram = size + kv + BASE_OVERHEAD + compute
+    overhead = BASE_OVERHEAD + runtime + memory.compute + memory.state
+    vram = size + kv + overhead
     sizing = LlamaSizing(ctx=ctx_len, parallel=1, ngl=ngl, n_cpu_moe=0, kv_type="f16",
                          kv_bytes_per_token=kv_bytes(ctx.kv, 1) if known_kv else 0, kv_total=kv,
-                         weights=size, compute=compute, projector=0, overhead=BASE_OVERHEAD + compute,
+                         weights=size, compute=memory.compute, projector=0, overhead=overhead,
                          est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
-                         blocks=meta.block_count, why="embedding, whole model on the GPU", scores=scores)
+                         blocks=meta.block_count, why="embedding, whole model on the GPU", state=memory.state,
+                         runtime=runtime, memory=memory)
     groups = _head(ctx) + [("--embeddings",)]
     if pooling:
         groups.append(("--pooling", pooling))
-    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl))]
+    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl)), FIT_OFF]
     if choices.threads:
         groups.append(("-t", str(choices.threads)))
     argv = _finish(groups, choices)
@@ -257,13 +278,14 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     metadata = _metadata(ctx, sizing) + [("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), memory=memory_parts(sizing))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
-             compute_note + (f" + attention scores {gb(scores)} GB (flash attention off)" if scores else ""),
-             f"KV {gb(kv)} GB" + ("" if known_kv else " (cost unknown, not charged)"),
-             f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + base {gb(BASE_OVERHEAD)} + compute")
+             *(memory.rules if known_kv else (f"KV cost unknown, not charged; {memory.rules[-1]}",)),
+             fit_note(choices),
+             f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + state + compute + runtime {gb(runtime)}"
+             f" + base {gb(BASE_OVERHEAD)}")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 

@@ -45,6 +45,7 @@ class Keys:
         EXPERT_COUNT            = "{arch}.expert_count"
         EXPERT_USED_COUNT       = "{arch}.expert_used_count"
         EXPERT_SHARED_COUNT     = "{arch}.expert_shared_count"
+        EXPERT_FEED_FORWARD_LENGTH = "{arch}.expert_feed_forward_length"
         NEXTN_PREDICT_LAYERS    = "{arch}.nextn_predict_layers"
         POOLING_TYPE            = "{arch}.pooling_type"
         FULL_ATTENTION_INTERVAL = "{arch}.full_attention_interval"

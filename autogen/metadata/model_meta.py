@@ -47,12 +47,14 @@ class ModelMeta:
     #: of kv_lora_rank + qk_rope_head_dim elements per layer. 0 = not MLA.
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
-    #: Sliding-window size in tokens (0 = none); charged as full attention (seed decision).
+    #: Sliding-window size in tokens (0 = none).
     sliding_window: int = 0
     #: Mixture of experts.
     expert_count: int = 0
     expert_used_count: int = 0
     expert_shared_count: int = 0
+    #: Width of one expert's FFN (GGUF `expert_feed_forward_length`), 0 when not given.
+    expert_feed_forward_length: int = 0
     #: Multi-token-prediction layers baked into the file.
     nextn_layers: int = 0
     #: GGUF `{arch}.pooling_type` (> 0: an embedding model).
@@ -92,8 +94,11 @@ class ModelMeta:
     key_length_swa: int = 0
     value_length_swa: int = 0
     #: Per layer, True for a sliding-window layer (GGUF `sliding_window_pattern`, HF
-    #: `layer_types`); () = not given. Only read to pick the `_swa` widths.
+    #: `layer_types`); () = not given. The `_swa` widths and which layers the sliding-window caches hold.
     sliding_layers: tuple[bool, ...] = ()
+    #: GGUF `sliding_window_pattern` given as one integer n (llama.cpp `set_swa_pattern(n)`:
+    #: n - 1 sliding layers, then a full one); 0 = absent or given per layer.
+    sliding_pattern: int = 0
     #: Layers that hold a recurrent state (mamba / linear attention / short conv / RWKV): HF
     #: from the layer layout; GGUF only when the file carries the sizes below.
     recurrent_layers: int = 0

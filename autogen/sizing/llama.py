@@ -1,40 +1,39 @@
 """llama-server sizing: context, GPU layers, MoE expert offload and KV cache type from a VRAM budget.
 
-Pure arithmetic on bytes (reference `spec-discovery-generate.md` §4, restated for llama.cpp
-b11434). Speed first, then context:
+Pure arithmetic on bytes, on llama.cpp b11434's own allocations (`llama_memory.allocations`:
+KV cache with its sliding-window part, recurrent state, compute buffer, each at the exact
+launch). Speed first, then context:
 
-1. Overhead = a fixed base + the device runtime + the compute buffer (vocab, ubatch, width)
-   + the projector when it sits on the GPU (§4.4).
+1. Fixed charge = a base + the device runtime + the projector when it sits on the GPU
+   (docs/sizing.md "Device-side charges"). Everything that grows with the context — KV cells,
+   the KQ masks and scores of the compute buffer — is priced at the context being tried.
 2. KV type: a pin wins; else f16 when the minimum context fits on the GPU at f16 with every
-   layer there (the file size, as §4.3), else q8_0 — for MoE models too, decided before any
-   expert moves: a q8_0 cache costs no speed where each layer of CPU experts does, so experts are
-   never moved to keep f16; and once the minimum fits at f16, f16 stays and experts (not a
-   quantised cache) buy the context above it.
+   layer there, else q8_0 — for MoE models too, decided before any expert moves: a q8_0 cache
+   costs no speed where each layer of CPU experts does, so experts are never moved to keep f16;
+   and once the minimum fits at f16, f16 stays and experts (not a quantised cache) buy the
+   context above it.
 3. Context: with every layer on the GPU, the largest context up to the trained length (and the
    ladder top) that fits. If that is under the minimum (32768 or the trained length), a dense
    model still takes the largest context ≥ 4096 that fits on the GPU, else offloads layers
    (`-ngl`) to reach the minimum. A MoE model whose whole-GPU context is under its target
-   (the trained length, at most 65536, `moeCtxTarget` §4.7) moves the experts of the fewest
-   layers to the CPU (`--n-cpu-moe`) that reach the target; only with every expert on the CPU
-   does the context shrink (to the minimum at least, offloading layers below it) (§4.7–4.9).
-   A pinned ctx is used as given. `--n-cpu-moe N` moves the experts of the first N layers, so the
-   leading dense layers of DeepSeek / Kimi / GLM-MoE (`leading_dense_blocks`) count in N but move
-   nothing: experts per MoE layer = expert bytes / (blocks − leading).
-4. `--parallel N` multiplies the KV cost; `-c` is N × the per-slot context.
-5. Recurrent state (SSM / linear attention, `KvCost.state_bytes_per_seq`) is a fixed charge per
-   sequence llama-server allocates: `--parallel N` → N; no `--parallel` → its auto 4 slots
-   (`AUTO_SLOTS`). With flash attention off the attention scores of one layer are materialised:
-   -c × ubatch × heads × 4 bytes (`attention_scores`), a compute-buffer charge that grows with ctx.
+   (the trained length, at most 65536) moves the experts of the fewest layers to the CPU
+   (`--n-cpu-moe`) that reach the target; only with every expert on the CPU does the context
+   shrink (to the minimum at least, offloading layers below it). Offloading frees weights and
+   KV, never the compute buffer or the recurrent state: they cap the context. A pinned ctx is
+   used as given. `--n-cpu-moe N` moves the experts of the first N layers, so the leading dense
+   layers of DeepSeek / Kimi / GLM-MoE (`leading_dense_blocks`) count in N but move nothing:
+   experts per MoE layer = expert bytes / (blocks − leading).
+4. `--parallel N` gives each of N slots its own KV stream; `-c` is N × the per-slot context.
+   Without it llama-server runs 4 slots (`AUTO_SLOTS`) over one shared pool of `-c` cells.
 
 Raises `ModelError` (→ a `# SKIPPED` line) instead of guessing when the header lacks what the
-math needs. Deliberate differences from the reference: no context-checkpoint charge (sliding-window
-layers are already charged as full attention, which over-covers the small SWA checkpoints) and one
-MoE share table.
+math needs. Context checkpoints of sliding-window models live in host memory, not charged here.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from attrs import frozen
 
@@ -42,19 +41,14 @@ from autogen.errors import ModelError
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
+from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 
-#: Fixed charge on top of weights, KV and compute buffers (reference §4.1 `vramOverheadGB`).
+#: Device-side charges llama.cpp's own report does not show (docs/sizing.md "Device-side
+#: charges"): a base for the driver context, library workspaces and the host-visible output
+#: buffer, and the runtime of each backend build.
 BASE_OVERHEAD = GIB // 2
-#: Device runtime by backend build variant (reference §4.1 newest split); others 0.4 GB.
 RUNTIME_GB = {"cuda": 0.3, "rocm": 0.8, "hip": 0.8, "vulkan": 0.4}
 DEFAULT_RUNTIME_GB = 0.4
-#: Compute buffer when vocab or width is unknown (replaces runtime + graph, reference §4.4).
-COMPUTE_FALLBACK = int(0.17 * GIB)
-#: llama-server's default physical batch (`-ub`, b11434); we never change it for chat models.
-UBATCH = 512
-#: Compute-graph terms of §4.4: logits rows are capped at 1024 tokens, 8 activation copies.
-LOGITS_TOKEN_CAP = 1024
-ACTIVATION_COPIES = 8
 #: Context granularity; contexts below it only when the trained window is smaller.
 CTX_STEP = 4096
 #: Trained window assumed when the header has none (reference §4.1).
@@ -80,9 +74,6 @@ FLOAT_KV_TYPES = frozenset(t for t, size in KV_TYPE_BYTES.items() if size >= F16
 #: Slots of llama-server b11434 without `--parallel` (tools/server/server.cpp: "n_parallel is set
 #: to auto, using n_parallel = 4 and kv_unified = true"): one KV pool of -c, but 4 sequences.
 AUTO_SLOTS = 4
-#: Attention scores without flash attention: f32 (llama-graph.cpp `build_attn_mha`: kq =
-#: ggml_mul_mat(k, q) with GGML_PREC_F32, then ggml_soft_max_ext in place).
-SCORE_BYTES = 4
 
 
 def gb(n_bytes: float) -> str:
@@ -104,9 +95,13 @@ class LlamaKnobs:
     #: Pinned `-ngl` / `--n-cpu-moe`; None = placed here.
     ngl: int | None = None
     n_cpu_moe: int | None = None
-    #: Sequences llama-server allocates recurrent state for; None = `parallel` (AUTO_SLOTS
-    #: when the command has no `--parallel`).
+    #: Sequences llama-server runs; None = `parallel` (AUTO_SLOTS over one shared KV pool when
+    #: the command has no `--parallel`).
     sequences: int | None = None
+    #: `--kv-unified` with an explicit `--parallel`: one KV stream for every slot.
+    kv_unified: bool = False
+    #: `--swa-full`: sliding-window layers keep every cell.
+    swa_full: bool = False
 
 
 @frozen
@@ -138,10 +133,11 @@ class LlamaSizing:
     why: str
     #: One line per number, for `swapgen show`.
     notes: tuple[str, ...] = ()
-    #: Recurrent state of every sequence and attention scores (flash attention off), part of
-    #: `overhead`.
+    #: Recurrent state of every sequence and the device runtime, part of `overhead`.
     state: int = 0
-    scores: int = 0
+    runtime: int = 0
+    #: llama.cpp's allocations at the chosen launch, part by part (None for embedding models).
+    memory: LlamaMemory | None = None
 
     @property
     def ctx_total(self) -> int:
@@ -155,18 +151,6 @@ class LlamaSizing:
 def runtime_bytes(variant: str) -> int:
     """Device runtime charge for a backend build variant ("cuda", "rocm", "vulkan", "cpu", "")."""
     return int(RUNTIME_GB.get(variant.strip().lower(), DEFAULT_RUNTIME_GB) * GIB)
-
-
-def compute_buffer(meta: ModelMeta, ubatch: int, runtime: int) -> tuple[int, str]:
-    """Compute-buffer charge (reference §4.4) and its note."""
-    if meta.vocab_size <= 0 or meta.embedding_length <= 0:
-        return COMPUTE_FALLBACK, f"compute buffer {gb(COMPUTE_FALLBACK)} GB (flat: vocab or width unknown)"
-    logits = meta.vocab_size * min(ubatch, LOGITS_TOKEN_CAP) * 4
-    acts = ubatch * meta.embedding_length * ACTIVATION_COPIES * 4
-    total = runtime + logits + acts
-    return total, (f"compute buffer {gb(total)} GB = runtime {gb(runtime)} + logits {meta.vocab_size}×"
-                   f"{min(ubatch, LOGITS_TOKEN_CAP)}×4 B + activations {ubatch}×{meta.embedding_length}×"
-                   f"{ACTIVATION_COPIES}×4 B")
 
 
 def projector_charge(mmproj_bytes: int) -> int:
@@ -185,32 +169,19 @@ def expert_bytes(meta: ModelMeta, size: int) -> tuple[int, str]:
     return int(size * share), f"experts {share:.1%} of the weights ({how})"
 
 
-def attention_scores(meta: ModelMeta, cost: KvCost, n_kv: int, n_tokens: int, flash_attn: str | None) -> int:
-    """Bytes of one layer's attention scores when flash attention is off: n_kv × n_tokens ×
-    heads, f32 (`build_attn_mha`; the graph allocator reuses the buffer across layers). 0 with
-    flash attention on or auto (llama-server's default: on where the backend supports it)
-    and for models without attention."""
-    if flash_attn != "off" or not cost.bytes_per_token:
+def max_ctx(need: Callable[[int], int], room: int, ceiling: int) -> int:
+    """Largest per-slot context ≤ `ceiling` whose `need(ctx)` bytes fit in `room` (0 if none).
+    `need` never falls as the context grows (cells, masks and scores all grow with it)."""
+    if room <= 0 or need(1) > room:
         return 0
-    return n_kv * n_tokens * max(meta.head_count, 1) * SCORE_BYTES
-
-
-def max_ctx(cost: KvCost, room: int, element_bytes: float, parallel: int, scores_per_token: int = 0) -> int:
-    """Largest per-slot context whose KV (and attention scores, `scores_per_token` bytes per
-    token of -c) fits in `room` bytes (0 if none; huge if KV-free)."""
-    if room <= 0:
-        return 0
-    if not cost.bytes_per_token:
-        return LADDER_TOP
-
-    def need(ctx: int) -> int:
-        return kv_bytes(cost, ctx, element_bytes=element_bytes, parallel=parallel) + scores_per_token * ctx * parallel
-
-    probe = 1 << 20
-    ctx = int(room // (need(probe) / probe))
-    while ctx > 0 and need(ctx) > room:
-        ctx -= 1
-    return ctx
+    low, high = 1, ceiling
+    while low < high:
+        mid = (low + high + 1) // 2
+        if need(mid) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def fit_ctx(limit: int, ceiling: int) -> int:
@@ -275,30 +246,6 @@ def _price(w: Weights, *, kv: int, overhead: int, ngl: int, ncm: int) -> tuple[i
     return on_gpu + overhead, cpu_experts + rest - on_gpu
 
 
-def choose_kv_type(cost: KvCost, knobs: LlamaKnobs, room: int, min_ctx: int) -> tuple[str, str]:
-    """(type, note): a pin wins; f16 when the minimum context fits on the GPU at f16, else q8_0."""
-    if knobs.kv_type:
-        return knobs.kv_type, f"KV type {knobs.kv_type} (pinned)"
-    if knobs.flash_attn == "off":
-        return "f16", "KV type f16 (flash attention off: llama-server cannot quantize V without it)"
-    fits = max_ctx(cost, room, KV_TYPE_BYTES["f16"], knobs.parallel)
-    if fits >= min_ctx:
-        return "f16", f"KV type f16: {min_ctx} tokens fit on the GPU at f16 ({fits} would)"
-    return "q8_0", f"KV type q8_0: only {fits} of {min_ctx} tokens fit on the GPU at f16"
-
-
-def _moe_ctx(cost: KvCost, room_moe: int, element_bytes: float, parallel: int, scores_per_token: int,
-             target: int, min_ctx: int) -> tuple[int, str]:
-    """(ctx, why) of a MoE model that misses its target on the GPU: the target when it fits with
-    every expert on the CPU (`_place` then moves the fewest), else the largest ctx that does, but
-    not under the minimum (layers leave the GPU too)."""
-    fits = fit_ctx(max_ctx(cost, room_moe, element_bytes, parallel, scores_per_token), target)
-    if fits >= target:
-        return target, f"experts to the CPU for ctx {target}"
-    if fits >= min_ctx:
-        return fits, f"all experts on the CPU, largest ctx that fits, under {target}"
-    return min_ctx, f"experts and layers to the CPU for ctx {min_ctx}"
-
 
 def _weights(meta: ModelMeta, size: int) -> tuple[Weights, str]:
     """The file's bytes for placement, and the MoE note ("" for a dense model)."""
@@ -312,13 +259,96 @@ def _weights(meta: ModelMeta, size: int) -> tuple[Weights, str]:
     return Weights(size=size, blocks=meta.block_count, experts=experts, leading=leading), note + dense
 
 
-def _recurrent_state(cost: KvCost, knobs: LlamaKnobs) -> tuple[int, str]:
-    """Recurrent state of every sequence llama-server allocates, and its note ("" when none)."""
-    per_seq = cost.state_bytes_per_seq
-    if not per_seq:
-        return 0, ""
-    seqs = knobs.sequences or knobs.parallel
-    return per_seq * seqs, f"recurrent state {gb(per_seq * seqs)} GB = {per_seq} B × {seqs} sequences"
+def launch(knobs: LlamaKnobs, ctx: int, kv_type: str) -> Launch:
+    """The llama-server launch a per-slot `ctx` at `kv_type` makes of `knobs`."""
+    slots = knobs.sequences or knobs.parallel
+    return Launch(ctx=ctx * knobs.parallel, slots=slots, unified=knobs.sequences is not None or knobs.kv_unified,
+                  type_k=kv_type, type_v=kv_type, flash_attn=knobs.flash_attn != "off", swa_full=knobs.swa_full)
+
+
+class _Engine:
+    """llama.cpp's allocations for one model at any context and cache type (memoised: the
+    context search asks for the same points more than once)."""
+
+    def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs) -> None:
+        self.meta, self.state_per_seq, self.knobs = meta, cost.state_bytes_per_seq, knobs
+        self._seen: dict[tuple[int, str], LlamaMemory] = {}
+
+    def at(self, ctx: int, kv_type: str) -> LlamaMemory:
+        key = (ctx, kv_type)
+        if key not in self._seen:
+            self._seen[key] = allocations(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq)
+        return self._seen[key]
+
+    def need(self, kv_type: str) -> Callable[[int], int]:
+        """Bytes that grow with the context, or stay on the GPU whatever the placement:
+        KV, recurrent state, compute buffer."""
+        def need(ctx: int) -> int:
+            m = self.at(ctx, kv_type)
+            return m.kv_total + m.state + m.compute
+        return need
+
+
+def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, top: int) -> tuple[str, str]:
+    """(type, note): a pin wins; f16 when the minimum context fits on the GPU at f16, else q8_0."""
+    if knobs.kv_type:
+        return knobs.kv_type, f"KV type {knobs.kv_type} (pinned)"
+    if knobs.flash_attn == "off":
+        return "f16", "KV type f16 (flash attention off: llama-server cannot quantize V without it)"
+    fits = max_ctx(engine.need("f16"), room, top)
+    if fits >= min_ctx:
+        return "f16", f"KV type f16: {min_ctx} tokens fit on the GPU at f16 ({fits} would)"
+    return "q8_0", f"KV type q8_0: only {fits} of {min_ctx} tokens fit on the GPU at f16"
+
+
+def _moe_ctx(need: Callable[[int], int], room_moe: int, top: int, target: int, min_ctx: int) -> tuple[int, str]:
+    """(ctx, why) of a MoE model that misses its target on the GPU: the target when it fits with
+    every expert on the CPU (`_place` then moves the fewest), else the largest ctx that does, but
+    not under the minimum (layers leave the GPU too)."""
+    fits = fit_ctx(max_ctx(need, room_moe, top), target)
+    if fits >= target:
+        return target, f"experts to the CPU for ctx {target}"
+    if fits >= min_ctx:
+        return fits, f"all experts on the CPU, largest ctx that fits, under {target}"
+    return min_ctx, f"experts and layers to the CPU for ctx {min_ctx}"
+
+
+def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights, kv_type: str, *, budget: int,
+                fixed: int, top: int, min_ctx: int) -> tuple[int, str]:
+    """(per-slot ctx, why): a pin, else the largest that fits on the GPU, else the MoE or dense
+    fallbacks, never above what leaves room for the compute buffer and state (offloading
+    layers frees weights and KV, never those)."""
+    model_max = meta.context_length if meta.context_length > 0 else NATIVE_CTX_FALLBACK
+    if knobs.ctx:
+        return knobs.ctx, "ctx pinned"
+    need = engine.need(kv_type)
+    fits_full = max_ctx(need, budget - w.size - fixed, top)
+    moe_target = min(top, MOE_CTX_TARGET)
+    if w.experts and fits_full < moe_target:
+        ctx, why = _moe_ctx(need, budget - (w.size - w.experts) - fixed, top, moe_target, min_ctx)
+    elif fits_full >= min(CTX_STEP, model_max):
+        ctx = fit_ctx(fits_full, top)
+        if ctx == model_max:
+            why = "trained length fits on the GPU"
+        elif ctx == LADDER_TOP:
+            why = "ladder top fits on the GPU"
+        elif ctx >= min_ctx:
+            why = "largest ctx that fits on the GPU"
+        else:
+            why = f"largest ctx that fits on the GPU, under {min_ctx}"
+    else:
+        ctx, why = min_ctx, f"layers offloaded for ctx {min_ctx}"
+
+    def resident(c: int) -> int:
+        m = engine.at(c, kv_type)
+        return m.compute + m.state
+
+    if resident(ctx) > budget - fixed:
+        ctx = fit_ctx(max_ctx(resident, budget - fixed, top), top)
+        if ctx <= 0:
+            raise ModelError("the compute buffer of one token does not fit the budget")
+        why = f"compute buffer caps ctx at {ctx}; {why}"
+    return ctx, why
 
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
@@ -336,76 +366,40 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
         raise ModelError(f"kv_type {knobs.kv_type} needs flash attention: llama-server refuses a "
                          "quantized V cache with flash_attn off (set flash_attn: auto or kv_type: f16)")
     w, experts_note = _weights(meta, size)
-    compute, compute_note = compute_buffer(meta, UBATCH, runtime)
-    state, state_note = _recurrent_state(cost, knobs)
-    fixed = BASE_OVERHEAD + compute + projector + state
-    if fixed >= budget:
+    engine = _Engine(meta, cost, knobs)
+    fixed = BASE_OVERHEAD + runtime + projector
+    smallest = engine.at(1, knobs.kv_type or "q8_0")
+    if fixed + smallest.compute + smallest.state >= budget:
         raise ModelError(f"VRAM budget {gb(budget)} GB does not cover llama-server's fixed overhead "
-                         f"{gb(fixed)} GB")
+                         f"{gb(fixed + smallest.compute + smallest.state)} GB")
     model_max = meta.context_length if meta.context_length > 0 else NATIVE_CTX_FALLBACK
     top = min(model_max, LADDER_TOP)
     min_ctx = knobs.ctx if knobs.ctx else min(MIN_CTX, model_max)
-    room_full = budget - size - fixed
-    parallel = knobs.parallel
-    scores_per_token = attention_scores(meta, cost, 1, UBATCH, knobs.flash_attn)
+    kv_type, kv_type_note = choose_kv_type(engine, knobs, budget - size - fixed, min_ctx, top)
+    ctx, why = _choose_ctx(engine, meta, knobs, w, kv_type, budget=budget, fixed=fixed, top=top, min_ctx=min_ctx)
 
-    kv_type, kv_type_note = choose_kv_type(cost, knobs, room_full, min_ctx)
-    eb = KV_TYPE_BYTES[kv_type]
-    fits_full = max_ctx(cost, room_full, eb, parallel, scores_per_token)
-
-    moe_target = min(top, MOE_CTX_TARGET)
-    if knobs.ctx:
-        ctx, why = knobs.ctx, "ctx pinned"
-    elif w.experts and fits_full < moe_target:
-        ctx, why = _moe_ctx(cost, budget - (size - w.experts) - fixed, eb, parallel, scores_per_token,
-                            moe_target, min_ctx)
-    elif fits_full >= min(CTX_STEP, model_max):
-        ctx = fit_ctx(fits_full, top)
-        if ctx == model_max:
-            why = "trained length fits on the GPU"
-        elif ctx == LADDER_TOP:
-            why = "ladder top fits on the GPU"
-        elif ctx >= min_ctx:
-            why = "largest ctx that fits on the GPU"
-        else:
-            why = f"largest ctx that fits on the GPU, under {min_ctx}"
-    else:
-        ctx, why = min_ctx, f"layers offloaded for ctx {min_ctx}"
-    if scores_per_token and not knobs.ctx and ctx * parallel * scores_per_token > budget - fixed:
-        # offloading layers frees weights and KV, never the scores: they bound the context
-        ctx = fit_ctx((budget - fixed) // (parallel * scores_per_token), top)
-        if ctx <= 0:
-            raise ModelError("flash attention off: the attention scores of one token do not fit the budget")
-        why = f"attention scores (flash attention off) cap ctx at {ctx}; {why}"
-
-    kv_total = kv_bytes(cost, ctx, element_bytes=eb, parallel=parallel)
-    scores = scores_per_token * ctx * parallel
-    overhead = fixed + scores
-    ngl, ncm, place_note = _place(w, kv=kv_total, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
+    memory = engine.at(ctx, kv_type)
+    overhead = fixed + memory.compute + memory.state
+    ngl, ncm, place_note = _place(w, kv=memory.kv_total, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
                                   ncm_pin=knobs.n_cpu_moe)
-    vram, ram = _price(w, kv=kv_total, overhead=overhead, ngl=ngl, ncm=ncm)
+    vram, ram = _price(w, kv=memory.kv_total, overhead=overhead, ngl=ngl, ncm=ncm)
     if knobs.ctx and (ncm or ngl <= blocks):
         why = f"ctx pinned; {place_note}"
-    per_token = kv_bytes(cost, 1 << 20, element_bytes=eb) >> 20
-    extras = [state_note] if state else []
-    if scores:
-        extras.append(f"attention scores {gb(scores)} GB = -c {ctx * parallel} × ubatch {UBATCH} × "
-                      f"{max(meta.head_count, 1)} heads × {SCORE_BYTES} B (flash attention off)")
+    parallel = knobs.parallel
     notes = [
         f"weights {gb(size)} GB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
-        f"KV cost {cost.bytes_per_token} B/token at f16 ({cost.note})",
         kv_type_note,
-        compute_note,
-        *extras,
-        f"overhead {gb(overhead)} GB = base {gb(BASE_OVERHEAD)} + compute {gb(compute)} + projector "
-        f"{gb(projector)}" + (f" + state {gb(state)}" if state else "") + (f" + scores {gb(scores)}" if scores else ""),
         f"ctx {ctx}" + (f" × {parallel} slots" if parallel > 1 else "") + f": {why} (trained {model_max})",
-        f"KV {gb(kv_total)} GB at {kv_type} ({per_token} B/token per slot)",
+        *memory.rules,
+        f"runtime {gb(runtime)} GB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GB"
+        " (docs/sizing.md)",
+        *([f"projector {gb(projector)} GB on the GPU"] if projector else []),
         f"placement: {place_note}",
         f"estimate: VRAM {gb(vram)} GB of {gb(budget)} GB budget, RAM {gb(ram)} GB"
         + (" (ABOVE BUDGET)" if vram > budget else ""),
     ]
     return LlamaSizing(ctx=ctx, parallel=parallel, ngl=ngl, n_cpu_moe=ncm, kv_type=kv_type,
-                       kv_bytes_per_token=per_token, kv_total=kv_total, weights=size, compute=compute,
-                       projector=projector, overhead=overhead, est_vram=vram, est_ram=ram, budget=budget,
-                       blocks=blocks, why=why, notes=tuple(notes), state=state, scores=scores)
+                       kv_bytes_per_token=kv_bytes(cost, 1 << 20, element_bytes=KV_TYPE_BYTES[kv_type]) >> 20,
+                       kv_total=memory.kv_total, weights=size, compute=memory.compute, projector=projector,
+                       overhead=overhead, est_vram=vram, est_ram=ram, budget=budget, blocks=blocks, why=why,
+                       notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory)

@@ -41,10 +41,14 @@ FLAG_KNOBS: dict[str, str] = {
     **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
     **dict.fromkeys(("-sm", "--split-mode"), "split_mode"),
     **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
+    "--swa-full": "swa_full",
+    **dict.fromkeys(("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"), "kv_unified"),
+    **dict.fromkeys(("-fit", "--fit"), "fit"),
 }
 #: Flags that take no value (the rest take exactly one).
 SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
-                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings"})
+                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings", "--swa-full",
+                       "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"})
 
 
 def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
@@ -144,9 +148,13 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
         if flash_attn == "off" and v not in FLOAT_KV_TYPES:
             raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
         kv_type = max((k, v), key=KV_TYPE_BYTES.__getitem__)  # sized at the larger of the two
+    if "fit" in found:
+        _pin(found, "fit", words=("on", "off"))
     mmproj = (pick("mmproj") or "auto").strip()
+    unified = "kv_unified" in found and found["kv_unified"][0] in ("-kvu", "--kv-unified")
     knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
-                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS)
+                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS,
+                       kv_unified=unified, swa_full="swa_full" in found)
     return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
                         replaced=frozenset(found), slots_chosen=parallel is not None)
 

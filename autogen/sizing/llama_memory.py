@@ -1,0 +1,333 @@
+"""What llama-server b11434 allocates for one launch, part by part, by llama.cpp's own rules.
+
+Pure arithmetic on a `ModelMeta` and a `Launch`; every figure carries the rule it came from so
+`swapgen show` can print it. The rules are read from llama.cpp's source (b11434) and checked in
+the tests against the allocations that llama-server itself logs (`tests/data/llama_alloc_b11434.json`):
+
+- context geometry: `llama_context::llama_context` (src/llama-context.cpp) pads `n_ctx` to 256;
+  with per-slot KV (an explicit `--parallel`) each slot's `n_ctx_seq` = n_ctx / slots padded to
+  256 again, and n_ctx becomes n_ctx_seq × slots. The KV cache has `n_ctx_seq` cells in each of
+  its streams: one stream when unified (llama-server's auto slots), one per slot otherwise
+  (`llama_kv_cache::llama_kv_cache`, `n_stream`).
+- sliding-window layers (`llama_kv_cache_iswa::llama_kv_cache_iswa`, src/llama-kv-cache-iswa.cpp)
+  keep their own cache of min(cells, n_swa × (slots if unified else 1) + n_ubatch) cells padded
+  to 256, or the full cells with `--swa-full`. Which layers slide is each architecture's
+  `load_arch_hparams` (src/models/*.cpp: `load_swa_pattern`, `llama_hparams::set_swa_pattern`).
+- bytes: Σ over cached layers of `ggml_row_size(type, n_embd_k_gqa(il))` + the same for V, × cells
+  × streams (`llama_kv_cache` tensor shapes). An MLA layer caches one latent row of
+  kv_lora_rank + rope dims and no V.
+- recurrent state: `llama_memory_recurrent` holds max(1, slots) cells of `n_embd_r()` +
+  `n_embd_s()` f32 per recurrent layer (src/llama-model.cpp `create_memory`).
+- compute buffer: `llama_context::sched_reserve` reserves the prompt graph of n_ubatch tokens
+  against the full cache with `n_outputs_max` output rows (llama-server passes its slot count).
+  See `compute_buffer` for the terms.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from autogen.metadata.model_meta import ModelMeta
+
+#: llama.cpp's context padding (`GGML_PAD(n_ctx, 256)`, also the SWA cache's padding).
+CTX_PAD = 256
+#: llama-server defaults (`common/common.h`: n_batch 2048, n_ubatch 512).
+BATCH = 2048
+UBATCH = 512
+#: ggml block bytes / block elements per cache type (ggml.c `type_traits`).
+BLOCKS: dict[str, tuple[int, int]] = {
+    "f32": (4, 1), "f16": (2, 1), "bf16": (2, 1), "q8_0": (34, 32), "q5_1": (24, 32), "q5_0": (22, 32),
+    "q4_1": (20, 32), "q4_0": (18, 32), "iq4_nl": (18, 32),
+}
+#: n_embd-wide rows the graph allocator keeps alive beside a layer's largest tensors: the
+#: residual stream, its normed copy, the block's output projection and their sum (measured:
+#: every width in tests/data/llama_alloc_b11434.json lands within 4-5 rows).
+RESIDENT_ROWS = 5
+#: Recurrent state elements are f32 (`create_memory`: GGML_TYPE_F32, GGML_TYPE_F32).
+STATE_BYTES = 4
+
+
+@frozen
+class SwaRule:
+    """How an architecture marks its sliding-window layers (src/models/<arch>.cpp)."""
+
+    #: `set_swa_pattern(n)`: layer il slides unless il % n == n - 1 (dense_first: il % n == 0).
+    period: int
+    dense_first: bool = False
+    #: n_swa when the GGUF has no `attention.sliding_window` (0 = the key is required).
+    default_window: int = 0
+    #: Llama 4's chunked attention: n_swa is always 8192, whatever the key says.
+    fixed_window: int = 0
+    #: LFM2: every attention layer slides (`is_swa = !is_recr`).
+    all_attention: bool = False
+
+
+#: Architectures whose llama.cpp loader builds a sliding-window cache. A per-layer
+#: `sliding_window_pattern` array in the GGUF (Gemma 4, MiMo-2, Granite SWA) wins over `period`;
+#: an integer one replaces it. Phi-3's window is disabled in llama.cpp (src/models/phi3.cpp).
+SWA_RULES: dict[str, SwaRule] = {
+    "gemma2": SwaRule(2, default_window=4096),
+    "gemma3": SwaRule(6),
+    "gpt-oss": SwaRule(2),
+    "cohere2": SwaRule(4),
+    "cohere2moe": SwaRule(4, dense_first=True),
+    "olmo2": SwaRule(4),
+    "afmoe": SwaRule(4),
+    "exaone-moe": SwaRule(4),
+    "llama4": SwaRule(4, fixed_window=8192),
+    "lfm2": SwaRule(0, all_attention=True),
+    "lfm2moe": SwaRule(0, all_attention=True),
+    "gemma4": SwaRule(0),
+    "mimo2": SwaRule(0),
+    "granite-swa": SwaRule(0),
+}
+
+
+@frozen
+class Launch:
+    """The llama-server flags that decide its allocations."""
+
+    #: `-c` as passed (all slots together); 0 = the trained window.
+    ctx: int
+    #: Sequences (`n_seq_max`): `--parallel`, or the server's auto 4.
+    slots: int = 1
+    #: One KV stream shared by every slot (llama-server's auto slots, `--kv-unified`).
+    unified: bool = False
+    type_k: str = "f16"
+    type_v: str = "f16"
+    flash_attn: bool = True
+    swa_full: bool = False
+    ubatch: int = UBATCH
+    batch: int = BATCH
+    #: Output rows the reserve plans for (`n_outputs_max`); None = one per slot, as llama-server
+    #: sets it. `llama-fit-params` leaves it at n_batch, so n_ubatch rows are reserved.
+    outputs: int | None = None
+
+
+@frozen
+class Geometry:
+    """`llama_context`'s context numbers for a launch."""
+
+    n_ctx: int
+    n_ctx_seq: int
+    #: KV streams: 1 when unified, else one per slot.
+    streams: int
+    n_ubatch: int
+    #: Cells per stream of the full-attention cache and of the sliding-window cache (0 = none).
+    cells: int
+    swa_cells: int
+    #: n_swa (0 = no sliding-window layers).
+    window: int
+
+
+@frozen
+class LlamaMemory:
+    """Bytes llama-server allocates for one launch, with the rule behind each figure."""
+
+    geometry: Geometry
+    kv: int
+    kv_swa: int
+    state: int
+    compute: int
+    #: Lines "part: bytes = rule" for `swapgen show`.
+    rules: tuple[str, ...] = ()
+
+    @property
+    def kv_total(self) -> int:
+        return self.kv + self.kv_swa
+
+
+def pad(n: int, to: int = CTX_PAD) -> int:
+    """`GGML_PAD(n, to)`."""
+    return -(-n // to) * to
+
+
+def row_bytes(type_name: str, elements: int) -> int:
+    """`ggml_row_size(type, elements)`: bytes of one cache row."""
+    block_bytes, block = BLOCKS[type_name]
+    return -(-elements // block) * block_bytes
+
+
+def sliding_layers(meta: ModelMeta) -> tuple[tuple[bool, ...], int]:
+    """(per-layer sliding flags, n_swa) as llama.cpp's loader sets them; ((), 0) = none."""
+    rule = SWA_RULES.get(meta.arch)
+    if rule is None:
+        return (), 0
+    window = rule.fixed_window or meta.sliding_window or rule.default_window
+    if window <= 0:
+        return (), 0
+    layers = meta.block_count
+    if len(meta.sliding_layers) == layers and not rule.all_attention:
+        flags = meta.sliding_layers
+    elif rule.all_attention:
+        flags = tuple(h > 0 for h in meta.head_count_kv)
+    else:
+        n = meta.sliding_pattern or rule.period
+        if n <= 0:
+            return (), 0  # the per-layer array is required and absent: charged as full attention
+        flags = tuple((i % n != 0) if rule.dense_first else (i % n < n - 1) for i in range(layers))
+    return (flags, window) if any(flags) else ((), 0)
+
+
+def geometry(meta: ModelMeta, launch: Launch) -> Geometry:
+    """`llama_context::llama_context` and `llama_kv_cache_iswa::llama_kv_cache_iswa`."""
+    slots = max(1, launch.slots)
+    n_ctx = pad(launch.ctx or meta.context_length)
+    if launch.unified:
+        n_ctx_seq, streams = n_ctx, 1
+    else:
+        n_ctx_seq, streams = pad(n_ctx // slots), slots
+        n_ctx = n_ctx_seq * slots
+    n_batch = min(n_ctx, launch.batch)
+    n_ubatch = min(n_batch, launch.ubatch)
+    flags, window = sliding_layers(meta)
+    swa_cells = 0
+    if flags:
+        swa_cells = n_ctx_seq if launch.swa_full else pad(min(n_ctx_seq, window * (slots if launch.unified else 1)
+                                                              + n_ubatch))
+    return Geometry(n_ctx, n_ctx_seq, streams, n_ubatch, n_ctx_seq, swa_cells, window)
+
+
+def layer_rows(meta: ModelMeta) -> list[tuple[int, int, bool]]:
+    """(K elements, V elements, sliding) per cached layer: `n_embd_k_gqa(il)` / `n_embd_v_gqa(il)`."""
+    flags, _ = sliding_layers(meta)
+    rows = []
+    for i, heads in enumerate(meta.head_count_kv):
+        if heads <= 0:
+            continue
+        sliding = bool(flags) and flags[i]
+        if meta.kv_lora_rank > 0:
+            rows.append((meta.kv_lora_rank + meta.qk_rope_head_dim, 0, sliding))
+            continue
+        k, v = meta.key_length, meta.value_length
+        if sliding and meta.key_length_swa:
+            k, v = meta.key_length_swa, meta.value_length_swa or meta.key_length_swa
+        elif not meta.sliding_layers and meta.key_length_swa:
+            k, v = max(k, meta.key_length_swa), max(v, meta.value_length_swa)
+        rows.append((heads * k, heads * v, sliding))
+    return rows
+
+
+def kv_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, int, list[str]]:
+    """(full-attention bytes, sliding-window bytes, rule lines)."""
+    full = swa = 0
+    full_layers = swa_layers = 0
+    for k, v, sliding in layer_rows(meta):
+        row = row_bytes(launch.type_k, k) + (row_bytes(launch.type_v, v) if v else 0)
+        if sliding:
+            swa += row * geo.swa_cells * geo.streams
+            swa_layers += 1
+        else:
+            full += row * geo.cells * geo.streams
+            full_layers += 1
+    streams = f" × {geo.streams} streams" if geo.streams > 1 else ""
+    types = launch.type_k if launch.type_k == launch.type_v else f"K {launch.type_k} / V {launch.type_v}"
+    lines = []
+    if full_layers:
+        lines.append(f"KV full attention {mib(full)}: {full_layers} layers × {geo.cells} cells{streams} at {types}"
+                     f" (n_ctx {geo.n_ctx}, per slot {geo.n_ctx_seq}; llama_kv_cache)")
+    if swa_layers:
+        share = f"{launch.slots} slots × " if launch.unified and launch.slots > 1 else ""
+        how = ("--swa-full: every cell" if launch.swa_full else
+               f"pad256(min({geo.cells}, {share}window {geo.window} + ubatch {geo.n_ubatch}))")
+        lines.append(f"KV sliding window {mib(swa)}: {swa_layers} layers × {geo.swa_cells} cells{streams} = {how}"
+                     " (llama_kv_cache_iswa)")
+    return full, swa, lines
+
+
+def state_bytes(meta: ModelMeta, launch: Launch, per_seq: int) -> tuple[int, list[str]]:
+    """Recurrent state: max(1, slots) cells of `per_seq` bytes (`llama_memory_recurrent`)."""
+    if per_seq <= 0:
+        return 0, []
+    cells = max(1, launch.slots)
+    total = per_seq * cells
+    return total, [f"recurrent state {mib(total)}: {cells} cells × {per_seq} B (llama_memory_recurrent)"]
+
+
+def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, list[str]]:
+    """The compute buffer `llama_context::sched_reserve` reserves: the prompt graph of n_ubatch
+    tokens against every cell, with one output row per slot (`n_outputs_max`, llama-server's
+    `output_limits.total`). ggml's graph allocator reuses a tensor's memory once its last
+    consumer ran (ggml-alloc.c `ggml_gallocr_alloc_graph`), so the buffer is the largest set of
+    tensors alive at once:
+
+    - the KQ masks (`build_attn_inp_kq_mask`, src/llama-graph.cpp): n_kv × n_ubatch, f16 with
+      flash attention, f32 without; one for the full cells and one for the window's cells.
+      Inputs stay alive through every layer.
+    - the attention block at n_ubatch rows, f32: Q and the attention output beside the
+      resident n_embd rows (`RESIDENT_ROWS`), plus, without flash attention, one layer's scores
+      n_kv × n_ubatch × heads (`build_attn_mha`: `ggml_mul_mat(k, q)`, softmax in place).
+    - the FFN at n_ubatch rows: gate, up and their product beside the resident rows
+      (`build_ffn`; `build_moe_ffn` with the used experts' rows). It reuses the freed scores.
+    - after the last layer, the logits of the outputs: n_vocab × min(n_ubatch, outputs) f32
+      beside the resident rows. They reuse the block the masks leave when it is large enough
+      (ggml-alloc's best fit), else they come on top of it.
+
+    So: masks + max(attention, FFN), or masks + logits + resident rows when the logits outgrow
+    the masks and the layers.
+    """
+    tokens = geo.n_ubatch
+    rows = layer_rows(meta)
+    mask_bytes = 2 if launch.flash_attn else 4
+    widths = []
+    if any(not sliding for *_, sliding in rows):
+        widths.append(geo.cells)
+    if any(sliding for *_, sliding in rows):
+        widths.append(geo.swa_cells)
+    masks = sum(n_kv * tokens * mask_bytes for n_kv in widths)
+    n_kv = max(widths, default=0)
+    scores = 0 if launch.flash_attn or not rows else n_kv * tokens * max(meta.head_count, 1) * 4
+    embd = meta.embedding_length
+    ffn = meta.feed_forward_length
+    routed = 0
+    if meta.expert_count > 0 and meta.expert_used_count > 0:
+        ffn = (meta.expert_feed_forward_length or ffn) * meta.expert_used_count
+        routed = embd * meta.expert_used_count  # each token's input, once per chosen expert (mul_mat_id)
+    if meta.kv_lora_rank > 0:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
+        q = meta.head_count * (meta.kv_lora_rank + meta.qk_rope_head_dim)
+        out = meta.head_count * (meta.kv_lora_rank + meta.value_length)
+    else:
+        q = meta.head_count * meta.key_length
+        out = meta.head_count * meta.value_length
+    resident = RESIDENT_ROWS * embd * tokens * 4
+    attention = resident + scores + (q + out) * tokens * 4
+    feed_forward = resident + (3 * ffn + routed) * tokens * 4
+    feed_forward = max(feed_forward, resident + _recurrent_block(meta, launch) * tokens * 4)
+    outputs = min(tokens, launch.outputs or max(1, launch.slots))
+    logits = max(meta.vocab_size, 0) * outputs * 4
+    tail = logits + resident
+    total = masks + max(attention, feed_forward) if tail <= masks else masks + max(attention, feed_forward, tail)
+    lines = [f"compute buffer {mib(total)} = KQ masks {mib(masks)} ({' + '.join(str(w) for w in widths) or 0} cells"
+             f" × ubatch {tokens} × {mask_bytes} B) + max(attention {mib(attention)}, FFN {mib(feed_forward)}) "
+             f"(ubatch × ({RESIDENT_ROWS} × n_embd {embd} + Q {q} + out {out} | + 3 × ffn {ffn}) × 4 B"
+             + (f"; scores {mib(scores)}: flash attention off, {n_kv} × {tokens} × {meta.head_count} heads × 4 B"
+                if scores else "") + ")"
+             + f", or the logits {mib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
+             " (llama_context::sched_reserve)"]
+    return total, lines
+
+
+def _recurrent_block(meta: ModelMeta, launch: Launch) -> int:
+    """f32 elements per token of a recurrent layer (`llm_build_mamba_base::build_mamba2_layer`,
+    src/models/mamba-base.cpp):
+    the in-projection (z, x, B, C, dt), the conv window and its output, the scan output, and the
+    states of every sequence spread over the ubatch."""
+    if meta.recurrent_layers <= 0 or meta.ssm_inner_size <= 0:
+        return 0
+    inner, conv = meta.ssm_inner_size, meta.ssm_inner_size + 2 * meta.ssm_group_count * meta.ssm_state_size
+    heads = max(1, inner // 64)
+    states = meta.ssm_state_size * inner * max(1, launch.slots) // max(1, min(launch.ubatch, UBATCH))
+    return inner + conv + heads + 2 * conv + inner + states
+
+
+def allocations(meta: ModelMeta, launch: Launch, state_per_seq: int = 0) -> LlamaMemory:
+    """Everything llama-server allocates beside the weights for `launch`."""
+    geo = geometry(meta, launch)
+    full, swa, kv_lines = kv_bytes(meta, launch, geo)
+    state, state_lines = state_bytes(meta, launch, state_per_seq)
+    compute, compute_lines = compute_bytes(meta, launch, geo)
+    return LlamaMemory(geo, full, swa, state, compute, (*kv_lines, *state_lines, *compute_lines))
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.2f} MiB"
