@@ -8,8 +8,8 @@ import sys
 
 from doit import get_var
 
-from autogen.errors import SwapgenError
 from autogen.commands.tasks import load
+from autogen.errors import SwapgenError
 
 try:
     globals().update(load(get_var("settings", None)).namespace())

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import fcntl
+import functools
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from autogen.errors import SwapgenError
 
@@ -47,10 +47,8 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
     path = os.path.realpath(path)
     if read_bytes(path) == data:
         return False
-    try:
+    with contextlib.suppress(FileNotFoundError):
         mode = os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        pass
     folder = os.path.dirname(os.path.abspath(path)) or "."
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
@@ -63,10 +61,8 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
     if not durable:
         return True

@@ -55,7 +55,7 @@ def write_split_set(directory: str | os.PathLike[str], stem: str, arch: str, *, 
     ends = _declare_all(w, tensors)
     paths = w.format_shard_names(Path(directory) / f"{stem}.gguf")
     _write_header(w)
-    for shard, end in zip(paths, ends):
+    for shard, end in zip(paths, ends, strict=False):
         os.truncate(shard, _full_size(os.path.getsize(shard), end, w.data_alignment))
     return paths
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autogen.errors import ModelError
 from autogen.resolve import backends
 from autogen.resolve.backends import (
     KINDS,
@@ -29,7 +30,6 @@ from autogen.resolve.backends import (
     sibling,
     without_audiocpp,
 )
-from autogen.errors import ModelError
 from autogen.settings.schema import BackendRow, Override, Settings
 from autogen.settings.structure import structure
 
@@ -587,7 +587,7 @@ def test_module_does_not_import_heavy_packages():
 # ---------------------------------------------------------------------------------------------
 # properties over random registries
 
-_KIND_POOL = sorted(KINDS) + ["custom", " LLaMA ", "Audio.CPP"]
+_KIND_POOL = [*sorted(KINDS), "custom", " LLaMA ", "Audio.CPP"]
 _rows = st.lists(
     st.builds(
         BackendRow,

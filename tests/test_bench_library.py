@@ -5,8 +5,8 @@ from __future__ import annotations
 import gguf
 
 from autogen.discovery.walk import discover
-from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.cache import MetaCache
+from autogen.metadata.gguf_header import read_gguf_header
 from benchmarks import library
 
 

@@ -3,15 +3,17 @@ models plus the diffusion components, codecs and projectors that must never be s
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
 from autogen.router.validate import validate_text
-from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
+from tests.runs import generate
 
 GIB = 1 << 30
 TINY = [("token_embd.weight", (64, 64), Q.F16)]
@@ -121,7 +123,7 @@ def test_config_is_valid_and_serves_exactly_the_models(generated):
 
 
 def test_components_codecs_and_projectors_are_never_served(generated):
-    _, text, config = generated
+    _, _text, config = generated
     for model in config["models"].values():
         words = split_command(model["cmd"])
         model_path = words[words.index("--model") + 1] if "--model" in words else ""
@@ -196,17 +198,16 @@ def test_audiocpp_config_named_by_the_cmd_is_written_and_restored(generated):
     tmp_path, _, config = generated
     audio = argv(config, "moss-tts-nano-100m-q8_0")
     path = audio[audio.index("--config") + 1]
-    written = open(path).read()
+    written = Path(path).read_text()
     assert "moss_tts_nano" in written
-    import os
 
     os.unlink(path)
-    text, stats = run(tmp_path / "swapgen.yaml")
-    assert stats["emitted"] == 1 and open(path).read() == written
+    _text, stats = run(tmp_path / "swapgen.yaml")
+    assert stats["emitted"] == 1 and Path(path).read_text() == written
     with open(path, "w") as f:  # a run stopped after writing it, before its fragment
         f.write(written.replace("moss_tts_nano", "other"))
-    text, stats = run(tmp_path / "swapgen.yaml")
-    assert stats["emitted"] == 1 and open(path).read() == written
+    _text, stats = run(tmp_path / "swapgen.yaml")
+    assert stats["emitted"] == 1 and Path(path).read_text() == written
 
 
 def test_downloading_a_missing_component_re_emits_the_image_model(tmp_path):

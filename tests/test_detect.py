@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands import cli
-from autogen.commands import detect
+from autogen.commands import cli, detect
 from autogen.errors import SettingsError
 from autogen.settings.load import load_backends_file, load_settings
 from autogen.settings.schema import BackendRow
@@ -248,7 +247,7 @@ class TestRewrite:
 class TestCommand:
     def test_settings_without_backends_file_is_an_error_with_the_hint(self, tmp_path, home, capsys):
         (tmp_path / "swapgen.yaml").write_text("roots: [models]\n")
-        with pytest.raises(SettingsError, match="add `backends_file: backends.yaml`"):
+        with pytest.raises(SettingsError, match=r"add `backends_file: backends\.yaml`"):
             detect.detect(load_settings(tmp_path / "swapgen.yaml"))
         assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "backends", "detect"]) == 1
         assert "backends_file: required by `swapgen backends detect`" in capsys.readouterr().err

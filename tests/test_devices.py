@@ -13,25 +13,24 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli
-from autogen.resolve import devices
-from autogen.resolve import gpus
-from autogen.resolve.backends import Resolved
-from autogen.resolve.devices import Placement, place
-from autogen.sizing.vllm_args import vllm_tensor_parallel
+from autogen.discovery.rows import ModelRow
+from autogen.emit.dispatch import budget_for, build_plan, global_inputs, make_job, model_inputs
 from autogen.emit.vllm import emit_vllm
-from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
-from autogen.metadata.kvcost import KvCost
 from autogen.metadata.cache import MetaCache
+from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
-from autogen.emit.dispatch import budget_for, build_plan, global_inputs, make_job, model_inputs
-from autogen.discovery.rows import ModelRow
-from autogen.settings.schema import BackendRow, Gpu, Override, Settings
+from autogen.resolve import devices, gpus
+from autogen.resolve.backends import Resolved
+from autogen.resolve.context import EmitContext
+from autogen.resolve.devices import Placement, place
 from autogen.router.validate import validate_text
+from autogen.settings.schema import BackendRow, Gpu, Override, Settings
 from autogen.sizing.vllm import size_vllm
-from tests.runs import generate
+from autogen.sizing.vllm_args import vllm_tensor_parallel
 from tests.gguf_fixtures import Q, write_gguf
+from tests.runs import generate
 
 RTX4090 = Gpu(index=0, vram_gb=24.0, name="RTX 4090", vendor="nvidia")
 RTX3060 = Gpu(index=1, vram_gb=12.0, name="RTX 3060", vendor="nvidia")
@@ -281,7 +280,7 @@ class TestVendorVariables:
         assert p.family == family and p.why == f"pinned; {note}"
 
     def test_unknown_variant_on_mixed_vendors_is_refused(self):
-        with pytest.raises(ModelError, match="mix amd and nvidia GPUs .* pin a vulkan build"):
+        with pytest.raises(ModelError, match=r"mix amd and nvidia GPUs .* pin a vulkan build"):
             placed(Override(match="*", devices=(1, 2)), row=attrs.evolve(PLAIN_ROW, variant="sycl"))
 
     def test_declared_gpu_without_vendor_counts_as_nvidia(self):

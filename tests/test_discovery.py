@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+from typing import ClassVar
 
 import pytest
 
+import autogen.metadata.probes as discovery
 from autogen.discovery.walk import discover, gguf_ids, quant_from_name
 from autogen.metadata.cache import MetaCache
 from tests.gguf_fixtures import Q, write_gguf, write_split_set
@@ -298,7 +300,7 @@ def test_unreadable_model_file_is_a_row_with_its_reason(tmp_path, monkeypatch):
 class TestSplitSets:
     """Every shard counts: a set without shard 1 is still a row, a later shard cut short is seen."""
 
-    GIB_TENSORS = [(f"blk.{i}.w", (4096, 4096 * 32), Q.F16) for i in range(3)]  # 1 GiB each, sparse
+    GIB_TENSORS: ClassVar[list] = [(f"blk.{i}.w", (4096, 4096 * 32), Q.F16) for i in range(3)]  # 1 GiB each, sparse
 
     def _set(self, tmp_path, tensors=None):
         folder = tmp_path / "models/big"
@@ -365,8 +367,6 @@ class TestThroughTheCache:
         return found, cache
 
     def _count_config_reads(self, monkeypatch):
-        import autogen.metadata.probes as discovery
-
         opened = []
         real = discovery.read_config_json
         monkeypatch.setattr(discovery, "read_config_json", lambda p: opened.append(p) or real(p))

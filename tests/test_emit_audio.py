@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
+from autogen.discovery.rows import ModelRow
 from autogen.emit.audio import emit_asr, emit_audiocpp, emit_tts
-from autogen.resolve.context import EmitContext
+from autogen.emit.dispatch import build_plan, make_job, resolve_for
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
-from autogen.emit.dispatch import build_plan, make_job, resolve_for
+from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import Role, audiocpp_task, model_role
-from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Override, Settings
 
 GIB = 1 << 30
@@ -43,8 +44,6 @@ def plan_for(r, meta, settings, override=None):
 
 
 def attrs_evolve(settings, override):
-    import attrs
-
     return attrs.evolve(settings, overrides=(override,) if override else ())
 
 

@@ -8,16 +8,16 @@ import attrs
 import pytest
 
 from autogen.emit.llama import emit_llama
-from autogen.sizing.llama_args import extra_flags, split_equals
-from autogen.resolve.context import EmitContext
 from autogen.errors import SettingsError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.metadata.model_meta import ModelMeta
-from autogen.settings.schema import LLAMA_KV_TYPES, Override, Settings
+from autogen.resolve.context import EmitContext
+from autogen.settings.schema import LLAMA_KV_TYPES, Override, Settings, Variant
 from autogen.settings.structure import structure
+from autogen.sizing.llama_args import extra_flags, split_equals
 from tests.builders import HEAD, context, meta
 from tests.gguf_fixtures import write_gguf
 from tests.shared import HF_CONFIGS, require
@@ -46,7 +46,7 @@ def stateful(ctx: EmitContext, per_seq: int) -> EmitContext:
 class TestChatArgv:
     def test_dense_model_argv_in_documented_order(self):
         entry, _ = only_entry(context())
-        assert entry.argv == HEAD + ("-c", "45056", "-ngl", "33", "-fit", "off")
+        assert entry.argv == (*HEAD, "-c", "45056", "-ngl", "33", "-fit", "off")
 
     def test_comment_first_line_says_arch_size_ctx_ngl_and_why(self):
         entry, _ = only_entry(context())
@@ -128,7 +128,7 @@ class TestExtraArgs:
     def test_flags_in_extra_args_replace_ours_and_pin_the_sizing(self):
         ov = Override(match="*", extra_args=("--ctx-size=8192", "--n-gpu-layers", "10", "--jinja"))
         entry, _ = only_entry(context(override=ov))
-        assert entry.argv == HEAD + ("-fit", "off", "--ctx-size", "8192", "--n-gpu-layers", "10", "--jinja")
+        assert entry.argv == (*HEAD, "-fit", "off", "--ctx-size", "8192", "--n-gpu-layers", "10", "--jinja")
         md = meta_dict(entry)
         assert (md["ctx"], md["ngl"]) == (8192, 10) and md["est_ram_gb"] > 0
 
@@ -228,8 +228,6 @@ class TestExtraArgValues:
         assert "cache type q8_0 for V needs flash attention" in plan.skips[0].reason
 
     def test_a_bad_value_in_a_variant_skips_only_that_profile(self):
-        from autogen.settings.schema import Variant
-
         ov = Override(match="*", variants=(Variant(name="odd", extra_args=("-ctk", "Q4_0")),))
         plan = emit_llama(context(override=ov))
         assert [e.id for e in plan.entries] == ["llama-8b"]
@@ -366,8 +364,7 @@ class TestEmbedding:
                  head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522,
                  has_chat_template=False)
         entry, _ = only_entry(context(m, size_gb=0.13, settings=Settings(roots=("/m",), threads=4)))
-        assert entry.argv == HEAD + ("--embeddings", "--pooling", name, "-c", "512", "-b", "512", "-ub", "512",
-                                     "-ngl", "13", "-fit", "off", "-t", "4")
+        assert entry.argv == (*HEAD, "--embeddings", "--pooling", name, "-c", "512", "-b", "512", "-ub", "512", "-ngl", "13", "-fit", "off", "-t", "4")
         caps = entry.capabilities
         assert caps.tools is None and caps.outputs == () and caps.context == 512
         assert caps.reranker is (True if name == "rank" else None)
@@ -414,7 +411,7 @@ class TestSettingsValidation:
         assert any(p.startswith(message) for p in err.value.problems), err.value.problems
 
     def test_settings_cache_types_are_the_sized_ones(self):
-        assert LLAMA_KV_TYPES == tuple(KV_TYPE_BYTES)
+        assert tuple(KV_TYPE_BYTES) == LLAMA_KV_TYPES
         with pytest.raises(SettingsError):
             structure({"roots": ["/m"], "kv_type": "Q8_0"}, Settings, "swapgen.yaml")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import attrs
 
-from autogen.resolve.backends import resolve_backend
 from autogen.discovery.walk import discover
-from autogen.metadata.probes import HeaderInfo
 from autogen.emit.sam import emit_sam, sam_arch
-from autogen.resolve.context import EmitContext
+from autogen.metadata.probes import HeaderInfo
 from autogen.numfmt import size_gb
+from autogen.resolve.backends import resolve_backend
+from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import Role, model_role
 from autogen.settings.schema import BackendRow, Override, Settings
 

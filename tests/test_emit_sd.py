@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from gguf_fixtures import Q, write_gguf
 
-from autogen.resolve.backends import Resolved
-from autogen.emit.sd import (arm_components, emit_sd, guidance_for, is_reference_edit,
-                             max_vram)
-from autogen.resolve.context import EmitContext
+from autogen.discovery.rows import ModelRow
+from autogen.emit.sd import arm_components, emit_sd, guidance_for, is_reference_edit, max_vram
 from autogen.errors import ModelError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
+from autogen.resolve.backends import Resolved
+from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import Role, image_arch, is_image_arch, model_role
-from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import BackendRow, Encoders, Override, Settings
-from gguf_fixtures import Q, write_gguf
 
 GIB = 1 << 30
 SIZES = {"/c/ae.safetensors": int(0.31 * GIB), "/c/clip_l.safetensors": int(0.23 * GIB),

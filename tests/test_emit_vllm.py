@@ -4,20 +4,18 @@ the entry's shape and notes, and vLLM's own parser on our command lines. The siz
 in `test_vllm_sizing`, the reading of `extra_args` in `test_vllm_args`."""
 
 import json
-import os
 import shlex
 import subprocess
-from pathlib import Path
 
 import attrs
 import pytest
+from gguf_fixtures import write_gguf
+from vllm_fixtures import LLAMA3_8B, NO_DIMS, entry_of, flag, make_ctx, meta_of
 
 from autogen.emit.vllm import emit_vllm
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.settings.schema import Override
-from gguf_fixtures import write_gguf
-from vllm_fixtures import LLAMA3_8B, NO_DIMS, entry_of, flag, make_ctx, meta_of
 from tests.shared import TOOLS, VLLM_VENV
 
 ARGCHECK = TOOLS / "vllm-argcheck" / "vllm_argcheck.py"

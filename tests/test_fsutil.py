@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from autogen.fsutil import file_size
 from autogen.emit.dispatch import component_state
+from autogen.fsutil import file_size
 from autogen.settings.schema import Encoders, Override, Settings
 
 

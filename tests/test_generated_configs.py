@@ -18,8 +18,8 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
 from autogen.cmdline import split_command
+from autogen.commands import cli
 from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, llama_tensors, write_gguf, write_split_set
 from tests.shared import HF_CONFIGS, SCHEMA, require

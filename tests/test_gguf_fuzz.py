@@ -8,12 +8,12 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from gguf_fixtures import Q, write_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
-from gguf_fixtures import Q, write_gguf
 
 #: Peak Python allocation allowed for one read: read window + the largest decoded value.
 MEMORY_BOUND = 4 << 20

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import ClassVar
 
 import attrs
 import gguf
 import pytest
-
-from autogen.metadata import gguf_header
-from autogen.metadata import gguf_keys
-from autogen.metadata.gguf_header import MAX_KEPT_STRING, GGUFError, GGUFHeader, read_gguf_header
 from gguf_fixtures import (
     Q,
     llama_tensors,
@@ -26,6 +23,10 @@ from gguf_fixtures import (
     write_gguf,
     write_split_set,
 )
+
+from autogen.errors import ModelError
+from autogen.metadata import gguf_header, gguf_keys
+from autogen.metadata.gguf_header import MAX_KEPT_STRING, GGUFError, GGUFHeader, read_gguf_header
 
 GIB = 1 << 30
 I64_LIMIT = 1 << 63
@@ -267,21 +268,21 @@ def _exact(path) -> GGUFHeader:
 
 
 class TestSameVocabularyIsWalkedOnce:
-    TOKENS = [f"Ġtok{i:05d}" for i in range(3000)]
+    TOKENS: ClassVar[list[str]] = [f"Ġtok{i:05d}" for i in range(3000)]
 
     def test_files_sharing_a_vocabulary_read_exactly_like_a_fresh_read(self, tmp_path):
         paths = [_vocab_file(tmp_path / f"m{i}.gguf", self.TOKENS, block_count=i + 1) for i in range(4)]
         gguf_header._WALKED.clear()
         memo = [read_gguf_header(p) for p in paths]
         assert len(gguf_header._WALKED) == 2  # tokens and merges, once each
-        for p, h in zip(paths, memo):
+        for p, h in zip(paths, memo, strict=False):
             fresh = _exact(p)
             assert attrs.evolve(h, bytes_read=0) == attrs.evolve(fresh, bytes_read=0)
         assert [h.kv["qwen3.block_count"] for h in memo] == [1, 2, 3, 4]
 
     def test_same_start_and_count_but_other_strings_is_walked_again(self, tmp_path):
         """The memo is keyed by the first 4 KiB; the full-length hash catches a later change."""
-        other = self.TOKENS[:-1] + ["Ġa-much-longer-last-token-than-before"]
+        other = [*self.TOKENS[:-1], "Ġa-much-longer-last-token-than-before"]
         a = _vocab_file(tmp_path / "a.gguf", self.TOKENS)
         b = _vocab_file(tmp_path / "b.gguf", self.TOKENS)
         c = _vocab_file(tmp_path / "c.gguf", other, block_count=7)
@@ -480,13 +481,12 @@ class TestHostileHeaders:
         assert _reason(tmp_path, data) == "general.alignment must be a power of two (got 48)"
 
     def test_missing_file_and_directory_are_reasons(self, tmp_path):
-        with pytest.raises(GGUFError, match="^cannot read: No such file or directory$"):
+        with pytest.raises(GGUFError, match=r"^cannot read: No such file or directory$"):
             read_gguf_header(tmp_path / "absent.gguf")
-        with pytest.raises(GGUFError, match="^cannot read: Is a directory$"):
+        with pytest.raises(GGUFError, match=r"^cannot read: Is a directory$"):
             read_gguf_header(tmp_path)
 
     def test_gguf_error_is_a_model_error(self):
-        from autogen.errors import ModelError
         assert issubclass(GGUFError, ModelError)
 
     def test_kv_string_helper_round_trips(self, tmp_path):

@@ -7,13 +7,12 @@ import json
 import pytest
 from gguf import GGUFValueType
 from gguf.gguf_writer import GGUFValue
+from gguf_fixtures import Q, tensor_nbytes, write_gguf
 
 from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
-from gguf_fixtures import Q, tensor_nbytes, write_gguf
 from tests.shared import HF_CONFIGS, require
-
 
 
 def meta(tmp_path, arch="llama", kv=None, **kwargs) -> ModelMeta:

@@ -9,14 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autogen.metadata import hf_config
-from autogen.metadata import hf_layout
 from autogen.errors import ModelError
-from autogen.metadata.hf_config import (hf_model_reason, hf_quant, meta_from_config_file, meta_from_hf_config,
-                               read_config_json)
+from autogen.metadata import hf_config, hf_layout
+from autogen.metadata.hf_config import (
+    hf_model_reason,
+    hf_quant,
+    meta_from_config_file,
+    meta_from_hf_config,
+    read_config_json,
+)
 from autogen.metadata.kvcost import kv_cost
 from tests.shared import HF_CONFIGS, absent_reason, require
-
 
 
 def _write(tmp_path: Path, text: str | bytes) -> str:
@@ -64,7 +67,7 @@ class TestReadConfigJson:
             read_config_json(_write(tmp_path, b'{"name": "\xff\xfe"}'))
 
     def test_deep_nesting_is_refused_not_crashed(self, tmp_path):
-        with pytest.raises(ModelError, match="config.json: "):
+        with pytest.raises(ModelError, match=r"config\.json: "):
             read_config_json(_write(tmp_path, "[" * 100_000 + "]" * 100_000))
 
     def test_oversized_file_is_refused_unread(self, tmp_path, monkeypatch):
@@ -362,7 +365,7 @@ class TestMetaFromHfConfig:
         assert (m.vocab_size, m.context_length, m.head_count_kv[0]) == (2**31 - 1, 2**40 - 1, 2**20)
 
     def test_out_of_range_list_entries_are_refused(self):
-        with pytest.raises(ModelError, match="^attn_layer_indices must be a list of non-negative integers below"):
+        with pytest.raises(ModelError, match=r"^attn_layer_indices must be a list of non-negative integers below"):
             meta_from_hf_config({**LLAMA, "attn_layer_indices": [1, 2**40]})
 
     def test_architectures_string_is_not_split_into_letters(self):
@@ -479,7 +482,7 @@ class TestRecurrentState:
 
 def test_library_defaults_table_is_complete():
     """Every defaults row can size a model on its own: layers, heads and a head width."""
-    for model_type, row in hf_config.LIBRARY_DEFAULTS.items():
+    for model_type, _row in hf_config.LIBRARY_DEFAULTS.items():
         m = meta_from_hf_config({"model_type": model_type})
         assert m.block_count > 0 and m.head_count > 0 and m.key_length > 0, model_type
     for wrapper, text_type in hf_config.WRAPPER_TEXT_TYPE.items():

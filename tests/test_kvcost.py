@@ -8,7 +8,6 @@ state is per sequence, in llama.cpp's f32 element counts (`n_embd_r` + `n_embd_s
 
 from __future__ import annotations
 
-
 import gguf
 import pytest
 
@@ -17,7 +16,6 @@ from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
 from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from tests.shared import HF_CONFIGS, require
-
 
 #: The shared real configs. Arithmetic: attention layers × kv heads × (key + value) × 2 B.
 REAL_CONFIG_BYTES = {

@@ -20,15 +20,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
-from autogen.resolve.backends import Resolved
 from autogen.cmdline import render_cmd, split_command
+from autogen.commands import cli
+from autogen.discovery.rows import ModelRow
 from autogen.emit.llama import emit_llama
-from autogen.resolve.context import EmitContext
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.kvcost import kv_cost
-from autogen.discovery.rows import ModelRow
+from autogen.resolve.backends import Resolved
+from autogen.resolve.context import EmitContext
 from autogen.settings.schema import BackendRow, Override, Settings
 from tests.shared import TOOLS, require
 
@@ -138,10 +140,6 @@ def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
     """The whole pipeline: a library holding the tiny model, a config from `swapgen`, and each
     llama-server entry launched as llama-swap launches it (macros on the raw text, then its
     shell splitting)."""
-    from ruamel.yaml import YAML
-
-    from autogen.commands import cli
-
     library = tmp_path / "models" / "pub lisher"
     library.mkdir(parents=True)
     (library / "Tiny Random-F32.gguf").symlink_to(tiny_model)

@@ -9,6 +9,7 @@ import pytest
 
 from autogen.commands import library as library_module
 from autogen.commands import tasks
+from autogen.settings.schema import Gpu
 from tests.builders import SETTINGS, add_model
 
 
@@ -88,7 +89,6 @@ def test_a_new_gpu_inventory_or_generator_version_is_a_miss(library, monkeypatch
     load(library)
     monkeypatch.setattr(library_module, "inventory", lambda settings: ())
     load(library)
-    from autogen.settings.schema import Gpu
 
     monkeypatch.setattr(library_module, "inventory", lambda settings: (Gpu(index=0, vram_gb=24.0),))
     assert not served_from_memo(library, monkeypatch)

@@ -6,12 +6,13 @@ import io
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
 from autogen.metadata.cache import HEAD_BYTES, MetaCache, Progress, head_hash
-from tests.runs import generate
 from tests.gguf_fixtures import Q, write_gguf
+from tests.runs import generate
 
 KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
       "{arch}.attention.head_count": 4}
@@ -108,7 +109,7 @@ class TestSignatures:
         (path,) = _models(tmp_path, 1)
         cache = MetaCache(str(tmp_path / "cache"))
         _probe_all(cache, [path])
-        data = bytearray(open(path, "rb").read())
+        data = bytearray(Path(path).read_bytes())
         at = data.index(b"\x05\x00\x00\x00\x00\x00\x00\x00llama") + 8 + 4  # the architecture's value
         data[at] = ord("b")  # same size, another architecture
         with open(path, "wb") as f:

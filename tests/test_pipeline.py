@@ -10,10 +10,9 @@ from ruamel.yaml import YAML
 
 from autogen.commands import cli
 from autogen.router.validate import validate_text
+from tests.builders import SETTINGS, add_model, llama_kv
+from tests.gguf_fixtures import Q, write_split_set
 from tests.runs import generate
-from tests.builders import GIB, SETTINGS, add_model, llama_kv
-from tests.gguf_fixtures import Q
-
 
 
 def run(settings, *args):
@@ -169,8 +168,6 @@ def test_skip_override_leaves_the_model_out_silently(library, capsys):
 
 def test_list_shows_reasons_the_emitter_found_once_the_fragment_is_current(library, capsys):
     """A split set pinned to vLLM is refused by the emitter, not at load time."""
-    from tests.gguf_fixtures import write_split_set
-
     folder = library / "models/pub/S-GGUF"
     folder.mkdir(parents=True)
     write_split_set(folder, "Split-Q8_0", "llama", shards=2, kv=llama_kv(),
@@ -180,5 +177,5 @@ def test_list_shows_reasons_the_emitter_found_once_the_fragment_is_current(libra
     run(library / "swapgen.yaml")
     capsys.readouterr()
     cli.main(["--settings", str(library / "swapgen.yaml"), "list"])
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("split-q8_0"))
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("split-q8_0"))
     assert "SKIPPED" in line and "split gguf" in line

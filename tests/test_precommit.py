@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from gguf_fixtures import llama_tensors, write_gguf
 
 REPO = Path(__file__).resolve().parent.parent

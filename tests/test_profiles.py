@@ -17,11 +17,11 @@ from autogen.emit.llama import emit_llama
 from autogen.emit.llama_profiles import ctx_tag, profile_clashes, profile_ids, profile_owners
 from autogen.ids import slugify
 from autogen.router.assemble import _groups
-from autogen.settings.schema import Group, Override, Settings, Variant
 from autogen.router.validate import validate_text
-from tests.runs import generate
-from tests.gguf_fixtures import Q, write_gguf
+from autogen.settings.schema import Group, Override, Settings, Variant
 from tests.builders import HEAD, context, meta
+from tests.gguf_fixtures import Q, write_gguf
+from tests.runs import generate
 
 GIB = 1 << 30
 BUDGET = 11.5
@@ -234,7 +234,7 @@ class TestRefusals:
     def test_a_name_another_models_profile_keeps_is_refused_naming_that_model(self):
         ctx = attrs.evolve(context(override=tier_override(65536, variants=(Variant(name="x"),))),
                            taken_ids=frozenset({"llama-8b-x", "llama-8b-64k"}), taken_by=(("llama-8b-x", "llama"),))
-        plan, entries = plan_of(ctx)
+        plan, _entries = plan_of(ctx)
         assert [(s.id, s.reason) for s in plan.skips] == [
             ("llama-8b-64k", "ctx tier 65536 clashes with another model's id"),
             ("llama-8b-x", "variant 'x' clashes with a profile of model 'llama'")]
@@ -254,7 +254,7 @@ class TestClassesWithoutProfiles:
         m = meta(arch="bert", pooling_type=1, context_length=512, block_count=12, embedding_length=768,
                  head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522)
         s = Settings(roots=("/m",), default_variants=(Variant(name="long"),))
-        plan, entries = plan_of(context(m, size_gb=0.2, settings=s))
+        _plan, entries = plan_of(context(m, size_gb=0.2, settings=s))
         assert list(entries) == ["llama-8b"] and not any("ignored" in c for c in entries["llama-8b"].comment)
         _, entries = plan_of(context(m, size_gb=0.2, settings=s, override=tier_override(1024)))
         assert list(entries) == ["llama-8b"]
@@ -402,7 +402,7 @@ class TestPipeline:
         settings = library / "swapgen.yaml"
         settings.write_text(settings.read_text().replace(
             '{match: "*Beta*", variants:', '{match: "*Beta*", extra_args: ["-ctk", "Q8_0"], variants:'))
-        rc, stats, text = run(library)
+        rc, _stats, text = run(library)
         assert rc == 0 and validate_text(text, "config.yaml") == []
         assert "# SKIPPED \"beta-q4_k_m\": extra_args: -ctk 'Q8_0': expected f32, f16, bf16, q8_0" in text
         models = YAML(typ="safe").load(text)["models"]

@@ -22,11 +22,10 @@ import attrs
 import pytest
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
-from autogen.commands import sample
+from autogen.commands import cli, sample
+from autogen.router.validate import validate_text
 from autogen.settings.load import load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Override, Settings, Variant
-from autogen.router.validate import validate_text
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
@@ -125,7 +124,7 @@ def render_default(field: attrs.Attribute) -> str:
 
 def test_readme_opens_with_the_two_setup_commands():
     """The first thing a reader sees is exactly the two commands a fresh clone needs."""
-    lang, body, line = code_blocks()[0]
+    lang, body, _line = code_blocks()[0]
     assert not re.search(r"^## ", TEXT[: TEXT.index("```")], re.MULTILINE), "commands must come first"
     commands = [ln.split("#", 1)[0].strip() for ln in body.splitlines() if ln.split("#", 1)[0].strip()]
     assert lang == "sh"
@@ -213,7 +212,7 @@ def test_whole_config_example_is_valid_for_llama_swap(body, line):
 
 
 def test_precommit_example_uses_the_hooks_this_repo_defines():
-    (body, line), = yaml_blocks("# .pre-commit-config.yaml")
+    (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
     hooks = {h["id"] for h in YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())}
     used = [h["id"] for repo in YAML(typ="safe", pure=True).load(body)["repos"] for h in repo["hooks"]]
     assert set(used) == hooks == {"swapgen", "swapgen-validate"}

@@ -11,12 +11,14 @@ import time
 import pytest
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
 from autogen import fsutil
 from autogen.cmdline import split_command
+from autogen.commands import cli
+from autogen.router import assemble as router
 from autogen.router.validate import validate_text
-from tests.gguf_fixtures import Q, write_gguf
 from tests.builders import SETTINGS, add_model
+from tests.gguf_fixtures import Q, write_gguf
+
 HOSTILE = [
     "with space-Q4_0.gguf",
     "quote's-Q4_0.gguf",
@@ -98,7 +100,6 @@ class TestNothingLost:
         add_model(tmp_path / "models", "pub/A-Q4_0.gguf")
         assert cli.main(["--settings", str(settings)]) == 0
         before = (tmp_path / "config.yaml").read_bytes()
-        from autogen.router import assemble as router
 
         monkeypatch.setattr(router, "header", lambda s: "healthCheckTimeout: 3\n")
         add_model(tmp_path / "models", "pub/B-Q4_0.gguf")

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
+from doit.cmd_base import ModuleTaskLoader
+from doit.doit_cmd import DoitMain
 from ruamel.yaml import YAML
 
-from autogen.commands import cli
-from autogen.commands import tasks
+from autogen.commands import cli, tasks
+from autogen.commands import library as library_module
+from autogen.emit import llama as emit_llama
 from autogen.errors import SwapgenError
 from autogen.router.validate import validate_text
-from tests.runs import generate
 from tests.builders import SETTINGS, add_model, llama_kv
+from tests.gguf_fixtures import Q, write_gguf
+from tests.runs import generate
 
 
 def run(tmp_path, *args) -> int:
@@ -141,16 +146,12 @@ class TestIncrementalEdges:
 
     def test_a_file_changed_after_loading_is_re_emitted_next_time(self, library):
         """doit records a file's state after the task ran; the key must carry what was read."""
-        from doit.cmd_base import ModuleTaskLoader
-        from doit.doit_cmd import DoitMain
-
         assert run(library) == 0
         pipeline = tasks.load(str(library / "swapgen.yaml"))
         target = library / "models/pub/A-GGUF/Alpha-Q4_K_M.gguf"
         with open(library / "swapgen.yaml", "a") as f:
             f.write("ttl: 601\n")  # every model has work to do in this run
         kv = llama_kv(ctx=4096)
-        from tests.gguf_fixtures import Q, write_gguf
 
         write_gguf(target, "llama", kv=kv, tensors=[("token_embd.weight", (256, 1024), Q.F16)])
         try:
@@ -168,19 +169,17 @@ class TestIncrementalEdges:
         graph = tasks.load(str(library / "swapgen.yaml"))
         graph.close()
         fragment = graph.fragments["alpha-q4_k_m"]
-        content = open(fragment, "rb").read()
+        content = Path(fragment).read_bytes()
         for damage in (b"", b"{not json"):
             with open(fragment, "wb") as f:
                 f.write(damage)  # the config task sees its input changed
             assert run(library) == 0
             assert (library / "config.yaml").read_bytes() == before
-            assert open(fragment, "rb").read() == content
+            assert Path(fragment).read_bytes() == content
 
 
 class TestOneBadModel:
     def test_an_emitter_bug_costs_one_model_not_the_config(self, library, monkeypatch, capsys):
-        from autogen.emit import llama as emit_llama
-
         real = emit_llama.emit_llama
 
         def flaky(ctx):
@@ -233,8 +232,6 @@ class TestOutput:
 
 def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     """An in-process caller (a test, an editor plugin) can run again after a failed load."""
-    from autogen.commands import library as library_module
-
     def broken(*args, **kwargs):
         raise SwapgenError("simulated failure while discovering")
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import typing
 
+import attrs
 import pytest
 
+import autogen.settings.schema as module
+from autogen.emit.sd import OVERRIDE_FIELD
 from autogen.errors import SettingsError
 from autogen.settings.load import load_settings
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Group, Override, Settings
+from autogen.settings.structure import structure
 
 
 def write(tmp_path, text: str, name: str = "swapgen.yaml"):
@@ -267,8 +272,6 @@ MINIMAL = {Settings: {"roots": ["m"]}, Override: {"match": "a"}, Group: {"name":
 
 def list_fields(cls) -> list[str]:
     """Fields typed `tuple[...]` (or `tuple[...] | None`), extra_args aside."""
-    import typing
-
     return [name for name, hint in typing.get_type_hints(cls).items() if name != "extra_args"
             and any(typing.get_origin(t) is tuple for t in (hint, *typing.get_args(hint)))]
 
@@ -321,8 +324,6 @@ class TestLists:
     @pytest.mark.parametrize("cls", list(MINIMAL))
     def test_every_list_field_refuses_a_string(self, cls):
         """Guards list keys added later, whatever their item type."""
-        from autogen.settings.structure import structure
-
         assert list_fields(cls)
         for name in list_fields(cls):
             with pytest.raises(SettingsError) as info:
@@ -330,10 +331,6 @@ class TestLists:
             assert info.value.problems == [f"{name}: expected a list, got 'ab'"]
 
     def test_the_guard_covers_every_settings_class_with_a_list_field(self):
-        import attrs
-
-        import autogen.settings.schema as module
-
         classes = {c for c in vars(module).values() if isinstance(c, type) and attrs.has(c)}
         assert {c for c in classes if list_fields(c)} == set(MINIMAL)
 
@@ -395,8 +392,6 @@ default_variants: [{name: long, mmproj: ../shared/mmproj.gguf}, {name: short}]
         assert s.overrides[0].mmproj == s.overrides[0].variants[0].mmproj == s.default_variants[0].mmproj == mode
 
     def test_component_fields_match_what_emit_sd_reads(self):
-        from autogen.emit.sd import OVERRIDE_FIELD
-
         assert set(SD_COMPONENT_FIELDS) == set(OVERRIDE_FIELD.values())
 
     def test_a_cached_load_keeps_resolved_paths(self, tmp_path, home):
@@ -433,8 +428,6 @@ class TestDuplicates:
 
 
 def test_settings_are_frozen(tmp_path):
-    import attrs
-
     s = load_settings(write(tmp_path, "roots: [m]\n"))
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         s.ttl = 5  # type: ignore[misc]

@@ -417,7 +417,7 @@ class TestRefusals:
             size_llama(meta, kv_cost(meta), size=gib(4), budget=gib(8), knobs=LlamaKnobs(), runtime=CUDA)
 
     def test_unknown_kv_cost_is_a_reason_not_a_guess(self):
-        with pytest.raises(ModelError, match="KV cache cost unknown.*no head dims"):
+        with pytest.raises(ModelError, match=r"KV cache cost unknown.*no head dims"):
             size_llama(llama8b(), KvCost(None, note="no head dims"), size=gib(4), budget=gib(8),
                        knobs=LlamaKnobs(), runtime=CUDA)
 

@@ -1,26 +1,26 @@
 """Tool-call parser choice (reference spec-backends-vllm-hf.md §4) and vLLM version knowledge."""
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from autogen.emit.toolparsers import AMBIGUOUS, FAMILY_RULES, TOOL_PARSERS, VLLM_CURRENT, VLLM_PARSERS_BY_VERSION, choose_tool_parser, known_at, template_parser
+from autogen.emit.toolparsers import (
+    AMBIGUOUS,
+    FAMILY_RULES,
+    TOOL_PARSERS,
+    VLLM_CURRENT,
+    VLLM_PARSERS_BY_VERSION,
+    choose_tool_parser,
+    known_at,
+    template_parser,
+)
 from autogen.metadata.chat_template import TEMPLATE_MARKERS, template_markers
 from autogen.versions import parse_version
 from tests.shared import VLLM_VENV
 
 #: ecosystem.md §6.3: the 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text).
-VLLM_0_33_0_PARSERS = """
-apertus beam cohere_command3 cohere_command4 deepseek_v3 deepseek_v31 deepseek_v32 deepseek_v4
-deepseek_v41 dots ernie45 functiongemma gemma4 gigachat3 glm45 glm47 granite granite-20b-fc
-granite4 hermes hf hunyuan_a13b hy_v3 hy_v4 inkling internlm jamba k2_horizon kimi_k2 kimi_k3
-lfm2 ling3 llama3_json llama4_json llama4_pythonic longcat mimo minicpm5 minimax_m2 minimax_m3
-mistral muse muse_glimmer musespark1x olmo3 openai phi4_mini_json plamo3 poolside_v1 pythonic
-qwen3_coder qwen3_json qwen3_xml seed_oss step3 step3p5 step5 xlam
-""".split()
+VLLM_0_33_0_PARSERS = ["apertus", "beam", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite", "granite-20b-fc", "granite4", "hermes", "hf", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling", "internlm", "jamba", "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse", "muse_glimmer", "musespark1x", "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder", "qwen3_json", "qwen3_xml", "seed_oss", "step3", "step3p5", "step5", "xlam"]
 
 
 

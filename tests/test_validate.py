@@ -13,7 +13,6 @@ from autogen.router.validate import Problem, main_validate, validate_file, valid
 from tests.shared import SCHEMA, require
 
 
-
 def found(text: str) -> list[str]:
     return [str(p) for p in validate_text(textwrap.dedent(text))]
 

@@ -3,11 +3,11 @@ human-readable form, abbreviated and `_` spellings, the last value winning, and 
 refuses becoming a Skip. What the pins do to the sizing is in `test_vllm_sizing`."""
 
 import pytest
+from vllm_fixtures import make_ctx
 
 from autogen.emit.vllm import emit_vllm
 from autogen.settings.schema import Override
 from autogen.sizing.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
-from vllm_fixtures import make_ctx
 
 
 class TestExtraArgsReadAsVllmReadsThem:

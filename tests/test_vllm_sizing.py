@@ -8,15 +8,29 @@ import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from vllm_fixtures import (
+    BASE_V,
+    BASELINE,
+    DSV2,
+    LLAMA3_8B,
+    NO_DIMS,
+    PAIR_24,
+    QWEN25_05B,
+    dense_meta,
+    device_ctx,
+    entry_of,
+    flag,
+    make_ctx,
+    meta_of,
+)
 
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
+from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
 from autogen.sizing.vllm import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
-from vllm_fixtures import (BASE_V, BASELINE, DSV2, LLAMA3_8B, NO_DIMS, PAIR_24, QWEN25_05B, dense_meta,
-                           device_ctx, entry_of, flag, make_ctx, meta_of)
 from tests.shared import HF_CONFIGS, require
 
 
@@ -112,7 +126,6 @@ class TestExampleD_HFParityWithGguf:
 
     def test_real_llama_config_gives_the_same_window(self):
         config = require(HF_CONFIGS / "llama-3.1-8b" / "config.json")
-        from autogen.metadata.hf_config import meta_from_hf_config
 
         meta = meta_from_hf_config(json.loads(config.read_text()))
         ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
@@ -375,7 +388,6 @@ MIB = 1 << 20
 
 def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
     config = require(HF_CONFIGS / name / "config.json")
-    from autogen.metadata.hf_config import meta_from_hf_config
 
     meta = meta_from_hf_config(json.loads(config.read_text()))
     ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,

@@ -5,14 +5,14 @@ readers. A plain module, not conftest, so each test file names what it uses."""
 
 import attrs
 
-from autogen.resolve.backends import Resolved
-from autogen.emit.vllm import emit_vllm
-from autogen.resolve.context import EmitContext
+from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Entry
+from autogen.emit.vllm import emit_vllm
 from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
-from autogen.discovery.rows import ModelRow
+from autogen.resolve.backends import Resolved
+from autogen.resolve.context import EmitContext
 from autogen.settings.schema import BackendRow, Gpu, Settings
 
 # The original charged KvReserveGB(ctx) = slope·ctx (+ a constant for sliding-window/SSM layers,

@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     command = rest[0] if rest else "run"
     try:
         if command == "validate":
-            # deliberate lazy import: generating never loads the validator's YAML reader up front
-            from autogen.router.validate import main_validate
+            # lazy: generating never loads the validator's YAML reader up front
+            from autogen.router.validate import main_validate  # noqa: PLC0415
 
             files = rest[1:]
             if not files:
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("show needs exactly one model id (see `swapgen list`)")
             return _show(opts.settings, ids[0], "--json" in rest[1:])
         if command == "backends":
-            from autogen.commands.detect import main_backends  # deliberate lazy import: a rare command
+            from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
 
             return main_backends(opts.settings, rest[1:])
         if command in DOIT_COMMANDS or command.startswith("model") or command == "config" or command.startswith("-"):

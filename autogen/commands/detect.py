@@ -42,6 +42,7 @@ version and variant); a new row gets the ★ only when no row of any list serves
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -54,9 +55,9 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from autogen.resolve.backends import Engine, class_taken, engine_of
 from autogen.errors import SettingsError
 from autogen.fsutil import write_if_changed
+from autogen.resolve.backends import Engine, class_taken, engine_of
 from autogen.settings.load import find_settings, load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Settings
 from autogen.settings.structure import read_yaml, structure, unstructure
@@ -173,10 +174,8 @@ def run_probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        try:
+        with contextlib.suppress(ProcessLookupError):  # it ended just now
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # it ended just now
         proc.stdout.close()
         proc.wait()
         return None, ""

@@ -8,6 +8,7 @@ pure (`emit.dispatch.build_plan`); this module only hands it the loaded records.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -48,16 +49,14 @@ class LoadMemo:
         try:
             with open(self.path, "rb") as f:
                 key, value = pickle.load(f)
-        except Exception:  # noqa: BLE001 - a missing, stale or foreign memo is just a miss
+        except Exception:
             return None
         return value if key == self.key else None
 
     def store(self, *value) -> None:
-        try:
+        with contextlib.suppress(OSError, pickle.PicklingError):
             write_if_changed(self.path, pickle.dumps((self.key, value), protocol=pickle.HIGHEST_PROTOCOL),
                              durable=False)
-        except (OSError, pickle.PicklingError):
-            pass
 
 
 class Library:

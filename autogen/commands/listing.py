@@ -80,9 +80,9 @@ def table(items: list[dict[str, Any]]) -> str:
             ("status", lambda r: "SKIPPED" if r["skipped"] and r["class"] != "ignored" else
              ("ignored" if r["class"] == "ignored" else "ok"))]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
-    lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths)) + "  path / reason"]
+    lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
     for r in items:
-        cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths))
+        cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths, strict=False))
         tail = r["path"] + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
         lines.append(f"{cells}  {tail}")
     served = sum(1 for r in items if r["task"] and not r["skipped"])

@@ -33,8 +33,9 @@ def _gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, int, int]], 
     `tensors` = (name, approximate bytes, ggml type); each becomes a 2-D tensor of that size.
     `size` cuts the file short (an interrupted download).
     """
-    import numpy as np
-    from gguf import GGMLQuantizationType, GGUFWriter
+    # lazy: only the first run of the sample library writes GGUFs (numpy is slow to import)
+    import numpy as np  # noqa: PLC0415
+    from gguf import GGMLQuantizationType, GGUFWriter  # noqa: PLC0415
 
     path.parent.mkdir(parents=True, exist_ok=True)
     w = GGUFWriter(str(path), arch)
@@ -66,7 +67,8 @@ def _gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, int, int]], 
     os.truncate(path, size or read_gguf_header(str(path)).expected_file_size)
 
 
-def _llm_tensors(blocks: int, total_gb: float, *, experts: bool = False, qtype: int = Q4_K) -> list[tuple[str, int, int]]:
+def _llm_tensors(blocks: int, total_gb: float, *, experts: bool = False,
+                 qtype: int = Q4_K) -> list[tuple[str, int, int]]:
     per_block = int(total_gb * GIB * 0.95 / blocks)
     tensors = [("token_embd.weight", int(total_gb * GIB * 0.025), qtype)]
     for i in range(blocks):

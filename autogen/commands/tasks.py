@@ -148,7 +148,7 @@ class TaskGraph:
     def emit_model(self, job: Job) -> bool:
         try:
             plan = self.library.plan(job)
-        except Exception as exc:  # noqa: BLE001 - a bug in one emitter must not cost the whole config
+        except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             plan = Plan.skip(job.row.id, f"internal error while planning ({type(exc).__name__}: {exc}); "
                                          "please report it")
@@ -245,8 +245,9 @@ class TaskGraph:
 
     def task_config(self):
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
-        router_key = repr((self.library.settings_key, self.library.settings.health_check_timeout, self.library.settings.groups,
-                           self.library.settings.source, self.library.settings.output))
+        settings = self.library.settings
+        router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
+                           settings.source, settings.output))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],

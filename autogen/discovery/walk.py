@@ -12,10 +12,11 @@ incomplete download. Problems are collected, not raised.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat as statmod
-from typing import Callable
+from collections.abc import Callable
 
 import attrs
 import xxhash
@@ -205,10 +206,8 @@ class _Walker:
         for path in row.inputs if self.sign is not None else ():
             est = stats.get(path)
             if est is not None:
-                try:
+                with contextlib.suppress(OSError):  # unreadable: the checker meets it and says so
                     self.sign(path, est.st_size, est.st_mtime_ns)
-                except OSError:
-                    pass  # unreadable: the checker meets it and says so
         return row
 
     # -- folders ------------------------------------------------------------------------------
@@ -380,7 +379,8 @@ class _Walker:
             shards: tuple[str, ...] = ()
             present: tuple[str, ...] = (path,)
             if shard and int(shard.group(2)) > 1:
-                shards = tuple(os.path.join(folder, n) for n in _shard_names(name[: shard.start()], int(shard.group(2))))
+                names = _shard_names(name[: shard.start()], int(shard.group(2)))
+                shards = tuple(os.path.join(folder, n) for n in names)
                 present = tuple(s for s in shards if s in stats)
             missing = tuple(s for s in shards if s not in stats)
             model_id, quant = gguf_ids(id_name)
@@ -529,7 +529,7 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
         walker.root = root
         walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
     unique: dict[tuple[int, int], ModelRow] = {}
-    for row, key in zip(walker.rows, walker.row_keys):
+    for row, key in zip(walker.rows, walker.row_keys, strict=False):
         unique.setdefault(key, row)
     renamed = assign_unique_ids(list(unique.values()))
     by_path = {r.path: r for r in renamed}

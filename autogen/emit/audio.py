@@ -20,14 +20,14 @@ import json
 import os
 from collections.abc import Callable
 
-from autogen.resolve.backends import Engine
-from autogen.cmdline import HOST
-from autogen.resolve.context import EmitContext
-from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen import fsutil
+from autogen.cmdline import HOST
+from autogen.discovery.rows import ModelRow
+from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
-from autogen.discovery.rows import ModelRow
+from autogen.resolve.backends import Engine
+from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 
 # -- audio.cpp families ------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
     codec_bytes = file_size(row.codec) or 0
     voices = os.path.join(os.path.dirname(row.path), "voices", _stem(row.path))
     argv = (ctx.backend.exe or "tts-server", "--model", row.path, "--codec", row.codec, "--voices-dir", voices,
-            "--port", "${PORT}") + _extra(ctx)
+            "--port", "${PORT}", *_extra(ctx))
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
                                                   f"est VRAM talker + codec + 0.3 GB")]
@@ -138,7 +138,7 @@ def emit_asr(ctx: EmitContext) -> Plan:
     """parakeet-server: CPU by default (a GPU opt-in via extra_args is an accepted under-charge)."""
     row, meta = ctx.row, ctx.meta
     arch = meta.arch if meta is not None else ""
-    argv = (ctx.backend.exe or "parakeet-server", "--model", row.path, "--port", "${PORT}") + _extra(ctx)
+    argv = (ctx.backend.exe or "parakeet-server", "--model", row.path, "--port", "${PORT}", *_extra(ctx))
     comment = [_comment("parakeet", arch, row, "Parakeet ASR, parakeet.cpp parakeet-server, CPU (no VRAM charge)")]
     entry = _entry(ctx, argv, comment, check_endpoint="none", metadata=_metadata(ctx, "parakeet.cpp", arch, None),
                    capabilities=Capabilities(inputs=("audio",), outputs=("text",)), coexist_group="asr")
@@ -165,7 +165,8 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
         raise ModelError("audio.cpp gguf with no audiocpp.model_spec.family in its header; re-download or "
                          "re-convert it with a current audio.cpp")
     if family not in AUDIOCPP_FAMILIES:
-        raise ModelError(f"unknown audio.cpp family {family!r}; add it to AUDIOCPP_FAMILIES in autogen/resolve/roles.py")
+        raise ModelError(f"unknown audio.cpp family {family!r}; "
+                         "add it to AUDIOCPP_FAMILIES in autogen/resolve/roles.py")
     task = AUDIOCPP_FAMILIES[family]
     if not task:
         raise ModelError(f"audio.cpp family {family!r} is a music / separation / voice-conversion / alignment "

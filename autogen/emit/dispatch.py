@@ -16,23 +16,31 @@ from attrs import frozen
 from autogen import GENERATOR_VERSION
 from autogen.cmdline import unsafe_arg_reason
 from autogen.discovery.rows import ModelRow
-from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Plan
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
+from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.errors import ModelError
 from autogen.fsutil import file_size
+from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.resolve.backends import (Engine, Resolved, only_audiocpp, resolution_key, resolve_backend,
-                                      resolve_backend_preferring, resolve_embedder, without_audiocpp)
-from autogen.emit.placement import place_plan, prefer_one_card
+from autogen.resolve.backends import (
+    Engine,
+    Resolved,
+    only_audiocpp,
+    resolution_key,
+    resolve_backend,
+    resolve_backend_preferring,
+    resolve_embedder,
+    without_audiocpp,
+)
+from autogen.resolve.context import EmitContext
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
 from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, listed_class, model_role
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
-from autogen.metadata.kvcost import kv_cost
 from autogen.sizing.vllm_args import vllm_tensor_parallel
 
 DEFAULT_BUDGET_GB = 8.0

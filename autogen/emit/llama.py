@@ -90,7 +90,7 @@ def emit_llama(ctx: EmitContext) -> Plan:
             all_notes.append(f"profile {profile.id}: SKIPPED: {reason}")
             continue
         line = f"profile of {row.id}: {profile.describe}"
-        entries.append(attrs.evolve(entry, id=profile.id, comment=entry.comment + (line,)))
+        entries.append(attrs.evolve(entry, id=profile.id, comment=(*entry.comment, line)))
         all_notes += [f"profile {profile.id} ({profile.describe}):",
                       *(f"  {n}" for n in notes if not n.startswith("  "))]  # KV derivation: once, above
     return Plan(model_id=row.id, entries=tuple(entries), skips=tuple(skips), notes=tuple(all_notes))
@@ -193,7 +193,7 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
     if meta.has_chat_template and not tools:
         comment.append("no tools capability: the chat template never mentions tools")
     images = projector is not None or _extra_attaches_projector(choices)
-    metadata = _metadata(ctx, sizing) + [("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
+    metadata = [*_metadata(ctx, sizing), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
                         tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
@@ -263,7 +263,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
                          est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
                          blocks=meta.block_count, why="embedding, whole model on the GPU", state=memory.state,
                          runtime=runtime, memory=memory)
-    groups = _head(ctx) + [("--embeddings",)]
+    groups = [*_head(ctx), ("--embeddings",)]
     if pooling:
         groups.append(("--pooling", pooling))
     groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl)), FIT_OFF]
@@ -275,7 +275,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
                f"({kind}, pooling {pooling or 'model default'})"]
     if vram > sizing.budget:
         comment.append(f"est VRAM {gb(vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
-    metadata = _metadata(ctx, sizing) + [("pooling", pooling or "default")]
+    metadata = [*_metadata(ctx, sizing), ("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), memory=memory_parts(sizing))

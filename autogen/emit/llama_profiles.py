@@ -29,12 +29,12 @@ from functools import lru_cache
 import attrs
 from attrs import frozen
 
-from autogen.resolve.context import EmitContext
+from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Plan
 from autogen.ids import slugify
-from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
-from autogen.discovery.rows import ModelRow
+from autogen.resolve.context import EmitContext
 from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
+from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 
 #: The variant name that makes the `-vision` profile (reference §5.3 reserves it).
 VISION = "vision"
@@ -213,4 +213,4 @@ def note_profiles_ignored(plan: Plan, override: Override | None, why: str) -> Pl
         return plan
     first = plan.entries[0]
     line = f"ctx_variants and variants of the override are ignored: {why}"
-    return attrs.evolve(plan, entries=(attrs.evolve(first, comment=first.comment + (line,)), *plan.entries[1:]))
+    return attrs.evolve(plan, entries=(attrs.evolve(first, comment=(*first.comment, line)), *plan.entries[1:]))

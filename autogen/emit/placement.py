@@ -25,8 +25,8 @@ def _placed(entry: Entry, placement: Placement) -> Entry:
         line = f"devices {placement.label} ({placement.why}): {env[-1]}"
     else:
         line = f"devices {placement.label} ({placement.why}): a {placement.family} build takes no device pin"
-    return attrs.evolve(entry, env=kept + env, comment=entry.comment + (line,),
-                        metadata=entry.metadata + (("devices", placement.label),))
+    return attrs.evolve(entry, env=kept + env, comment=(*entry.comment, line),
+                        metadata=(*entry.metadata, ("devices", placement.label)))
 
 
 def place_plan(plan: Plan, placement: Placement) -> Plan:

@@ -16,9 +16,9 @@ import os
 import re
 
 from autogen.cmdline import HOST
-from autogen.resolve.context import EmitContext
 from autogen.emit.entry import Capabilities, Entry, Plan
 from autogen.numfmt import format_g, size_gb
+from autogen.resolve.context import EmitContext
 
 _FAMILY = re.compile(r"(?i)sam3|sam2(?:\.\d)?|edgetam")
 

@@ -24,12 +24,12 @@ from collections.abc import Callable, Sequence
 
 from attrs import frozen
 
-from autogen.cmdline import HOST, unsafe_arg_reason
-from autogen.resolve.context import EmitContext
-from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen import fsutil
+from autogen.cmdline import HOST, unsafe_arg_reason
+from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
+from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import image_arch
 from autogen.settings.schema import Encoders, Override
 
@@ -263,8 +263,9 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
                   capabilities=Capabilities(inputs=inputs, outputs=("image",)), ttl=ctx.ttl,
                   check_endpoint="/", unlisted=bool(ov and ov.unlisted))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
-             f"budget {format_g(budget)} GB = " + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb
-                                                   else f"{format_g(ctx.budget_gb)} - {format_g(OVERHEAD_GB)} overhead"),
+             f"budget {format_g(budget)} GB = "
+             + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb
+                else f"{format_g(ctx.budget_gb)} - {format_g(OVERHEAD_GB)} overhead"),
              f"resident {format_g(size_gb(resident))} GB (model"
              + ("" if choices.vae_on_cpu else " + VAE") + ("" if choices.te_on_cpu else " + text encoders") + ")",
              f"components ({comps.arm}): " + (", ".join(f"{r}={p}" for r, p, _ in comps.present) or "none"))

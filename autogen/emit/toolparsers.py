@@ -281,46 +281,17 @@ def choose_tool_parser(
         if known_at(pinned, version) is False:
             return ParserChoice(pinned, f"pinned; vLLM {shown} does not register it")
         return ParserChoice(pinned, "pinned")
-
     key = arch.strip().lower()
-    user = {k.strip().lower(): v.strip() for k, v in (table or {}).items()}
-    how_to_pin = "pin one in an override (vllm_tool_parser: <name>)"
-    if has_chat_template is False:
-        return ParserChoice("", f"no chat template, so vLLM cannot show the model its tools; {how_to_pin}")
-    if template_markers is not None and TOOLS_VAR not in template_markers:
-        return ParserChoice("", "the chat template never mentions tools, so vLLM cannot show the model its "
-                                "tools; give it one that does (--chat-template in extra_args) and pin a parser")
-    rule = family_rule(key, (model_id, *names))
-    by_template = template_parser(template_markers) if template_markers is not None and key in AMBIGUOUS else None
-    if key in user:
-        source, parser = "tool_parsers", user[key]
-        if parser.lower() == OFF:
-            return ParserChoice("", f"turned off for arch {arch!r} by tool_parsers")
-    elif by_template is not None and not (rule is not None and rule.beats_template):
-        parser, evidence = by_template
-        source = f"auto, chat template has {evidence}"
-        if rule is not None and rule.parser != parser:
-            source += f" (over the name rule: {rule.why})"
-        if not parser:
-            return ParserChoice("", f"{source}, a format no parser reads on arch {key}; {how_to_pin}")
-    elif rule is not None:
-        source, parser = f"auto, {rule.why}", rule.parser
-        if not parser:
-            return ParserChoice("", f"{rule.why}, arch {key}; {how_to_pin}")
-    elif key in AMBIGUOUS:
-        which = "no name" if template_markers is None else "neither a name nor the chat template"
-        return ParserChoice("", f"arch {key} covers several tool formats and {which} says which; pin "
-                                f"one in an override (vllm_tool_parser: {AMBIGUOUS[key]})")
-    else:
-        source, parser = "auto", TOOL_PARSERS.get(key, "")
-        if not parser:
-            return ParserChoice("", f"no parser known for arch {arch!r}; set vllm_tool_parser or tool_parsers")
+    found = _candidate(arch, key, (model_id, *names), has_chat_template, template_markers, table)
+    if isinstance(found, ParserChoice):
+        return found
+    parser, source = found
     table_hermes = parser == "hermes" and source in ("auto", "tool_parsers")  # not a finetune's
     if table_hermes and key.startswith("qwen3") and "coder" in model_id.lower():
         parser, source = "qwen3_coder", f"{source}, coder model"
     if parser == "mistral" and source != "tool_parsers" and 0 < vocab_size < MISTRAL_TOOL_VOCAB:
         return ParserChoice("", f"a {vocab_size}-token vocabulary has no [TOOL_CALLS] token, which the "
-                                f"mistral parser needs; {how_to_pin}")
+                                f"mistral parser needs; {HOW_TO_PIN}")
     known = known_at(parser, version)
     if known is False:
         since = format_version(VLLM_PARSERS_BY_VERSION[parser])
@@ -328,3 +299,46 @@ def choose_tool_parser(
     if known is None:
         source += f"; not a built-in parser of vLLM {format_version(VLLM_CURRENT)}"
     return ParserChoice(parser, f"{source}: {key}")
+
+
+HOW_TO_PIN = "pin one in an override (vllm_tool_parser: <name>)"
+
+
+def _candidate(arch: str, key: str, names: Sequence[str], has_chat_template: bool | None,
+               template_markers: Sequence[str] | None,
+               table: Mapping[str, str] | None) -> tuple[str, str] | ParserChoice:
+    """(parser, source) before the coder, vocabulary and version checks; a ParserChoice when the
+    evidence already says no parser: the settings' table, then the chat template's format on an
+    ambiguous arch, then the family rules, then the built-in table."""
+    user = {k.strip().lower(): v.strip() for k, v in (table or {}).items()}
+    if has_chat_template is False:
+        return ParserChoice("", f"no chat template, so vLLM cannot show the model its tools; {HOW_TO_PIN}")
+    if template_markers is not None and TOOLS_VAR not in template_markers:
+        return ParserChoice("", "the chat template never mentions tools, so vLLM cannot show the model its "
+                                "tools; give it one that does (--chat-template in extra_args) and pin a parser")
+    rule = family_rule(key, names)
+    by_template = template_parser(template_markers) if template_markers is not None and key in AMBIGUOUS else None
+    if key in user:
+        if user[key].lower() == OFF:
+            return ParserChoice("", f"turned off for arch {arch!r} by tool_parsers")
+        return user[key], "tool_parsers"
+    if by_template is not None and not (rule is not None and rule.beats_template):
+        parser, evidence = by_template
+        source = f"auto, chat template has {evidence}"
+        if rule is not None and rule.parser != parser:
+            source += f" (over the name rule: {rule.why})"
+        if not parser:
+            return ParserChoice("", f"{source}, a format no parser reads on arch {key}; {HOW_TO_PIN}")
+        return parser, source
+    if rule is not None:
+        if not rule.parser:
+            return ParserChoice("", f"{rule.why}, arch {key}; {HOW_TO_PIN}")
+        return rule.parser, f"auto, {rule.why}"
+    if key in AMBIGUOUS:
+        which = "no name" if template_markers is None else "neither a name nor the chat template"
+        return ParserChoice("", f"arch {key} covers several tool formats and {which} says which; pin "
+                                f"one in an override (vllm_tool_parser: {AMBIGUOUS[key]})")
+    parser = TOOL_PARSERS.get(key, "")
+    if not parser:
+        return ParserChoice("", f"no parser known for arch {arch!r}; set vllm_tool_parser or tool_parsers")
+    return parser, "auto"

@@ -21,15 +21,15 @@ from __future__ import annotations
 import re
 
 from autogen.cmdline import HOST
-from autogen.resolve.context import EmitContext
+from autogen.discovery.walk import SHARD_NAME
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
+from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib
-from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
-from autogen.versions import format_version, parse_version
-from autogen.discovery.walk import SHARD_NAME
-from autogen.sizing.vllm_args import ExtraArgs
+from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
+from autogen.sizing.vllm_args import ExtraArgs
+from autogen.versions import format_version, parse_version
 
 DEFAULT_EXE = "vllm"
 #: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (ecosystem §0 trap 9).
@@ -147,7 +147,7 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
         card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
     else:
-        card_text = f"card {'%g GiB' % card if card else 'not read'}"
+        card_text = f"card {f'{card:g} GiB' if card else 'not read'}"
     lines = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), vLLM version "
              f"{row_version or 'unknown (taken as current)'}",
              f"budget {ctx.budget_gb:g} GiB, {card_text}, "

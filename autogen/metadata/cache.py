@@ -18,19 +18,20 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION
-from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info
 from autogen.errors import ModelError
 from autogen.fsutil import write_if_changed
 from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_config_file
 from autogen.metadata.model_meta import ModelMeta
+from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info
 
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20

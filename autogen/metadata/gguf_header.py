@@ -18,6 +18,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.metadata.chat_template import template_markers
 from autogen.metadata.gguf_keys import (
     DEFAULT_ALIGNMENT,
     GGML_TYPE_SIZES,
@@ -27,7 +28,6 @@ from autogen.metadata.gguf_keys import (
     Keys,
     ValueType,
 )
-from autogen.metadata.chat_template import template_markers
 
 __all__ = ["GGUFError", "GGUFHeader", "read_gguf_header"]
 
@@ -124,7 +124,7 @@ class GGUFHeader:
 class _Cursor:
     """A read position over a small window of the file; every move is bounds-checked."""
 
-    __slots__ = ("f", "size", "buf", "base", "p", "bytes_read")
+    __slots__ = ("base", "buf", "bytes_read", "f", "p", "size")
 
     def __init__(self, f, size: int):
         self.f = f
@@ -250,7 +250,9 @@ class _Cursor:
             self.need(8, f"length of string {i} of array {key!r}")
             buf, p = self.buf, self.p
             limit = len(buf) - 8
-            for i in range(i, count):
+            start = i
+            # the index of the string that leaves the window is read after the loop
+            for i in range(start, count):  # noqa: B007
                 q = p
                 p += 8 + unpack(buf, q)[0]
                 if p > limit:
@@ -411,8 +413,17 @@ def _int_or_zero(value: object) -> int:
 class _TensorTotals:
     """Running aggregates over the tensor infos (names are not kept)."""
 
-    __slots__ = ("total", "experts", "untyped", "end", "token_embd_dims", "unet", "label_emb",
-                 "baked_encoders", "by_type")
+    __slots__ = (
+        "baked_encoders",
+        "by_type",
+        "end",
+        "experts",
+        "label_emb",
+        "token_embd_dims",
+        "total",
+        "unet",
+        "untyped",
+    )
 
     def __init__(self) -> None:
         self.total = self.experts = self.untyped = self.end = 0

@@ -12,11 +12,11 @@ from enum import IntEnum
 __all__ = [
     "DEFAULT_ALIGNMENT",
     "GGML_TYPE_SIZES",
-    "GGMLType",
     "GGUF_MAGIC",
-    "Keys",
     "SCALAR_FORMATS",
     "SUPPORTED_VERSIONS",
+    "GGMLType",
+    "Keys",
     "ValueType",
 ]
 

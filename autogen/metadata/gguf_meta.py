@@ -184,8 +184,8 @@ def _ssm_sizes(key: Callable[[str], object], embedding: int) -> tuple[int, int, 
     l_cache = _positive_int(key(Keys.ShortConv.L_CACHE))
     if l_cache:
         return l_cache, embedding, 0, 0, 0, 0
-    return (_positive_int(key(Keys.SSM.CONV_KERNEL)), _positive_int(key(Keys.SSM.INNER_SIZE)), _positive_int(key(Keys.SSM.STATE_SIZE)),
-            _positive_int(key(Keys.SSM.GROUP_COUNT)), 0, 0)
+    return (_positive_int(key(Keys.SSM.CONV_KERNEL)), _positive_int(key(Keys.SSM.INNER_SIZE)),
+            _positive_int(key(Keys.SSM.STATE_SIZE)), _positive_int(key(Keys.SSM.GROUP_COUNT)), 0, 0)
 
 
 def _recurrent_layers(arch: str, heads: tuple[int, ...], raw_ffn: object) -> int:
@@ -194,7 +194,7 @@ def _recurrent_layers(arch: str, heads: tuple[int, ...], raw_ffn: object) -> int
         return len(heads)
     ffn = _int_array(raw_ffn)
     if arch in FFN_MARKS_MLP_LAYERS and ffn is not None and len(ffn) == len(heads):
-        return sum(1 for h, f in zip(heads, ffn) if h == 0 and f == 0)
+        return sum(1 for h, f in zip(heads, ffn, strict=False) if h == 0 and f == 0)
     return sum(1 for h in heads if h == 0)
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from autogen.metadata import hf_layout
 from autogen.errors import ModelError
+from autogen.metadata import hf_layout
 from autogen.metadata.config_reader import CONTEXT_KEYS, MAX_COUNT, MAX_TOKENS, ConfigReader
 from autogen.metadata.model_meta import ModelMeta
 
@@ -229,7 +229,8 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
     if global_len and global_len != key_len:
         swa_len, key_len, value_len = key_len, global_len, global_len
     # No head count at all is "unknown", never "attention-free": kvcost must not guess 0.
-    per_layer = tuple(n if keep else 0 for keep, n in zip(keeps, full_kv)) if kv_heads or not any(keeps) else ()
+    per_layer = (tuple(n if keep else 0 for keep, n in zip(keeps, full_kv, strict=False))
+                 if kv_heads or not any(keeps) else ())
     sliding = get.count(("sliding_window",), MAX_TOKENS) if get.flag("use_sliding_window") is not False else 0
     ssm = hf_layout.ssm_sizes(get, model_type, hidden) if any(recurrent) else (0, 0, 0, 0)
     if ssm[1] >= MAX_COUNT:

@@ -46,7 +46,8 @@ def kv_layers(get: ConfigReader, model_type: str, layers: int) -> tuple[list[boo
         entries = get.string_list(key)
         if entries is not None:
             if len(entries) != layers:
-                return [True] * layers, everywhere, f"{key} has {len(entries)} entries for {layers} layers: ignored, every layer charged"
+                note = f"{key} has {len(entries)} entries for {layers} layers: ignored, every layer charged"
+                return [True] * layers, everywhere, note
             if model_type == "zamba2":  # vLLM: only "hybrid" blocks carry the shared attention
                 keeps, recurrent = [e == "hybrid" for e in entries], [True] * layers
             else:
@@ -55,7 +56,8 @@ def kv_layers(get: ConfigReader, model_type: str, layers: int) -> tuple[list[boo
     pattern = get.text("hybrid_override_pattern")
     if pattern:
         if len(pattern) != layers:
-            return [True] * layers, everywhere, f"hybrid_override_pattern has {len(pattern)} layers, config {layers}: ignored"
+            note = f"hybrid_override_pattern has {len(pattern)} layers, config {layers}: ignored"
+            return [True] * layers, everywhere, note
         keeps = [c == PATTERN_ATTENTION for c in pattern]
         return keeps, [c == PATTERN_MAMBA for c in pattern], _note("hybrid_override_pattern", keeps)
     kinds = get.int_list("attn_type_list")  # MiniMax: 1 = softmax attention, 0 = linear

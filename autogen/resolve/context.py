@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from autogen.discovery.rows import ModelRow
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import Resolved
-from autogen.discovery.rows import ModelRow
 from autogen.settings.schema import Gpu, Override, Settings
 
 
@@ -38,8 +38,8 @@ class EmitContext:
     #: The GPUs the model runs on (`devices.Placement.gpus`, filled by `plan.build_plan`); () = the
     #: driver's default. vLLM sizes per device and sets its tensor parallelism from them; llama
     #: splits layers over several. Example: (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=12.0)).
-    devices: "tuple[Gpu, ...]" = ()
+    devices: tuple[Gpu, ...] = ()
     #: (id, model) for the ids of `taken_ids` that another model's profile keeps (cross-model
     #: profile clashes, `profiles_llama.profile_owners`); the others are model ids. Example:
     #: (("a-b-long", "a"),).
-    taken_by: "tuple[tuple[str, str], ...]" = ()
+    taken_by: tuple[tuple[str, str], ...] = ()

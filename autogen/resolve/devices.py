@@ -29,8 +29,8 @@ import attrs
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
 from autogen.numfmt import format_g, round_half_away
+from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
 from autogen.settings.schema import BackendRow, Gpu, Override, Settings
 
 CUDA, ROCM, VULKAN, CPU = "cuda", "rocm", "vulkan", "cpu"

@@ -16,6 +16,7 @@ added or a driver installed is seen after `rm cache/gpus.json`, or by declaring 
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -46,7 +47,7 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 def _probe_nvml() -> tuple[Gpu, ...] | None:
     try:
-        import pynvml  # nvidia-ml-py, optional
+        import pynvml  # noqa: PLC0415 (nvidia-ml-py is optional; probed once per boot)
     except ImportError:
         return None
     try:
@@ -63,10 +64,8 @@ def _probe_nvml() -> tuple[Gpu, ...] | None:
                             vram_gb=total / GIB, vendor="nvidia"))
         return tuple(gpus)
     finally:
-        try:
+        with contextlib.suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def _run(argv: list[str]) -> str | None:

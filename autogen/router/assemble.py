@@ -14,8 +14,8 @@ from attrs import frozen
 
 from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
-from autogen.router.fragments import comment_text, quote, render_plan
 from autogen.fsutil import write_if_changed
+from autogen.router.fragments import comment_text, quote, render_plan
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
@@ -38,7 +38,7 @@ class Fragment:
     files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_plan(cls, plan: Plan, summary: dict[str, Any]) -> "Fragment":
+    def from_plan(cls, plan: Plan, summary: dict[str, Any]) -> Fragment:
         return cls(model_id=plan.model_id, blocks=tuple(render_plan(plan)),
                    members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary,
                    files=tuple(plan.files))
@@ -49,7 +49,7 @@ class Fragment:
                            "summary": self.summary, "files": self.files}, sort_keys=True).encode()
 
     @classmethod
-    def load(cls, path: str) -> "Fragment":
+    def load(cls, path: str) -> Fragment:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
@@ -110,7 +110,7 @@ def assemble(settings: Settings, fragments: list[Fragment]) -> str:
 
 def write_config(path: str, text: str) -> bool:
     """Validate, then write atomically only when the bytes differ. True = written."""
-    from autogen.router.validate import validate_text  # deliberate lazy import: a no-op run writes nothing
+    from autogen.router.validate import validate_text  # noqa: PLC0415 (lazy: a no-op run writes nothing)
 
     problems = [p for p in validate_text(text, path) if p.fatal]
     if problems:

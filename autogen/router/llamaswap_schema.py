@@ -229,48 +229,63 @@ def check(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> No
         add(line, f"{path}: expected {expected}, got {show(value)}")
         return
     if isinstance(value, str):
-        if len(value) < spec.min_len:
-            add(line, f"{path}: must not be empty")
-        if spec.max_len is not None and len(value) > spec.max_len:
-            add(line, f"{path}: must be at most {spec.max_len} characters (got {len(value)})")
-        if spec.pattern and not re.search(spec.pattern, value):
-            add(line, f"{path}: {show(value)} does not match {spec.pattern}")
-        if spec.enum and value not in spec.enum:
-            choices = ", ".join(repr(c) for c in spec.enum)
-            add(line, f"{path}: must be one of {choices}; got {show(value)}")
+        _check_str(value, spec, path, line, add)
     elif spec.kind == "int" and spec.minimum is not None and value < spec.minimum:
         add(line, f"{path}: must be >= {spec.minimum} (got {value})")
-    elif spec.kind == "list":
-        if len(value) < spec.min_items:
-            add(line, f"{path}: must list at least {spec.min_items} item(s)")
-        seen = set()
-        for i, item in enumerate(value):
-            item_line = value.lines[i]
-            check(item, spec.item, f"{path}[{i}]", item_line, add)
-            if spec.unique and isinstance(item, str):
-                if item in seen:
-                    add(item_line, f"{path}[{i}]: {show(item)} is listed twice")
-                seen.add(item)
-    elif spec.kind == "map":
-        if len(value) < spec.min_items:
-            add(line, f"{path}: must have at least {spec.min_items} entry")
-        for key, item in value.items():
-            if spec.key_pattern and not re.search(spec.key_pattern, key):
-                add(value.lines[key], f"{path}: key {key!r} does not match {spec.key_pattern}")
-            check(item, spec.item, f"{path}.{key}", value.lines[key], add)
-    elif spec.kind == "obj":
-        for key in spec.required:
-            if key not in value:
-                add(line, f"{path + ': ' if path else ''}missing required key '{key}'")
-        for key, item in value.items():
-            sub = spec.fields.get(key)
-            if sub is None:
-                why = "not allowed here" if spec.closed else "llama-swap ignores it"
-                where = f"{path}: " if path else ""
-                msg = f"{where}unknown key '{key}' ({why}{_unknown_key(key, spec.fields)})"
-                add(value.lines[key], msg, ERROR if spec.closed else IGNORED)
-            else:
-                check(item, sub, f"{path}.{key}" if path else key, value.lines[key], add)
+    elif spec.kind in _CONTAINERS:
+        _CONTAINERS[spec.kind](value, spec, path, line, add)
+
+
+def _check_str(value: str, spec: Spec, path: str, line: int | None, add: AddProblem) -> None:
+    if len(value) < spec.min_len:
+        add(line, f"{path}: must not be empty")
+    if spec.max_len is not None and len(value) > spec.max_len:
+        add(line, f"{path}: must be at most {spec.max_len} characters (got {len(value)})")
+    if spec.pattern and not re.search(spec.pattern, value):
+        add(line, f"{path}: {show(value)} does not match {spec.pattern}")
+    if spec.enum and value not in spec.enum:
+        choices = ", ".join(repr(c) for c in spec.enum)
+        add(line, f"{path}: must be one of {choices}; got {show(value)}")
+
+
+def _check_list(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> None:
+    if len(value) < spec.min_items:
+        add(line, f"{path}: must list at least {spec.min_items} item(s)")
+    seen = set()
+    for i, item in enumerate(value):
+        item_line = value.lines[i]
+        check(item, spec.item, f"{path}[{i}]", item_line, add)
+        if spec.unique and isinstance(item, str):
+            if item in seen:
+                add(item_line, f"{path}[{i}]: {show(item)} is listed twice")
+            seen.add(item)
+
+
+def _check_map(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> None:
+    if len(value) < spec.min_items:
+        add(line, f"{path}: must have at least {spec.min_items} entry")
+    for key, item in value.items():
+        if spec.key_pattern and not re.search(spec.key_pattern, key):
+            add(value.lines[key], f"{path}: key {key!r} does not match {spec.key_pattern}")
+        check(item, spec.item, f"{path}.{key}", value.lines[key], add)
+
+
+def _check_obj(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> None:
+    for key in spec.required:
+        if key not in value:
+            add(line, f"{path + ': ' if path else ''}missing required key '{key}'")
+    for key, item in value.items():
+        sub = spec.fields.get(key)
+        if sub is None:
+            why = "not allowed here" if spec.closed else "llama-swap ignores it"
+            where = f"{path}: " if path else ""
+            msg = f"{where}unknown key '{key}' ({why}{_unknown_key(key, spec.fields)})"
+            add(value.lines[key], msg, ERROR if spec.closed else IGNORED)
+        else:
+            check(item, sub, f"{path}.{key}" if path else key, value.lines[key], add)
+
+
+_CONTAINERS = {"list": _check_list, "map": _check_map, "obj": _check_obj}
 
 
 # --- macro declarations (macros.go: validateMacro) -------------------------------------------

@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from attrs import frozen
 
 from autogen.cmdline import split_command, strip_comment_lines
-from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
 from autogen.numfmt import format_g
+from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
 from autogen.router.yamllines import Converter, LineMap, TooBig, compose
 
 
@@ -230,7 +230,7 @@ def _parses_as_url(text: str) -> bool:
     if any(ch <= " " or ch == "\x7f" for ch in text):
         return False
     try:
-        urlsplit(text).port
+        _ = urlsplit(text).port  # raises on a port that is not a number
     except ValueError:
         return False
     return True

@@ -138,19 +138,20 @@ def compose(text: str, add: AddProblem):
 
     None for an empty document; False (after adding the problem) when it does not parse.
     """
-    import yaml  # PyYAML (a dependency of gguf); imported here to keep `import` cheap
+    # lazy: PyYAML (a dependency of gguf) only loads when a config is validated
+    import yaml  # noqa: PLC0415
 
     try:
-        from yaml._yaml import CParser
+        from yaml._yaml import CParser  # noqa: PLC0415
 
         loader = type("_CLoader", (_NoResolver, CParser), {})
     except ImportError:
-        from yaml.composer import Composer
-        from yaml.parser import Parser
-        from yaml.reader import Reader
-        from yaml.scanner import Scanner
+        from yaml.composer import Composer  # noqa: PLC0415
+        from yaml.parser import Parser  # noqa: PLC0415
+        from yaml.reader import Reader  # noqa: PLC0415
+        from yaml.scanner import Scanner  # noqa: PLC0415
 
-        class loader(_NoResolver, Reader, Scanner, Parser, Composer):  # noqa: N801
+        class loader(_NoResolver, Reader, Scanner, Parser, Composer):
             def __init__(self, stream):
                 Reader.__init__(self, stream)
                 Scanner.__init__(self)

@@ -62,8 +62,8 @@ def _resolve_override(base: Path, ov: Override) -> Override:
 
 def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
     """Rows of the machine-owned backends file (a YAML list, or `{backends: [...]}`)."""
-    # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
-    from autogen.settings.structure import describe, read_yaml, structure
+    # lazy: a run served from the settings cache never loads ruamel or cattrs
+    from autogen.settings.structure import describe, read_yaml, structure  # noqa: PLC0415
 
     data = read_yaml(path)
     if isinstance(data, dict) and set(data) == {"backends"}:
@@ -139,8 +139,8 @@ def _budget_problems(settings: Settings) -> list[str]:
 
 
 def _parse_settings(path: Path) -> Settings:
-    # deliberate lazy import: a run served from the settings cache never loads ruamel or cattrs
-    from autogen.settings.structure import read_yaml, settings_error, structure
+    # lazy: a run served from the settings cache never loads ruamel or cattrs
+    from autogen.settings.structure import read_yaml, settings_error, structure  # noqa: PLC0415
 
     data = read_yaml(path)
     if data is None:
@@ -203,7 +203,7 @@ class _SettingsCache:
         try:
             with open(self.file, "rb") as f:
                 version, digest, backends_file, backends_digest, settings = pickle.load(f)
-        except Exception:  # noqa: BLE001 - a stale or foreign pickle is just a miss
+        except Exception:
             return None
         if version != self.version or digest != _file_digest(str(self.path)):
             return None

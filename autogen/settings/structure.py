@@ -278,7 +278,7 @@ def _line_map(source: str) -> dict[str, int]:
 
     try:
         data = YAML(typ="rt", pure=True).load(Path(source).read_text(encoding="utf-8"))
-    except Exception:  # noqa: BLE001 - no line numbers is not worth a second error
+    except Exception:
         return {}
     lines: dict[str, int] = {}
 
@@ -321,8 +321,9 @@ def _locate(problem: str, lines: dict[str, int]) -> int | None:
 
 def read_yaml(path: Path) -> Any:
     """Parse one YAML file with ruamel (safe, pure), errors as SettingsError naming the line."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
+    # lazy: cattrs' converter is built at import, ruamel only when a settings file is parsed
+    from ruamel.yaml import YAML  # noqa: PLC0415
+    from ruamel.yaml.error import YAMLError  # noqa: PLC0415
 
     try:
         text = path.read_text(encoding="utf-8")

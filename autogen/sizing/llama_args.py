@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from attrs import frozen
 
 from autogen.cmdline import unsafe_arg_reason
-from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
-from autogen.settings.schema import FLASH_ATTN_MODES
 from autogen.metadata.kvcost import KV_TYPE_BYTES
+from autogen.resolve.context import EmitContext
+from autogen.settings.schema import FLASH_ATTN_MODES
 from autogen.sizing.llama import AUTO_SLOTS, FLOAT_KV_TYPES, LlamaKnobs
 
 #: Every spelling of each flag we generate or read, by meaning (llama-server b11434 `--help`).

@@ -40,15 +40,15 @@ shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 
 from __future__ import annotations
 
-from attrs import frozen
+from attrs import field, frozen
 
-from autogen.resolve.context import EmitContext
 from autogen.errors import ModelError
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
-from autogen.versions import format_version
+from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
+from autogen.versions import format_version
 
 # Constants of the original (reference §3.2).
 DEFAULT_UTIL = 0.90
@@ -126,7 +126,7 @@ class VllmSizing:
     #: `util` rounded to 2 decimals (metadata) and as the flag prints it.
     gpu_util: float = 0.0
     util_flag: str = ""
-    extra: ExtraArgs = ExtraArgs()
+    extra: ExtraArgs = field(factory=ExtraArgs)
     #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin).
     state_bytes: int = 0
 
