@@ -51,7 +51,7 @@ SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 #: tool-parser registry does), so a no-op run imports no emitter.
 EMITTERS: dict[Role, str | dict[Engine, str]] = {
     Role.LLM: {Engine.LLAMA: "llama:emit_llama", Engine.VLLM: "vllm:emit_vllm"},
-    Role.EMBEDDING: {Engine.LLAMA: "llama:emit_llama", Engine.VLLM: "vllm:emit_vllm"},
+    Role.EMBEDDING: {Engine.LLAMA: "llama:emit_llama"},  # resolve_embedder never picks vLLM
     Role.IMAGE: "sd:emit_sd",
     Role.SEGMENT: "sam:emit_sam",
     Role.TTS: "audio:emit_tts",

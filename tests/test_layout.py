@@ -1,0 +1,148 @@
+"""The package reads as its data flow: stages import only downwards, no module imports itself
+back, the code stamp covers every module, and every role reaches an emitter."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from autogen.discovery.rows import ModelRow
+from autogen.emit.dispatch import EMITTERS, UNSERVED, emitter_for, resolve_for
+from autogen.errors import ModelError
+from autogen.fsutil import code_stamp
+from autogen.resolve.backends import Engine
+from autogen.resolve.roles import Role
+from autogen.settings.schema import BACKEND_KINDS, CUSTOM_KIND, BackendRow, Override, Settings
+
+PACKAGE = Path(__file__).resolve().parent.parent / "autogen"
+#: Top to bottom: a stage may import its own modules and those of the stages below it.
+STAGES = ("commands", "router", "emit", "sizing", "resolve", "discovery", "metadata", "settings")
+LEAF = "(leaf)"
+
+
+def _modules() -> dict[str, ast.Module]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = ast.parse(path.read_text(), str(path))
+    return found
+
+
+def _imports(tree: ast.Module, *, top_level_only: bool) -> set[str]:
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("autogen"):
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names if a.name.startswith("autogen"))
+    return names
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else LEAF
+
+
+MODULES = _modules()
+
+
+def test_every_module_sits_in_a_known_stage_or_is_a_leaf():
+    stages = {_stage(m) for m in MODULES} - {LEAF, "autogen"}
+    assert stages <= set(STAGES), stages - set(STAGES)
+
+
+def test_imports_only_run_down_the_stages():
+    rank = {stage: i for i, stage in enumerate(STAGES)}
+    rank[LEAF] = len(STAGES)
+    upward = []
+    for module, tree in MODULES.items():
+        for target in _imports(tree, top_level_only=False):
+            source_stage, target_stage = _stage(module), _stage(target)
+            if source_stage == LEAF and target_stage != LEAF:
+                upward.append(f"{module} (a leaf) imports {target}")
+            elif rank[target_stage] < rank.get(source_stage, len(STAGES)):
+                upward.append(f"{module} ({source_stage}) imports {target} ({target_stage})")
+    assert upward == []
+
+
+def test_no_import_cycles():
+    graph = {m: {t for t in _imports(tree, top_level_only=False) if t in MODULES}
+             for m, tree in MODULES.items()}
+    cycles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                cycles.append(" → ".join([*path[path.index(target):], target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_the_code_stamp_covers_every_module_in_every_folder():
+    stamped = {path for path, _size, _mtime in code_stamp()}
+    on_disk = {os.path.relpath(p, PACKAGE) for p in map(str, PACKAGE.rglob("*.py"))}
+    assert stamped == on_disk and any(os.sep in p for p in stamped)
+
+
+# --- the emitter registry ---------------------------------------------------------------------
+
+#: A row of every engine swapgen knows (its first kind spelling), and a custom one.
+ROWS = (*(BackendRow(id=f"{engine}-row", kind=spellings[0], path=f"/opt/{engine}")
+          for engine, spellings in BACKEND_KINDS.items()),
+        BackendRow(id="custom-row", kind=CUSTOM_KIND, path="/opt/custom"))
+GGUF = ModelRow(id="m", format="gguf", path="/m/model.gguf")
+HF = ModelRow(id="h", format="hf", path="/m/folder")
+
+
+def test_every_role_has_an_emitter_or_a_reason_and_every_emitter_loads():
+    assert set(EMITTERS) | set(UNSERVED) == set(Role) and not set(EMITTERS) & set(UNSERVED)
+    for role, entry in EMITTERS.items():
+        for engine, target in (entry.items() if isinstance(entry, dict) else [(None, entry)]):
+            module, function = target.split(":")
+            assert callable(getattr(importlib.import_module(f"autogen.emit.{module}"), function)), (role, engine)
+            assert engine is None or engine in set(Engine)
+
+
+def _reachable() -> set[tuple[Role, str]]:
+    """Every (role, engine) resolution can hand to the dispatch: each role under a pin to
+    every row of every engine, and unpinned."""
+    reached = set()
+    for row, role in [(GGUF, r) for r in Role] + [(HF, Role.LLM)]:
+        for pin in [None, *(r.id for r in ROWS)]:
+            settings = Settings(roots=("/m",), backends=ROWS)
+            override = Override(match="*", backend=pin) if pin else None
+            try:
+                reached.add((role, resolve_for(settings, override, row, role).engine))
+            except ModelError:
+                continue  # a pin to another class: refused with a reason
+    return reached
+
+
+@pytest.mark.parametrize(("role", "engine"), sorted(_reachable()))
+def test_every_resolution_reaches_an_emitter_or_a_stated_reason(role, engine):
+    if role in UNSERVED:
+        return  # skipped with UNSERVED's reason
+    if engine == CUSTOM_KIND and isinstance(EMITTERS[role], dict):
+        # several engines' flags for one role: a custom engine gets the plain reason, never a guess
+        assert emitter_for(role, engine) is None
+        return
+    assert emitter_for(role, engine) is not None, f"{role} on {engine}: no emitter"
+
+
+def test_no_emitter_entry_is_out_of_reach():
+    reached = _reachable()
+    per_engine = {(role, engine) for role, entry in EMITTERS.items() if isinstance(entry, dict) for engine in entry}
+    assert per_engine - reached == set()
