@@ -175,7 +175,7 @@ class TestMoe:
         s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
         assert s.kv_type == "q8_0"  # f16 cannot even hold the weights
         assert s.ctx == 40960
-        kv = kv_bytes(cost, 40960, element_bytes=KV_TYPE_BYTES["q8_0"])
+        kv = kv_bytes(cost, 40960, element_bytes=34 / 32)  # q8_0: 32 elements in 34 bytes
         per_layer = int(size * 0.90) / 48
         need = math.ceil((size + kv + fixed(CUDA) - budget) / per_layer)
         assert s.n_cpu_moe in (need, need + 1) and s.ngl == 49
@@ -230,7 +230,7 @@ class TestMoe:
         cost = kv_cost(meta)
         size = gib(17.28)
         non_expert = size - int(size * 0.90)
-        q8 = kv_bytes(cost, 36864 + 2000, element_bytes=KV_TYPE_BYTES["q8_0"])
+        q8 = kv_bytes(cost, 36864 + 2000, element_bytes=34 / 32)  # q8_0: 32 elements in 34 bytes
         budget = non_expert + q8 + fixed(CUDA)
         s = size_llama(meta, cost, size=size, budget=budget, knobs=LlamaKnobs(), runtime=CUDA)
         assert (s.ctx, s.n_cpu_moe, s.ngl, s.kv_type) == (36864, 48, 49, "q8_0")
