@@ -43,6 +43,17 @@ BLOCKS: dict[str, tuple[int, int]] = {
 #: residual stream, its normed copy, the block's output projection and their sum (measured:
 #: every width in tests/data/llama_alloc_b11434.json lands within 4-5 rows).
 RESIDENT_ROWS = 5
+#: Architectures whose graph calls `build_ffn` with no gate and a unary activation (GELU, ReLU²;
+#: src/models/{falcon,gpt2,bloom,…}.cpp). ggml-alloc computes a unary op in its input's memory
+#: (`ggml_op_can_inplace`: GGML_OP_UNARY), so their FFN holds one ffn-wide row; a gated FFN
+#: holds gate, up and their GLU product (GGML_OP_GLU is not in place): three. Fused gate+up
+#: models (phi3, chatglm, glm4, plamo: one `ffn_up` of 2 × ffn, then SWIGLU) hold three too.
+UNGATED_FFN_ARCHS = frozenset({"arcee", "bloom", "codeshell", "falcon", "gpt2", "gptneox", "jais2", "mpt",
+                               "nemotron", "phi2", "plm", "starcoder", "starcoder2"})
+#: Parallel blocks: the FFN reads the attention's input and the attention output waits to be
+#: added after it (src/models/falcon.cpp "use the attn norm", phi2.cpp, command-r.cpp,
+#: cohere2.cpp `attn_out`), one more n_embd row alive through the FFN.
+PARALLEL_BLOCK_ARCHS = frozenset({"falcon", "phi2", "command-r", "cohere2"})
 #: Recurrent state elements are f32 (`create_memory`: GGML_TYPE_F32, GGML_TYPE_F32).
 STATE_BYTES = 4
 
@@ -257,8 +268,10 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     - the attention block at n_ubatch rows, f32: Q and the attention output beside the
       resident n_embd rows (`RESIDENT_ROWS`), plus, without flash attention, one layer's scores
       n_kv × n_ubatch × heads (`build_attn_mha`: `ggml_mul_mat(k, q)`, softmax in place).
-    - the FFN at n_ubatch rows: gate, up and their product beside the resident rows
-      (`build_ffn`; `build_moe_ffn` with the used experts' rows). It reuses the freed scores.
+    - the FFN at n_ubatch rows: gate, up and their product beside the resident rows, or one
+      row without a gate (`build_ffn`, `UNGATED_FFN_ARCHS`; `build_moe_ffn` with the used
+      experts' rows), plus the waiting attention output of a parallel block
+      (`PARALLEL_BLOCK_ARCHS`). It reuses the freed scores.
     - after the last layer, the logits of the outputs: n_vocab × min(n_ubatch, outputs) f32
       beside the resident rows. They reuse the block the masks leave when it is large enough
       (ggml-alloc's best fit), else they come on top of it.
@@ -291,7 +304,9 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
         out = meta.head_count * meta.value_length
     resident = RESIDENT_ROWS * embd * tokens * 4
     attention = resident + scores + (q + out) * tokens * 4
-    feed_forward = resident + (3 * ffn + routed) * tokens * 4
+    ffn_rows = 1 if meta.arch in UNGATED_FFN_ARCHS else 3
+    waiting = embd if meta.arch in PARALLEL_BLOCK_ARCHS else 0
+    feed_forward = resident + (ffn_rows * ffn + routed + waiting) * tokens * 4
     feed_forward = max(feed_forward, resident + _recurrent_block(meta, launch) * tokens * 4)
     outputs = min(tokens, launch.outputs or max(1, launch.slots))
     logits = max(meta.vocab_size, 0) * outputs * 4
@@ -299,7 +314,7 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     total = masks + max(attention, feed_forward) if tail <= masks else masks + max(attention, feed_forward, tail)
     lines = [f"compute buffer {mib(total)} = KQ masks {mib(masks)} ({' + '.join(str(w) for w in widths) or 0} cells"
              f" × ubatch {tokens} × {mask_bytes} B) + max(attention {mib(attention)}, FFN {mib(feed_forward)}) "
-             f"(ubatch × ({RESIDENT_ROWS} × n_embd {embd} + Q {q} + out {out} | + 3 × ffn {ffn}) × 4 B"
+             f"(ubatch × ({RESIDENT_ROWS} × n_embd {embd} + Q {q} + out {out} | + {ffn_rows} × ffn {ffn}) × 4 B"
              + (f"; scores {mib(scores)}: flash attention off, {n_kv} × {tokens} × {meta.head_count} heads × 4 B"
                 if scores else "") + ")"
              + f", or the logits {mib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
