@@ -1,6 +1,6 @@
 """Number rounding and printing that reproduce the original's Go arithmetic.
 
-The reference (`spec-backends-vllm-hf.md` §3.9, §9) rounds half away from zero (Go
+The Go original (docs/sizing.md#vllm-footprint-and-utilization) rounds half away from zero (Go
 `math.Round`; Python's `round` is banker's), rounds utilisations UP, and prints numbers with Go's
 shortest `%g` (`4`, `0.92`, `16.08`, `1e+06`). Byte-stable output depends on these matching.
 """
@@ -18,7 +18,7 @@ _NOISE = 1e-6
 
 
 def gib(n_bytes: int | float) -> float:
-    """Bytes → GiB (1024³, the unit of every GB figure in the reference)."""
+    """Bytes → GiB (1024³, the unit of every GB figure swapgen prints)."""
     return n_bytes / GIB
 
 

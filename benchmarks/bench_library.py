@@ -1,4 +1,6 @@
-"""Performance at 1,000 models (PRODUCT §8): cold, no-op and one-change runs, memory, bytes read.
+"""Performance at 1,000 models: cold, no-op and one-change runs, memory, bytes read. Targets: cold
+≤ 20 ms per model reading only header bytes; no-op ≤ 0.5 s and within 2× of doit's own floor; one
+change runs only that model's task; peak memory ≤ 150 MB.
 
     python benchmarks/bench_library.py [--models 1000] [--vocab 150000] [--reps 5]
                                        [--workdir /tmp/swapgen-bench] [--no-gguf-reader]

@@ -1,7 +1,7 @@
 """Builders for GGUF test files, shared by every test that needs a model on disk.
 
 Real files come from `gguf.GGUFWriter`; tensors are declared but never written, and the file
-is extended sparsely to its declared size (reference/ecosystem.md §2.5), so a "30 GB" model
+is extended sparsely to its declared size (gguf-py `GGUFWriter.add_tensor_info`, then `os.truncate`), so a "30 GB" model
 costs a few KB of disk. Hostile headers are built byte by byte with the `pack_*` helpers.
 """
 
@@ -47,7 +47,7 @@ def write_split_set(directory: str | os.PathLike[str], stem: str, arch: str, *, 
                     kv: Mapping[str, object] | None = None,
                     tensors: Sequence[TensorSpec] = ()) -> list[Path]:
     """Write a split set with GGUFWriter's own splitter: model keys in shard 1 only,
-    `split.*` in every shard (ecosystem.md §2.4). Returns the shard paths in order."""
+    `split.*` in every shard (docs/discovery.md#split-sets). Returns the shard paths in order."""
     assert len(tensors) >= shards, "each shard needs at least one tensor"
     w = GGUFWriter(Path(directory) / f"{stem}.gguf", arch,
                    split_max_tensors=math.ceil(len(tensors) / shards))

@@ -1,4 +1,4 @@
-"""Backend registry and resolution (reference spec-backends-vllm-hf.md §1–2, spec-classes.md §1.3, §2, §7)."""
+"""Backend registry and resolution (docs/backends.md)."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ class TestClassTaken:
 
 
 # ---------------------------------------------------------------------------------------------
-# resolution precedence: reference §2.8 (TestResolveBackend_AutoPickAndExplicit)
+# resolution precedence: docs/backends.md#resolution-order (worked example)
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ class TestPreferring:
         assert resolve_backend_preferring(settings, None, TTS, "speech").backend_id == "qwen"
 
     def test_kokoro_model_finds_ttscpp_while_a_talker_keeps_qwentts(self):
-        """spec-classes Example J: qwentts ★ plus a ttscpp row."""
+        """docs/classes.md#tts-worked-examples, example J: qwentts ★ plus a ttscpp row."""
         settings = reg(
             row("qwen", "tts", path="C:/qwentts/tts-server.exe", default=True),
             row("tc", "ttscpp", path="C:/ttscpp/tts-server.exe"),
@@ -334,7 +334,7 @@ class TestAudioCpp:
 
 
 # ---------------------------------------------------------------------------------------------
-# embedders: reference §2.7
+# embedders: docs/backends.md#embedder-dead-end
 
 
 EMBED_FLEET = (

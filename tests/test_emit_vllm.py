@@ -1,5 +1,5 @@
-"""The vLLM emitter: the reference's worked examples E–G (spec-backends-vllm-hf.md §3.11, card
-probe stubbed at 24 GiB), tool parsers (§4), split GGUFs (§5), HF folders (§6), version gating,
+"""The vLLM emitter: worked examples E–G (docs/sizing.md#vllm-worked-examples, card probe stubbed
+at 24 GiB), tool parsers, split GGUFs, HF folders, version gating,
 the entry's shape and notes, and vLLM's own parser on our command lines. The sizing numbers are
 in `test_vllm_sizing`, the reading of `extra_args` in `test_vllm_args`."""
 

@@ -1,4 +1,4 @@
-"""Go-compatible rounding and printing (reference spec-backends-vllm-hf.md §3.9, §9)."""
+"""Go-compatible rounding and printing (docs/sizing.md#vllm-footprint-and-utilization)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Tool-call parser choice (reference spec-backends-vllm-hf.md §4) and vLLM version knowledge."""
+"""Tool-call parser choice (docs/backends.md#tool-call-parser-choice) and vLLM version knowledge."""
 
 import json
 import subprocess
@@ -19,7 +19,7 @@ from autogen.metadata.chat_template import TEMPLATE_MARKERS, template_markers
 from autogen.versions import parse_version
 from tests.shared import VLLM_VENV
 
-#: ecosystem.md §6.3: the 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text).
+#: The 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text; vllm/tool_parsers/__init__.py).
 VLLM_0_33_0_PARSERS = ["apertus", "beam", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite", "granite-20b-fc", "granite4", "hermes", "hf", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling", "internlm", "jamba", "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse", "muse_glimmer", "musespark1x", "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder", "qwen3_json", "qwen3_xml", "seed_oss", "step3", "step3p5", "step5", "xlam"]
 
 
@@ -30,7 +30,8 @@ class TestTables:
         assert sorted(VLLM_PARSERS_BY_VERSION) == sorted(VLLM_0_33_0_PARSERS)
 
     def test_every_table_value_is_a_registered_name(self):
-        """The coverage walk (STYLE §4): a parser we emit must be a name vLLM registers."""
+        """The coverage walk (as vLLM's tests/tool_parsers/test_parser_test_coverage.py): a parser we emit
+        must be a name vLLM registers."""
         unknown = {arch: p for arch, p in TOOL_PARSERS.items() if p not in VLLM_PARSERS_BY_VERSION}
         assert unknown == {}
         assert [r.parser for r in FAMILY_RULES if r.parser and r.parser not in VLLM_PARSERS_BY_VERSION] == []
@@ -207,7 +208,7 @@ class TestVersionGate:
 
 class TestFamilyRules:
     """An architecture that several tool formats share is decided by the model's names, one
-    FAMILY_RULES row at a time; when no row decides, no parser (PRODUCT §6.3)."""
+    FAMILY_RULES row at a time; when no row decides, no parser (docs/backends.md#tool-call-parser-choice)."""
 
     @pytest.mark.parametrize(
         ("model_id", "arch", "parser"),
@@ -225,7 +226,7 @@ class TestFamilyRules:
             ("Llama-3.1-Nemotron-Nano-8B-v1", "llama", ""),
             ("openhermes-2.5-mistral-7b", "mistral", ""),
             ("zephyr-7b-beta", "mistral", ""),
-            # Llama 3.x (vLLM docs: llama3_json), 3.0's name included (reference example G)
+            # Llama 3.x (vLLM docs: llama3_json), 3.0's name included (docs/sizing.md#vllm-worked-examples, example G)
             ("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "llama", "llama3_json"),
             ("llama-3.3-70b-instruct", "llama", "llama3_json"),
             ("Llama-3-8B-Instruct", "llama", "llama3_json"),

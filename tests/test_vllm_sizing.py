@@ -1,5 +1,5 @@
-"""vLLM sizing (`vllm_sizing`): the reference's worked examples A–D number for number
-(spec-backends-vllm-hf.md §3.11, card probe stubbed at 24 GiB), the KV pin (§3.10), sizing per
+"""vLLM sizing (`vllm_sizing`): worked examples A–D number for number
+(docs/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV pin (docs/sizing.md#vllm-kv-pin), sizing per
 GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
 
 import json
@@ -136,7 +136,7 @@ class TestExampleD_HFParityWithGguf:
 
 class TestKvPin:
     def test_small_model_pin_numbers(self):
-        """§3.10's derived numbers; the pin is rounded up to 679 MiB."""
+        """docs/sizing.md#vllm-worked-examples "KV pin"; the pin is rounded up to 679 MiB."""
         ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8,
                        version="0.10.2")
         entry = entry_of(ctx)
@@ -273,7 +273,7 @@ class TestTensorParallelSizedPerGpu:
         assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
 
     def test_a_tensor_parallel_pin_without_devices_keeps_the_reference_numbers(self):
-        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as §3.4 charges it."""
+        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as docs/sizing.md#--max-model-len charges it."""
         ov = Override(match="*", vllm_tensor_parallel=2)
         sizing = size_vllm(attrs.evolve(device_ctx(DSV2, override=ov), devices=()), (0, 11, 0))
         assert (sizing.tensor_parallel, sizing.max_model_len) == (2, 569_344)

@@ -1,5 +1,5 @@
 """Shared set-up for the vLLM tests (`test_emit_vllm`, `test_vllm_args`, `test_vllm_sizing`):
-the reference's KV costs and card, an `EmitContext` builder, per-GPU device contexts, and argv
+the worked examples' KV costs and card (docs/sizing.md#vllm-worked-examples), an `EmitContext` builder, per-GPU device contexts, and argv
 readers. A plain module, not conftest, so each test file names what it uses."""
 
 
@@ -24,7 +24,7 @@ LLAMA3_8B = KvCost(bytes_per_token=131_072, note="32 layers × 8 KV heads × (12
 NO_DIMS = KvCost(bytes_per_token=None, note="no attention dimensions in the model file")
 
 CARD = 24.0
-#: Version 0.10.1 predates --kv-cache-memory-bytes: the reference's baseline numbers (no pin).
+#: Version 0.10.1 predates --kv-cache-memory-bytes: the worked examples' numbers (no pin).
 BASELINE = "0.10.1"
 BASE_V = (0, 10, 1)
 

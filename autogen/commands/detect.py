@@ -64,7 +64,7 @@ from autogen.settings.structure import read_yaml, structure, unstructure
 
 PROBE_TIMEOUT = 10.0
 
-#: Executable name → engine (reference spec-classes §1.3 for the legacy names).
+#: Executable name → engine (docs/backends.md#legacy-exes for the legacy names).
 BINARIES: dict[str, Engine] = {
     "llama-server": Engine.LLAMA, "vllm": Engine.VLLM, "sd-server": Engine.SD, "tts-server": Engine.TTS,
     "parakeet-server": Engine.ASR, "audiocpp-server": Engine.AUDIOCPP, "sam3_server": Engine.SAM}
@@ -396,7 +396,7 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
     written = write_if_changed(str(target), data) if not dry_run else False
     if manual and any(r.managed for r in change.rows):
         notes.append(f"rows in {target.name} replace the {len(manual)} row(s) under `backends:` when "
-                     "settings load (PRODUCT §3.2): pins to those ids fall back to automatic resolution")
+                     "settings load (README: `backends_file`): pins to those ids fall back to automatic resolution")
     return {
         "file": str(target),
         "rows": [unstructure(r) for r in change.rows if r.managed],

@@ -1,7 +1,7 @@
 """Walk the model roots and turn files and folders into `ModelRow`s.
 
-Rules: reference `spec-discovery-generate.md` §2 and `spec-backends-vllm-hf.md` §5–6, with
-PRODUCT §4's decisions: symlinked roots and folders are followed (loops are detected and
+Rules: docs/discovery.md (the walk, file-name rules, split sets, HF folders), with these
+decisions: symlinked roots and folders are followed (loops are detected and
 reported), hidden folders and the HF cache's `blobs/` are not walked, unreadable entries are
 reported and never fatal. Projectors (GGUF arch `clip`), drafts and codecs are paired with the
 models of their folder and never listed as models. A split set is one row: without shard 1
@@ -44,7 +44,7 @@ from autogen.metadata.probes import (
 )
 from autogen.numfmt import GIB
 
-# File-name rules, in the order they are tried (reference spec-discovery-generate §2.2).
+# File-name rules, in the order they are tried (docs/discovery.md#file-name-rules).
 SAM_NAME = re.compile(r"(?i)(sam2|sam3|edgetam|hiera)")
 BIREFNET_NAME = re.compile(r"(?i)birefnet")
 FAST_MTP_NAME = re.compile(r"(?i)(^|[-_.])fast[-_.]?mtp([-_.]|\.gguf$)")
@@ -115,7 +115,7 @@ def clean_id(text: str) -> str:
 
 
 def gguf_ids(name: str) -> tuple[str, str]:
-    """(id, quant) from a shard-stripped GGUF file name (reference §2.3)."""
+    """(id, quant) from a shard-stripped GGUF file name (docs/discovery.md#model-ids)."""
     quant = quant_from_name(name)
     base = name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
     if quant and base.lower().endswith(quant.lower()) and len(base) > len(quant) and base[-len(quant) - 1] in "-_.":
@@ -290,7 +290,7 @@ class _Walker:
         if "config.json" not in names and "config.json" not in {n.lower() for n in broken_names}:
             return False
         if any(e.name.lower().endswith(".gguf") for e, _ in files):
-            return False  # a conversion kept beside its source: the gguf is the model (seed rule 3)
+            return False  # a conversion beside its source: the gguf is the model (docs/discovery.md#hf-folders)
         cache = hf_cache_repo(folder)
         by_name = {e.name: st for e, st in files}
         check = check_weights(folder, by_name, broken_names, self.safetensors,
@@ -472,7 +472,7 @@ def _link_target(path: str) -> str:
 
 
 def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
-    """Resolve id clashes deterministically (reference §5.3): sort by (id, publisher, path); a
+    """Resolve id clashes deterministically (docs/discovery.md#id-clashes): sort by (id, publisher, path); a
     taken id gets `-<publisher>`, then `-<publisher>-<repo>`, then `-2`, `-3`, …"""
     taken: set[str] = set()
     out: list[ModelRow] = []

@@ -1,8 +1,7 @@
 """The llama-server emitter: one entry per GGUF chat or embedding model, sized from the budget.
 
-Only flags llama-server b11434 accepts (its `--help`: `/work/shared/tools/llama-server-check/
-llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. Chat argv order
-(reference `spec-discovery-generate.md` §6, reduced to the flags we size or the user sets):
+Only flags llama-server b11434 accepts (its `--help`; llama.cpp tools/server/README.md): `-fa` always takes a
+value, no `--no-mmap`/`--mlock`. Chat argv order (the flags we size or the user sets):
 
     <exe> -m <path> --host 127.0.0.1 --port ${PORT} [-sm layer -ts <GiB of each device>]
       -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>] -fit off
@@ -10,7 +9,7 @@ llama-server-help.txt`): `-fa` always takes a value, no `--no-mmap`/`--mlock`. C
       [--mmproj <file> [--no-mmproj-offload]]
       <extra_args>
 
-Embedding argv (reference `spec-classes.md` §3; `--pooling auto` no longer exists, so the header's
+Embedding argv (docs/classes.md#embeddings; `--pooling auto` no longer exists, so the header's
 pooling type is named; batch and ubatch equal the context because a non-causal model must see a
 whole input in one ubatch):
 
@@ -59,11 +58,11 @@ from autogen.sizing.llama_memory import Launch, allocations
 DEFAULT_EXE = "llama-server"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
-#: Embedding context: the trained window (512 when absent), capped (reference `spec-classes.md` §3).
+#: Embedding context: the trained window (512 when absent), capped (docs/classes.md#embeddings).
 EMBED_CTX_FALLBACK = 512
 EMBED_CTX_CAP = 8192
 #: llama.cpp's load-time fitting stays off: the command runs exactly the sizing above, whatever
-#: else holds the card at start (docs/sizing.md "llama.cpp's --fit").
+#: else holds the card at start (docs/sizing.md#llamacpps---fit).
 FIT_OFF = ("-fit", "off")
 
 def emit_llama(ctx: EmitContext) -> Plan:

@@ -1,12 +1,12 @@
-"""llama profiles (reference `spec-discovery-generate.md` §5.3, §8.5): names, clashes
-and inheritance of the extra entries of one chat model, each sized on its own by `emit_llama`.
+"""llama profiles: names, clashes (docs/discovery.md#id-clashes) and inheritance of the extra
+entries of one chat model, each sized on its own by `emit_llama`.
 
 In this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`
 (override `variants`, then `default_variants` not shadowed by a model variant of the same name),
 and `<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`).
 A tier is the model's override with its context pinned. A variant is the model's override with
 every field the variant sets replaced: an unset field inherits (override, then settings), the
-budget too (the reference falls back to the global one); `unlisted` is the variant's own; its
+budget too (the Go original fell back to the global one); `unlisted` is the variant's own; its
 `extra_args` are appended, and a flag there or a field it sets drops the inherited flag of the
 same meaning. Embedding models and vLLM rows get no profiles.
 
@@ -36,7 +36,7 @@ from autogen.resolve.context import EmitContext
 from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
 from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 
-#: The variant name that makes the `-vision` profile (reference §5.3 reserves it).
+#: The variant name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
 #: Variant field → the flag meanings (`emit_llama.FLAG_KNOBS` values) it takes over from
 #: inherited extra_args.
@@ -48,7 +48,7 @@ VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
 
 @lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
 def ctx_tag(tokens: int) -> str:
-    """Tier suffix (reference §5.3): 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
+    """Tier suffix: 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
     if tokens % (1 << 20) == 0:
         return f"{tokens >> 20}m"
     if tokens % 1024 == 0:

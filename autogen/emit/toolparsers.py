@@ -9,8 +9,8 @@ An architecture that several tool formats share (GGUF `llama` holds Llama 2, Lla
 every Mistral conversion) is decided by the served chat template's markers (`TEMPLATE_MARKERS`),
 else by the model's names (`FAMILY_RULES`), or not at all; a template that never mentions
 `tools` gets no parser whatever the architecture.
-Reference: `spec-backends-vllm-hf.md` §4, seed `backends.md` ("Tool calling needs a parser"),
-vLLM `docs/features/tool_calling.md` (which parser each family needs).
+Rules: docs/backends.md#tool-call-parser-choice; vLLM `docs/features/tool_calling.md` (which
+parser each family needs).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from autogen.metadata.chat_template import TEMPLATE_MARKERS, TOOLS_VAR
 from autogen.versions import format_version
 
 #: Architecture (GGUF `general.architecture` or HF `model_type`, lower case) → parser.
-#: Mirrors the original's `vllmToolParsers` (reference §4.1), both spellings listed, minus
+#: Mirrors the Go original's `vllmToolParsers` table, both spellings listed, minus
 #: its `llama`, `mistral` and `qwen2` rows, which moved to `AMBIGUOUS` / `FAMILY_RULES`.
 TOOL_PARSERS: dict[str, str] = {
     "qwen2_moe": "hermes",
@@ -142,7 +142,7 @@ _V0_9_0 = (0, 9, 0)
 _V0_33_0 = VLLM_CURRENT
 
 #: Every built-in parser name of vLLM 0.33.0 (`vllm/tool_parsers/__init__.py`
-#: `_TOOL_PARSERS_TO_REGISTER`, reference ecosystem.md §6.3) → the first release known to
+#: `_TOOL_PARSERS_TO_REGISTER`, and its `--tool-call-parser` help text) → the first release known to
 #: register it. Each version is an UPPER bound (the earliest release where we saw the name),
 #: so gating errs towards "no parser" (a 400), never towards an unknown name (a failed start):
 #: - 0.9.0: module list of docs.vllm.ai/en/v0.9.0 …/tool_parsers (the oldest release checked;
@@ -260,7 +260,8 @@ def choose_tool_parser(
     table: Mapping[str, str] | None = None,
     version: tuple[int, ...] | None = None,
 ) -> ParserChoice:
-    """Pick the parser for a model (reference §4.2, plus family rules and version gating).
+    """Pick the parser for a model (docs/backends.md#tool-call-parser-choice: pin, table, family
+    rules, version gating).
 
     `names` are the model's other names (file or folder name, parent folder, GGUF
     `general.name`), matched with `model_id` against `FAMILY_RULES`. `has_chat_template` is

@@ -6,9 +6,9 @@ module turns them into the argv, the comment, the metadata and the `swapgen show
 `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
 value, and extra_args come last), so our own flag is left out.
 
-Argv order (reference §3.8): exe, `serve <path>`, `--host`, `--port`, `--served-model-name`,
-`--quantization gguf` (GGUF only), `--gpu-memory-utilization`, then — new against the original's
-code, placed where its design note suggests — `--kv-cache-memory-bytes`, then `--max-model-len`,
+Argv order (docs/sizing.md#vllm-argv): exe, `serve <path>`, `--host`, `--port`, `--served-model-name`,
+`--quantization gguf` (GGUF only), `--gpu-memory-utilization`, then — new against the Go
+original's code, placed where its design note suggests — `--kv-cache-memory-bytes`, then `--max-model-len`,
 `--tokenizer`, `--enable-auto-tool-choice --tool-call-parser`, `--tensor-parallel-size`,
 `extra_args`.
 
@@ -32,7 +32,7 @@ from autogen.sizing.vllm_args import ExtraArgs
 from autogen.versions import format_version, parse_version
 
 DEFAULT_EXE = "vllm"
-#: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (ecosystem §0 trap 9).
+#: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (vllm-project/vllm#39612).
 GGUF_PLUGIN_SINCE = (0, 24)
 
 def is_split_gguf(ctx: EmitContext) -> bool:
@@ -59,7 +59,7 @@ def served_template(ctx: EmitContext, extra: ExtraArgs) -> bool | None:
 
 
 def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tuple[str, ...]:
-    """The command line (reference §3.8 plus the pin); pure, shared by YAML and `swapgen show`.
+    """The command line (docs/sizing.md#vllm-argv); pure, shared by YAML and `swapgen show`.
     Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'."""
     ov, extra = ctx.override, sizing.extra
     argv = [ctx.backend.exe or DEFAULT_EXE, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",

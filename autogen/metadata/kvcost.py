@@ -1,4 +1,4 @@
-"""KV-cache bytes per token, as the engines allocate them (PRODUCT.md §6.2).
+"""KV-cache bytes per token, as the engines allocate them (docs/sizing.md#kv-cache-cost).
 
 One formula for GGUF headers and HF configs, because `ModelMeta` is already normalised:
 Σ over layers that keep a per-token cache of kv_heads × (key_len + value_len) × bytes per
@@ -6,7 +6,7 @@ element. vLLM's page sizes are the check (`vllm/v1/kv_cache_interface.py`:
 `FullAttentionSpec.real_page_size_bytes` = block × kv_heads × (head_size + head_size_v) × dtype;
 `MLAAttentionSpec` = block × 1 × (kv_lora_rank + qk_rope_head_dim) × dtype). llama.cpp agrees
 since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers are charged as full
-attention (the seed's conservative choice, and what vLLM does with
+attention (the Go original's conservative choice, and what vLLM does with
 `--disable-hybrid-kv-cache-manager`), but at their own head width when it differs (Gemma 4).
 
 Recurrent state (mamba, gated delta net, short conv, RWKV) is a constant per sequence, stated

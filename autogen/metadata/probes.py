@@ -60,8 +60,8 @@ ConfigProbe = Callable[[str, int, int], ConfigInfo]
 
 
 def read_config_info(path: str) -> ConfigInfo:
-    """Read an HF config file (uncached): `config.json` → detection reason (spec-backends §6.1)
-    and quant label (§6.4); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
+    """Read an HF config file (uncached): `config.json` → detection reason (docs/discovery.md#hf-folders)
+    and quant label (same section); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
     ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
     if os.path.basename(path).lower() == MODELOPT_CONFIG:
         try:

@@ -39,7 +39,7 @@ EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-
                              "neo-bert", "t5encoder"})
 
 #: Architectures sd-server serves, matched exactly or as a prefix (`flux.1`, `sd3.5`, `lumina2`);
-#: reference §4.1 `isImageArch`. `sd2` is deliberately absent, as upstream.
+#: docs/classes.md#image-detection. `sd2` is deliberately absent, as upstream.
 IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
                "diffusion")
 #: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) with no image arm here: video DiTs
@@ -83,8 +83,8 @@ def is_audiocpp_model(meta: ModelMeta | None) -> bool:
     """The header says so outright (arch `audiocpp` or a family key); no name heuristics."""
     return meta is not None and (meta.arch == "audiocpp" or bool(meta.audio_family))
 
-#: Family → task ("tts", "asr", or "" = known but served by no class here). The families the
-#: reference names (§7, example K) plus audio.cpp's schema-2 samples (`docs/integrators.md`:
+#: Family → task ("tts", "asr", or "" = known but served by no class here). The Go original's
+#: families (docs/classes.md#audiocpp) plus audio.cpp's schema-2 samples (audio.cpp's `docs/integrators.md`:
 #: kokoro_tts, chatterbox, qwen3_tts, cosyvoice3, fish_audio). Dual-task families choose tts.
 AUDIOCPP_FAMILIES: dict[str, str] = {
     **dict.fromkeys(("moss_tts_nano", "qwen3_tts", "supertonic", "vibevoice", "chatterbox", "cosyvoice3",

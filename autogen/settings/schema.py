@@ -113,8 +113,8 @@ class Override:
 
 @frozen
 class Encoders:
-    """Diffusion components shared by every image model that needs them (reference
-    `spec-classes.md` §4.3 "declared fields"); a per-model override path wins.
+    """Diffusion components shared by every image model that needs them
+    (docs/classes.md#components); a per-model override path wins.
 
     Example: Encoders(flux_vae="/models/flux/ae.safetensors", clip_l="/models/clip_l.safetensors",
     t5xxl="/models/t5xxl_fp16.safetensors").

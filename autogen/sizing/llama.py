@@ -5,7 +5,7 @@ KV cache with its sliding-window part, recurrent state, compute buffer, each at 
 launch). Speed first, then context:
 
 1. Fixed charge = a base + the device runtime + the projector when it sits on the GPU
-   (docs/sizing.md "Device-side charges"). Everything that grows with the context — KV cells,
+   (docs/sizing.md#device-side-charges-a-cpu-run-cannot-show). Everything that grows with the context — KV cells,
    the KQ masks and scores of the compute buffer — is priced at the context being tried.
 2. KV type: a pin wins; else f16 when the minimum context fits on the GPU at f16 with every
    layer there, else q8_0 — for MoE models too, decided before any expert moves: a q8_0 cache
@@ -43,28 +43,28 @@ from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 
-#: Device-side charges llama.cpp's own report does not show (docs/sizing.md "Device-side
-#: charges"): a base for the driver context, library workspaces and the host-visible output
-#: buffer, and the runtime of each backend build.
+#: Device-side charges llama.cpp's own report does not show
+#: (docs/sizing.md#device-side-charges-a-cpu-run-cannot-show): a base for the driver context,
+#: library workspaces and the host-visible output buffer, and the runtime of each backend build.
 BASE_OVERHEAD = GIB // 2
 RUNTIME_GB = {"cuda": 0.3, "rocm": 0.8, "hip": 0.8, "vulkan": 0.4}
 DEFAULT_RUNTIME_GB = 0.4
 #: Context granularity; contexts below it only when the trained window is smaller.
 CTX_STEP = 4096
-#: Trained window assumed when the header has none (reference §4.1).
+#: Trained window assumed when the header has none (docs/sizing.md#context-cache-type-and-placement).
 NATIVE_CTX_FALLBACK = 32768
-#: Top rung of the reference's default context ladder (`denseCtxLadder[0]`).
+#: Top rung of the Go original's default context ladder (`denseCtxLadder[0]`).
 LADDER_TOP = 1048576
 #: Minimum context worth offloading for (`denseMinCtx`), capped by the trained window.
 MIN_CTX = 32768
 #: Context a MoE model buys by moving experts to the CPU (`moeCtxTarget`).
 MOE_CTX_TARGET = 65536
 #: Projector charge: the file (assumed 1 GiB when unknown) + CLIP compute buffer, which needs
-#: vision dims we do not read; the reference's fallback `visionOverheadGB` is 1.0 (§4.10).
+#: vision dims we do not read; the Go original's fallback `visionOverheadGB` is 1.0.
 MMPROJ_ASSUMED = GIB
 CLIP_BUFFER = GIB
 #: Share of a MoE file held by expert tensors when the header's tensor scan gave none
-#: (reference §4.1 `genMoeShare`).
+#: (the Go original's `genMoeShare`).
 MOE_SHARE = {"gemma4": 0.88, "qwen3": 0.90, "qwen3moe": 0.90, "qwen35moe": 0.90, "llama": 0.80,
              "llama4": 0.80, "lfm2": 0.78, "lfm2moe": 0.78}
 MOE_SHARE_DEFAULT = 0.85
@@ -154,7 +154,8 @@ def runtime_bytes(variant: str) -> int:
 
 
 def projector_charge(mmproj_bytes: int) -> int:
-    """VRAM of a GPU-placed projector: its file plus the CLIP compute buffer (reference §4.10)."""
+    """VRAM of a GPU-placed projector: its file plus the CLIP compute buffer
+    (docs/sizing.md#context-cache-type-and-placement)."""
     return (mmproj_bytes if mmproj_bytes > 0 else MMPROJ_ASSUMED) + CLIP_BUFFER
 
 
@@ -211,7 +212,8 @@ class Weights:
 
 def _place(w: Weights, *, kv: int, overhead: int, budget: int, ngl_pin: int | None,
            ncm_pin: int | None) -> tuple[int, int, str]:
-    """(ngl, n_cpu_moe, note) that fit `budget` (reference §4.8–4.9, without the crossover)."""
+    """(ngl, n_cpu_moe, note) that fit `budget` (docs/sizing.md#context-cache-type-and-placement,
+    without the crossover)."""
     blocks, all_layers = w.blocks, w.blocks + 1
     if ngl_pin is not None or ncm_pin is not None:
         ngl = all_layers if ngl_pin is None else ngl_pin

@@ -3,19 +3,19 @@
 
 vLLM preallocates: its KV pool comes from `--max-model-len` and its share of the card from
 `--gpu-memory-utilization`, so both are derived from the model's VRAM budget and its real f16
-KV cost instead of the trained window and a flat 0.90 (seed `backends.md` "vllm", reference
-`spec-backends-vllm-hf.md` §3–5, §7). Only the override's `ctx`, `vllm_*` knobs and
+KV cost instead of the trained window and a flat 0.90 (docs/sizing.md#--max-model-len and
+docs/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm_*` knobs and
 `extra_args` apply; llama's knobs are ignored. A `--max-model-len` or `--tensor-parallel-size`
 in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
 follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
 
-KV-pool pin (the seed's `--kv-cache-memory-bytes`, reference §3.10): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
+KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
 integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint then charges the
 rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
-10 % + 0.25 GiB margin, which keeps the reference's derived numbers (§3.10).
+10 % + 0.25 GiB margin, which keeps the Go original's numbers (docs/sizing.md#vllm-worked-examples).
 
 KvReserve(ctx) is the KV of `ctx` tokens plus ONE sequence's recurrent state (SSM / linear
-attention, `KvCost.state_bytes_per_seq`), the reference's `slope·ctx + const` (§3.4.1): vLLM
+attention, `KvCost.state_bytes_per_seq`), the Go original's `slope·ctx + const`: vLLM
 refuses to start unless its pool holds one request of `--max-model-len`, and a `MambaSpec`
 layer's share of that request is one state page (`max_memory_usage_bytes`,
 vllm/v1/kv_cache_interface.py). So the state is taken from the room before the window is sized,
@@ -30,7 +30,7 @@ at the 4096 floor is a Skip: vLLM could not start it. `--tensor-parallel-size` i
 count unless pinned. Without devices, a card reading (`card_vram_gb`, or the one eligible GPU
 declared or probed) is the one GPU vLLM runs on: the same cap and the same Skip apply, so the
 numbers equal those of `devices: [0]` on that card. Only a tensor-parallel pin without devices
-keeps the reference's pooled numbers.
+keeps the Go original's pooled numbers.
 
 Where we differ from the original: the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
@@ -50,7 +50,7 @@ from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
 from autogen.versions import format_version
 
-# Constants of the original (reference §3.2).
+# Constants of the Go original (docs/sizing.md#vllm-constants).
 DEFAULT_UTIL = 0.90
 MIN_UTIL, MAX_UTIL = 0.10, 0.95
 #: Flat reserve for activations, CUDA graphs and the profiling peak (vLLM's allocator is opaque).
@@ -63,7 +63,7 @@ PIN_FACTOR_TENTHS = 11  # × 1.10
 PIN_PAD_BYTES = GIB // 4  # + 0.25 GiB
 MIB = 1 << 20
 
-#: `--kv-cache-memory-bytes` first shipped in vLLM 0.10.2 (vllm-project/vllm#21489; ecosystem §6.2).
+#: `--kv-cache-memory-bytes` first shipped in vLLM 0.10.2 (vllm-project/vllm#21489).
 KV_PIN_SINCE = (0, 10, 2)
 
 
@@ -143,7 +143,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
 
     On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
     card reading is one GPU, unless a tensor-parallel pin makes it the pooled reading (then the
-    pin changes only the flag: the reference's numbers). Raises ModelError when vLLM could not
+    pin changes only the flag: the Go original's numbers). Raises ModelError when vLLM could not
     start: a tensor-parallel pin above the devices, a model over 0.95 of the smallest card at the
     floor, an unreadable extra_args value.
     """
@@ -188,7 +188,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                              f"+ {kv_what} + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
                              "vLLM cannot start it; give it more devices or a smaller quant")
 
-    # --max-model-len (reference §3.4): a pin stands as given
+    # --max-model-len (docs/sizing.md#--max-model-len): a pin stands as given
     if length_pin is not None and length_pin != AUTO:
         max_len, ctx_note = length_pin, "pinned by extra_args" if extra.max_model_len else "pinned"
     else:
@@ -211,7 +211,8 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                 f"(KV {gib(kv_gpu - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
         pin_note = f"{what}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
 
-    # footprint on one GPU (reference §3.5; uncapped with a pin, since that is what the process holds)
+    # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a pin,
+    # since that is what the process holds)
     if pin is not None:
         footprint = rank_weights + gib(pin) + OVERHEAD_GIB
     elif kv_reserve is None:
@@ -219,7 +220,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     else:
         footprint = min(share, rank_weights + kv_reserve + OVERHEAD_GIB)
 
-    # --gpu-memory-utilization (reference §3.6) and the estimate (§3.7)
+    # --gpu-memory-utilization and the estimate (docs/sizing.md#vllm-footprint-and-utilization)
     if util_pin:
         util, util_note = util_pin, "pinned"
     elif card is None:
@@ -244,7 +245,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
 
 def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
                 version: tuple[int, ...] | None) -> str:
-    """Why no KV-pool pin is written (reference §3.10); "" = it is."""
+    """Why no KV-pool pin is written (docs/sizing.md#vllm-kv-pin); "" = it is."""
     if util_pinned:
         return "utilization pinned (vLLM fills its share)"
     if extra.sets_memory:
@@ -263,7 +264,7 @@ def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per
 def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
                    per_gpu: str, state: int) -> tuple[int, str]:
     """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
-    sequence's recurrent state (reference §3.4, `MaxCtxForBudget(avail, slope, const)`), cut to
+    sequence's recurrent state (docs/sizing.md#--max-model-len, the Go original's `MaxCtxForBudget`), cut to
     `fits` = (tokens, what) the card holds on devices, then to the trained window."""
     if avail <= 0:
         max_len, note = CTX_STEP, "weights exceed the VRAM budget"
