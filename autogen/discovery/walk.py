@@ -353,10 +353,11 @@ class _Walker:
             self._ollama_entry(entry)
 
     def _ollama_entry(self, entry: StoreEntry) -> None:
-        """The entry's row, keyed by its manifest (two tags of one blob are two models), and why
-        it cannot be served: a layout problem, else its model blob's header as any GGUF's."""
+        """The entry's row, keyed by its manifest file itself (two tags of one blob, or a tag
+        linked to another, are two models, as `ollama list` shows them), and why it cannot be
+        served: a layout problem, else its model blob's header as any GGUF's."""
         try:
-            manifest_st = os.stat(entry.manifest)
+            manifest_st = os.lstat(entry.manifest)
         except OSError as exc:
             self.problems.append(f"{entry.manifest}: cannot stat ({exc.strerror or exc})")
             return
