@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from tests.gguf_fixtures import Q, write_gguf
+from tests.gguf_fixtures import Q, TensorSpec, llama_tensors, write_gguf
 
 MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 CONFIG_TYPE = "application/vnd.docker.container.image.v1+json"
@@ -61,17 +61,19 @@ def add_text_blob(models: Path, label: str, text: str, media_type: str) -> dict:
 
 
 def add_gguf_blob(models: Path, label: str, arch: str = "llama", *, media_type: str = MODEL, blocks: int = 4,
-                  sparse_size: int | None = None, kv: dict | None = None) -> dict:
+                  sparse_size: int | None = None, kv: dict | None = None,
+                  tensors: list[TensorSpec] | None = None) -> dict:
     """A GGUF blob (llama-shaped; arch `clip` makes a projector); its layer dict."""
     digest = digest_for(label)
     path = blob_path(models, digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     if arch == "clip":
         write_gguf(path, "clip", kv={"clip.has_vision_encoder": True},
-                   tensors=[("v.patch_embd.weight", (14, 14, 3, 256), Q.F16)])
+                   tensors=tensors or [("v.patch_embd.weight", (14, 14, 3, 256), Q.F16)])
     else:
-        tensors = [("token_embd.weight", (256, 1024), Q.Q4_K)]
-        tensors += [(f"blk.{i}.attn_q.weight", (256, 256), Q.Q4_K) for i in range(blocks)]
+        if tensors is None:
+            tensors = [("token_embd.weight", (256, 1024), Q.Q4_K)]
+            tensors += [(f"blk.{i}.attn_q.weight", (256, 256), Q.Q4_K) for i in range(blocks)]
         write_gguf(path, arch, kv=LLAMA_KV if kv is None else kv, tensors=tensors)
     size = path.stat().st_size
     if sparse_size is not None:
@@ -105,3 +107,29 @@ def pull(models: Path, name: str, *, arch: str = "llama", projector: bool = Fals
     layers.append(add_text_blob(models, "license", "LLAMA 3.2 COMMUNITY LICENSE AGREEMENT", LICENSE))
     layers.append(add_text_blob(models, f"params {params}", json.dumps(params or {"stop": ["<|eot_id|>"]}), PARAMS))
     return write_manifest(models, name, layers)
+
+
+def readme_store(models: Path) -> None:
+    """The store of the README's "Models from Ollama" example, sizes as the real pulls: llama3.2:3b,
+    llava:7b (with its projector), llama3.2-vision:11b (mllama), a blob left by `ollama rm` and a
+    pull under way."""
+    def kv(blocks, ctx, embd, heads, kv_heads, ffn):
+        return {"{arch}.block_count": blocks, "{arch}.context_length": ctx, "{arch}.embedding_length": embd,
+                "{arch}.attention.head_count": heads, "{arch}.attention.head_count_kv": kv_heads,
+                "{arch}.feed_forward_length": ffn, "general.file_type": 15}
+
+    def model(name, label, arch, k, tensors, extra=()):
+        layers = [add_gguf_blob(models, label, arch, kv=k, tensors=tensors), *extra,
+                  add_text_blob(models, f"template {name}", "{{ .Prompt }}", TEMPLATE),
+                  add_text_blob(models, f"params {name}", json.dumps({"stop": ["<|eot_id|>"]}), PARAMS)]
+        write_manifest(models, name, layers)
+
+    model("llama3.2:3b", "llama3.2 3b", "llama", kv(28, 131072, 3072, 24, 8, 8192),
+          llama_tensors(28, 3072, 128256, 8192))
+    model("llava:7b", "llava 7b", "llama", kv(32, 4096, 4096, 32, 32, 11008), llama_tensors(32, 4096, 32000, 11008),
+          [add_gguf_blob(models, "llava 7b projector", "clip", media_type=PROJECTOR,
+                         tensors=[("v.blk.0.attn_q.weight", (1024, 304640), Q.F16)])])
+    model("llama3.2-vision:11b", "llama3.2-vision 11b", "mllama", kv(40, 131072, 4096, 32, 8, 14336),
+          llama_tensors(4, 4096, 128256, 14336))
+    add_gguf_blob(models, "removed by ollama rm")
+    (models / "blobs" / (blob_path(models, digest_for("qwen3 8b")).name + "-partial")).write_bytes(b"")

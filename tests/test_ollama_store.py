@@ -29,6 +29,7 @@ from tests.ollama_fixtures import (
     blob_path,
     digest_for,
     pull,
+    readme_store,
     write_manifest,
 )
 from tests.runs import generate
@@ -451,3 +452,62 @@ class TestPipeline:
         assert stamp.count("|") == 2 and "None" not in stamp
         job = graph.library.jobs[0]
         assert graph.fragments["llava-7b"].endswith(f"-{graph.library.model_key(job)}.json")
+
+
+# -- the README's worked example ------------------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+#: Where the README's example store lives (the test's store path is shown as this).
+README_STORE = "/home/me/.ollama/models"
+README_SETTINGS = """roots: [STORE]
+vram_budget_gb: 8
+card_vram_gb: 0
+backends:
+  - {id: llama-cuda, kind: llama, path: /opt/llama/bin/llama-server, default: true}
+"""
+
+
+def readme_example(tmp_path: Path) -> str:
+    """The text block of the README's "Models from Ollama" example, from a real run."""
+    store = tmp_path / "home/me/.ollama/models"
+    readme_store(store)
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(README_SETTINGS.replace("STORE", str(store)))
+    outputs = []
+    for argv in ([], ["list"]):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert cli.main(["--settings", str(settings), *argv]) == 0
+        outputs.append(out.getvalue())
+    lines = (tmp_path / "config.yaml").read_text().splitlines(keepends=True)
+    start = lines.index('  "llava-7b":\n')
+    text = (f"$ swapgen\n{outputs[0]}$ swapgen list\n{outputs[1]}$ grep -B 3 -A 10 '\"llava-7b\":' config.yaml\n"
+            + "".join(lines[start - 3:start + 11]))
+    return text.replace(str(store), README_STORE)
+
+
+def readme_block() -> str:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("\n## Models from Ollama\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```text\n", 1)[1].split("```\n", 1)[0]
+
+
+def test_readme_ollama_example_is_a_real_run(tmp_path):
+    assert readme_block() == readme_example(tmp_path), (
+        "README.md's Ollama example differs from a real run (refresh: python tests/test_ollama_store.py)")
+
+
+def test_readme_ollama_settings_are_the_example_settings():
+    text = README.read_text(encoding="utf-8").split("\n## Models from Ollama\n", 1)[1]
+    body = text.split("```yaml\n# swapgen.yaml\n", 1)[1].split("```", 1)[0]
+    assert body == README_SETTINGS.replace("STORE", "~/.ollama/models")
+
+
+if __name__ == "__main__":  # refresh the README's example from a real run
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = readme_example(Path(tmp))
+    old = readme_block()
+    README.write_text(README.read_text(encoding="utf-8").replace("```text\n" + old, "```text\n" + fresh, 1),
+                      encoding="utf-8")
