@@ -20,6 +20,7 @@ from autogen.discovery.ollama_store import OllamaName
 from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache
 from tests.builders import SETTINGS, add_model
+from tests.gguf_fixtures import Q
 from tests.ollama_fixtures import (
     MODEL,
     PARAMS,
@@ -149,6 +150,18 @@ class TestSkipped:
         pull(tmp_path / "models", "vision:11b", arch=arch)
         found = scan(tmp_path, tmp_path / "models")
         assert f"architecture {arch}" in reason(found, "vision-11b") and words in reason(found, "vision-11b")
+
+    def test_a_vision_tower_packed_into_the_model_blob(self, tmp_path):
+        """Ollama's Gemma 3/4 blobs carry `v.*`/`mm.*` tensors, which llama-server's loader refuses."""
+        models = tmp_path / "models"
+        tensors = [("token_embd.weight", (256, 1024), Q.Q4_K), ("blk.0.attn_q.weight", (256, 256), Q.Q4_K),
+                   ("v.blk.0.attn_q.weight", (256, 256), Q.F16), ("v.patch_embd.weight", (14, 14, 3, 256), Q.F16),
+                   ("mm.input_projection.weight", (256, 256), Q.F16)]
+        write_manifest(models, "gemma3:4b", [add_gguf_blob(models, "gemma3", "gemma3", tensors=tensors)])
+        pull(models, "llava:7b", projector=True)  # a projector's own v.* tensors are no reason
+        found = scan(tmp_path, models)
+        assert reason(found, "gemma3-4b").startswith("the model blob packs 3 vision-tower tensors (v.*, mm.*)")
+        assert reason(found, "llava-7b") is None
 
     def test_a_pull_under_way_is_skipped_and_its_partial_blob_not_listed_twice(self, tmp_path, store):
         manifest = json.loads((store / "manifests/registry.ollama.ai/library/llama3.2/3b").read_text())

@@ -52,6 +52,12 @@ OLLAMA_ONLY_ARCHS = {
     "qwen25vl": "architecture qwen25vl is Ollama's Qwen2.5-VL layout; llama-server refuses it (unknown model "
                 "architecture); llama.cpp serves Qwen2.5-VL as qwen2vl with a separate mmproj",
 }
+#: Ollama's own engine packs the vision tower of newer models (Gemma 3 and 4, among others) into
+#: the model blob; llama.cpp loads a tower only from a projector file, and its loader
+#: refuses a model file with tensors it does not create (`done_getting_tensors`).
+PACKED_VISION = ("the model blob packs {n} vision-tower tensors (v.*, mm.*) into the model, Ollama's own engine "
+                 "layout; llama-server loads a vision tower only from a separate --mmproj file and refuses this "
+                 "one (wrong number of tensors)")
 #: Manifests are a few KB; one layer per tensor (MLX models) makes a few hundred KB.
 MAX_MANIFEST_BYTES = 4 << 20
 #: The config blob is a few hundred bytes (`model_format`, `file_type`, …).

@@ -36,6 +36,7 @@ from autogen.discovery.ollama_store import (
     MANIFESTS,
     OLLAMA_HOME,
     OLLAMA_ONLY_ARCHS,
+    PACKED_VISION,
     StoreEntry,
     is_store,
     scan_store,
@@ -378,6 +379,8 @@ class _Walker:
             reason = self._gguf_reason(row, info, stats)
             if reason is None and info.arch.lower() in OLLAMA_ONLY_ARCHS:
                 reason = OLLAMA_ONLY_ARCHS[info.arch.lower()]
+            if reason is None and info.vision_tensors and info.arch.lower() not in PROJECTOR_ARCHS:
+                reason = PACKED_VISION.format(n=info.vision_tensors)
         for blob, what in ((projector, "projector"), (entry.draft, "draft")):
             if reason is None and blob is not None:
                 found = self.probe(blob.path, blob.st.st_size, blob.st.st_mtime_ns)
