@@ -374,6 +374,15 @@ class TestPipeline:
         assert any(line.startswith("llama3.2-vision-11b") and "SKIPPED" in line and "mllama" in line for line in lines)
         assert any("ignored" in line and "Ollama blob no manifest names" in line for line in lines)
 
+    def test_show_names_the_manifest(self, tmp_path):
+        pull(tmp_path / "models/ollama", "llava:7b", projector=True)
+        settings = setup_library(tmp_path)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert cli.main(["--settings", str(settings), "show", "llava-7b"]) == 0
+        manifest = tmp_path / "models/ollama/manifests/registry.ollama.ai/library/llava/7b"
+        assert f"\n  manifest {manifest}\n  mmproj   {tmp_path / 'models/ollama/blobs'}/sha256-" in out.getvalue()
+
     def test_an_override_matches_the_manifest_path(self, tmp_path):
         pull(tmp_path / "models/ollama", "llama3.2:3b")
         pull(tmp_path / "models/ollama", "qwen3:8b")
