@@ -277,6 +277,7 @@ class TestIgnored:
         (manifests / "registry.ollama.ai/stray.json").write_text("{}")
         (manifests / "registry.ollama.ai/library/llava/13b").mkdir()
         (manifests / "registry.ollama.ai/library/llava/gone").symlink_to(tmp_path / "nowhere")
+        (manifests / "registry.ollama.ai/vanished").symlink_to(tmp_path / "unmounted")
         llava = manifests / "registry.ollama.ai/library/llava"
         (llava / "7b-link").symlink_to(llava / "7b")
         found = scan(tmp_path, store)
@@ -289,6 +290,7 @@ class TestIgnored:
         assert why["stray.json"].startswith("not an Ollama manifest: manifests sit at")
         assert why["13b"] == "a folder where a tag's manifest file belongs; not walked"
         assert why["gone"].startswith("broken symlink (its target")
+        assert why["vanished"] == f"broken symlink (its target {tmp_path / 'unmounted'} is missing)"
 
 
 # -- through the task graph ----------------------------------------------------------------------

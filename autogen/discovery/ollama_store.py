@@ -207,7 +207,7 @@ def _manifest_files(root: str, ignored: list[tuple[str, str]],
                 walk(entry.path, here)
             elif len(here) == 4 and is_file:
                 found.append((entry.path, here))
-            elif len(here) == 4 and not is_dir and entry.is_symlink():
+            elif not is_dir and not is_file and entry.is_symlink():
                 ignored.append((entry.path, f"broken symlink (its target {_link_target(entry.path)} is missing)"))
             elif is_file:
                 ignored.append((entry.path, "not an Ollama manifest: manifests sit at "
