@@ -17,7 +17,7 @@ from ruamel.yaml import YAML
 from autogen.commands import cli
 from autogen.commands import library as library_module
 from autogen.discovery.ollama_store import OllamaName
-from autogen.discovery.walk import discover
+from autogen.discovery.walk import discover, walk_signature
 from autogen.metadata.cache import MetaCache
 from tests.builders import SETTINGS, add_model
 from tests.gguf_fixtures import Q
@@ -112,6 +112,13 @@ class TestEntries:
         (tmp_path / "home/.cache").mkdir()
         add_model(tmp_path / "home/.cache", "pub/R/Hidden-Q4_0.gguf")
         assert sorted(by_id(scan(tmp_path, tmp_path / "home"))) == ["llama3.2-3b", "qwen3-8b"]
+
+    def test_the_load_memo_sees_a_pull_under_dot_ollama(self, tmp_path):
+        """The walk signature enters `.ollama` as discovery does: a new pull there is a change."""
+        pull(tmp_path / "home/.ollama/models", "llama3.2:3b")
+        before = walk_signature((str(tmp_path / "home"),))
+        pull(tmp_path / "home/.ollama/models", "qwen3:8b")
+        assert walk_signature((str(tmp_path / "home"),)) != before
 
     def test_blobs_are_never_walked_as_loose_files(self, tmp_path, store):
         add_model(store / "blobs", "stray-Q4_0.gguf")
