@@ -99,7 +99,7 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
     """One line per override or group pattern that matches no model, and per backend row whose
     absolute `path` does not exist (llama-swap could not start what it serves)."""
     where = os.path.basename(settings.source) or "settings"
-    paths = [row.path.replace("\\", "/") for row in models]
+    paths = [row.match_path for row in models]
     problems = []
     for i, ov in enumerate(settings.overrides):
         pattern = glob_pattern(ov.match)

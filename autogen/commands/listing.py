@@ -1,4 +1,5 @@
 """`swapgen list`: one aligned line per model (and per ignored folder), or JSON for scripts.
+An Ollama entry is shown by its manifest, whose path spells its name (its blob's is a digest).
 
 Reasons known at load time (unreadable header, missing shard, refused pin) are always shown;
 reasons an emitter finds are read from the model's last fragment when it is current. An
@@ -46,6 +47,7 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "backend": job.backend_id,
             "why": job.backend.why if job.backend else "",
             "path": job.row.path,
+            "manifest": job.row.manifest,
             "size_gb": size_gb(job.row.size_bytes),
             "entries": entries,
             "skipped": skip,
@@ -53,7 +55,8 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
         })
     for item in library.discovery.ignored:
         out.append({"id": None, "task": None, "class": "ignored", "engine": "-", "backend": "-", "why": "",
-                    "path": item.path, "size_gb": None, "entries": [], "skipped": item.reason, "download": None})
+                    "path": item.path, "manifest": None, "size_gb": None, "entries": [], "skipped": item.reason,
+                    "download": None})
     return out
 
 
@@ -83,7 +86,8 @@ def table(items: list[dict[str, Any]]) -> str:
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
     for r in items:
         cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths, strict=False))
-        tail = r["path"] + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
+        where = r["manifest"] or r["path"]
+        tail = where + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
         lines.append(f"{cells}  {tail}")
     served = sum(1 for r in items if r["task"] and not r["skipped"])
     skipped = sum(1 for r in items if r["task"] and r["skipped"])

@@ -33,7 +33,7 @@ def report(library: Library, job: Job) -> dict:
     return {
         "id": job.row.id,
         "paths": {"model": job.row.path, "shards": list(job.row.shards), "mmproj": job.row.mmproj,
-                  "draft": job.row.draft, "inputs": list(job.row.inputs)},
+                  "draft": job.row.draft, "manifest": job.row.manifest, "inputs": list(job.row.inputs)},
         "class": job.model_class,
         "role": job.role.value,
         "backend": {"id": job.backend_id, "engine": job.engine, "why": job.backend.why if job.backend else "",
@@ -94,7 +94,7 @@ def main(library: Library, model_id: str, as_json: bool) -> int:
         print(json.dumps(data, indent=2, ensure_ascii=False, default=list))
         return 0
     out = [f"{data['id']}  ({data['class']})", f"  path     {data['paths']['model']}"]
-    for key in ("shards", "mmproj", "draft"):
+    for key in ("manifest", "shards", "mmproj", "draft"):
         value = data["paths"][key]
         for i, path in enumerate(value if isinstance(value, list) else [value] if value else []):
             out.append(f"  {key if i == 0 else '':<8} {path}")

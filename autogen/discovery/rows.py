@@ -45,6 +45,15 @@ class ModelRow:
     inputs: tuple[str, ...] = ()
     #: Bytes of the `mmproj` file (0 = unknown); llama-server sizing charges it when GPU-placed.
     mmproj_bytes: int = 0
+    #: The Ollama manifest an entry of an Ollama store comes from
+    #: (`…/manifests/registry.ollama.ai/library/llama3.2/3b`); None elsewhere.
+    manifest: str | None = None
+
+    @property
+    def match_path(self) -> str:
+        """What override globs match: the path, or for an Ollama entry its manifest (a blob's
+        name is a digest; the manifest's path spells the model's name and tag)."""
+        return (self.manifest or self.path).replace("\\", "/")
 
     @property
     def is_split(self) -> bool:

@@ -31,6 +31,16 @@ from autogen.discovery.hub_cache import (
     repo_label,
     served_revision,
 )
+from autogen.discovery.ollama_store import (
+    BLOBS,
+    MANIFESTS,
+    OLLAMA_HOME,
+    OLLAMA_ONLY_ARCHS,
+    PACKED_VISION,
+    StoreEntry,
+    is_store,
+    scan_store,
+)
 from autogen.discovery.rows import Download, ModelRow
 from autogen.ids import slugify
 from autogen.metadata.probes import (
@@ -129,9 +139,10 @@ def gguf_ids(name: str) -> tuple[str, str]:
 
 
 def skipped_folder(name: str, parent: str) -> bool:
-    """Folders discovery never enters: hidden ones and the HF cache's `blobs/` (its files are
-    reached through the snapshots' symlinks)."""
-    return name.startswith(".") or (name == "blobs" and os.path.basename(parent).startswith("models--"))
+    """Folders discovery never enters: hidden ones but Ollama's home `.ollama` (its `models/` is
+    a store), and the HF cache's `blobs/` (its files are reached through the snapshots' symlinks)."""
+    return ((name.startswith(".") and name != OLLAMA_HOME)
+            or (name == "blobs" and os.path.basename(parent).startswith("models--")))
 
 
 def walk_signature(roots: tuple[str, ...]) -> str:
@@ -256,10 +267,8 @@ class _Walker:
                     self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
                                          "is missing)")
         self._gguf_files(folder, files)
-        if is_snapshots_folder(folder) and subdirs:
-            subdirs = self._served_snapshot(folder, subdirs)
         self.descent.append(key)
-        for sub, _ in subdirs:
+        for sub, _ in self._walked_subdirs(folder, subdirs):
             self.walk(sub)
         self.descent.pop()
 
@@ -271,6 +280,16 @@ class _Walker:
             self.problems.append(f"{folder}: symlink loop (already walked as {first}); not walked again")
         elif frozenset((root, self.root)) not in self.overlapping:
             self.problems.append(f"{folder}: the same folder as {first}; walked once")
+
+    def _walked_subdirs(self, folder: str, subdirs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """The subfolders walked next: an Ollama store's `manifests/` and `blobs/` are read as a
+        store, never walked; of an HF cache's snapshots, the served revision only."""
+        if is_store({os.path.basename(p) for p, _ in subdirs}):
+            self._ollama_store(folder)
+            subdirs = [(p, m) for p, m in subdirs if os.path.basename(p) not in (MANIFESTS, BLOBS)]
+        if is_snapshots_folder(folder) and subdirs:
+            subdirs = self._served_snapshot(folder, subdirs)
+        return subdirs
 
     def _served_snapshot(self, snapshots: str, revisions: list[tuple[str, int]]) -> list[tuple[str, int]]:
         """The one revision of an HF cache repo that is walked; the others are listed as ignored."""
@@ -324,6 +343,51 @@ class _Walker:
         if check.download is not None:
             self.downloads.append((row, check.download))
         return True
+
+    def _ollama_store(self, folder: str) -> None:
+        """An Ollama models folder: one row per manifest (`name:tag`), read through its layers;
+        blobs are never walked as loose files (ollama_store)."""
+        scan = scan_store(folder)
+        self.problems.extend(scan.problems)
+        self.ignored.extend(Ignored(path, reason) for path, reason in scan.ignored)
+        for entry in scan.entries:
+            self._ollama_entry(entry)
+
+    def _ollama_entry(self, entry: StoreEntry) -> None:
+        """The entry's row, keyed by its manifest file itself (two tags of one blob, or a tag
+        linked to another, are two models, as `ollama list` shows them), and why it cannot be
+        served: a layout problem, else its model blob's header as any GGUF's."""
+        try:
+            manifest_st = os.lstat(entry.manifest)
+        except OSError as exc:
+            self.problems.append(f"{entry.manifest}: cannot stat ({exc.strerror or exc})")
+            return
+        blobs = [b for b in (entry.model, entry.projector, entry.draft) if b is not None]
+        stats = {b.path: b.st for b in blobs}
+        model, projector = entry.model, entry.projector
+        row = self._add(ModelRow(
+            id=clean_id(entry.name.shortest), format="gguf", path=model.path if model else entry.manifest,
+            quant=entry.quant, size_bytes=model.st.st_size if model else 0, publisher="ollama",
+            repo=f"{entry.name.namespace}/{entry.name.model}", manifest=entry.manifest,
+            mmproj=projector.path if projector else None, mmproj_bytes=projector.st.st_size if projector else 0,
+            draft=entry.draft.path if entry.draft else None, inputs=tuple(stats)), manifest_st, stats)
+        if entry.download is not None:
+            self.downloads.append((row, entry.download))
+        reason = entry.reason
+        if reason is None and model is not None:
+            info = self.probe(model.path, model.st.st_size, model.st.st_mtime_ns)
+            reason = self._gguf_reason(row, info, stats)
+            if reason is None and info.arch.lower() in OLLAMA_ONLY_ARCHS:
+                reason = OLLAMA_ONLY_ARCHS[info.arch.lower()]
+            if reason is None and info.vision_tensors and info.arch.lower() not in PROJECTOR_ARCHS:
+                reason = PACKED_VISION.format(n=info.vision_tensors)
+        for blob, what in ((projector, "projector"), (entry.draft, "draft")):
+            if reason is None and blob is not None:
+                found = self.probe(blob.path, blob.st.st_size, blob.st.st_mtime_ns)
+                if found.error is not None:
+                    reason = f"{what} blob {os.path.basename(blob.path)}: {found.error}"
+        if reason is not None:
+            self.row_errors.append((row, reason))
 
     # -- files --------------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ UNSERVED: dict[Role, str] = {
 
 def match_override(settings: Settings, row: ModelRow) -> Override | None:
     """First override whose glob matches the full path (and quant, when set) wins."""
-    subject = row.path.replace("\\", "/")
+    subject = row.match_path
     for ov in settings.overrides:
         if ov.quant and ov.quant.strip().lower() != row.quant.lower():
             continue

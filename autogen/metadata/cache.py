@@ -181,7 +181,8 @@ class MetaCache:
         found = self._lookup(path, size, mtime_ns, "gguf")
         meta = found["meta"] or {}
         return HeaderInfo(arch=meta.get("arch", ""), expected_size=found["expected"], error=found["error"],
-                          tensor_count=meta.get("tensor_count", 0) if found["meta"] is not None else None)
+                          tensor_count=meta.get("tensor_count", 0) if found["meta"] is not None else None,
+                          vision_tensors=meta.get("vision_tensor_count", 0))
 
     def safetensors(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
         """Discovery's safetensors probe: the size the header says the file must have."""

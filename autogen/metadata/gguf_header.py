@@ -60,6 +60,9 @@ _SCALARS = {vt: struct.Struct("<" + code) for vt, code in SCALAR_FORMATS.items()
 _SKIPPED_ARRAY_PREFIX = "tokenizer."
 #: SD1/SD2 (`cond_stage_model.`) and SDXL (`conditioner.embedders.`) text encoders in a checkpoint.
 _BAKED_ENCODER_PREFIXES = (b"cond_stage_model.", b"conditioner.embedders.")
+#: llama.cpp's vision tower and projector tensor names (tools/mtmd/clip-impl.h `TN_*`:
+#: `v.patch_embd.weight`, `v.blk.%d.…`, `mm.%d.%s`).
+_VISION_PREFIXES = (b"v.", b"mm.")
 
 
 class GGUFError(ModelError):
@@ -109,6 +112,9 @@ class GGUFHeader:
     has_unet_blocks: bool
     has_label_emb: bool
     has_baked_encoders: bool
+    #: Tensors of a vision tower or its projector (`v.`, `mm.`: llama.cpp's clip names) in the
+    #: file: a projector's own, or a tower packed into a model file (Ollama's own engine layout).
+    vision_tensor_count: int
     #: (ggml type id, declared bytes), largest first: the dominant type is the quant label.
     bytes_by_type: tuple[tuple[int, int], ...]
     #: data_offset + the end of the furthest tensor: what a complete file measures.
@@ -361,6 +367,7 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         has_unet_blocks=tensors.unet,
         has_label_emb=tensors.label_emb,
         has_baked_encoders=tensors.baked_encoders,
+        vision_tensor_count=tensors.vision,
         bytes_by_type=tuple(sorted(tensors.by_type.items(), key=lambda kv_: (-kv_[1], kv_[0]))),
         expected_file_size=data_offset + tensors.end if tensor_count else infos_end,
         split_no=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_NO)),
@@ -423,10 +430,11 @@ class _TensorTotals:
         "total",
         "unet",
         "untyped",
+        "vision",
     )
 
     def __init__(self) -> None:
-        self.total = self.experts = self.untyped = self.end = 0
+        self.total = self.experts = self.untyped = self.end = self.vision = 0
         self.token_embd_dims: tuple[int, ...] = ()
         self.unet = self.label_emb = self.baked_encoders = False
         self.by_type: dict[int, int] = {}
@@ -467,6 +475,8 @@ def _scan_tensors(cur: _Cursor, count: int) -> _TensorTotals:
         t.end = max(t.end, offset + nbytes)
         if b"_exps" in name:
             t.experts += nbytes
+        if name.startswith(_VISION_PREFIXES):
+            t.vision += 1
         if name == b"token_embd.weight":
             t.token_embd_dims = dims
         elif b"input_blocks." in name:

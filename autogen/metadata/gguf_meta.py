@@ -123,6 +123,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         chat_template_markers=header.chat_template_markers or (),
         chat_template_scanned=header.chat_template_markers is not None,
         has_baked_encoders=header.has_baked_encoders,
+        vision_tensor_count=header.vision_tensor_count,
         leading_dense_blocks=_positive_int(key(Keys.LLM.LEADING_DENSE_BLOCK_COUNT)),
         key_length_swa=_positive_int(key(Keys.Attention.KEY_LENGTH_SWA)),
         value_length_swa=_positive_int(key(Keys.Attention.VALUE_LENGTH_SWA)),

@@ -88,6 +88,9 @@ class ModelMeta:
     #: Image checkpoints: text encoders baked in (tensors under `cond_stage_model.` or
     #: `conditioner.embedders.`); an SD/SDXL file without them is a bare UNet.
     has_baked_encoders: bool = False
+    #: GGUF tensors of a vision tower or projector (`v.*`, `mm.*`); in a model file (not a
+    #: projector) they are a tower packed in, which llama-server refuses.
+    vision_tensor_count: int = 0
     #: Per-head key / value widths on sliding-window layers when they differ from the full
     #: layers' (Gemma 4: GGUF `key_length_swa` 256 vs `key_length` 512; HF `head_dim` vs
     #: `global_head_dim`); 0 = the same as key_length / value_length.

@@ -27,6 +27,8 @@ class HeaderInfo:
     error: str | None = None
     #: Tensors the header declares; None = not known.
     tensor_count: int | None = None
+    #: GGUF vision-tower and projector tensors (`v.*`, `mm.*`).
+    vision_tensors: int = 0
 
 
 #: Reads a weight file's header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
