@@ -43,6 +43,7 @@ from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
+from autogen.resolve.gpus import inventory
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, write_config
 from autogen.settings.load import find_settings, load_settings
@@ -166,7 +167,8 @@ class TaskGraph:
 
     def assemble(self) -> dict[str, str] | TaskFailed:
         fragments = [self._load_fragment(job) for job in self.library.jobs]
-        text = assemble(self.library.settings, fragments)
+        text = assemble(self.library.settings, fragments,
+                        warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
         digest_ = xxhash.xxh3_128_hexdigest(text.encode())
         served = sum(1 for f in fragments if f.members)
         # before the config: a summary that names the config's digest describes it (`output_intact`)
@@ -247,7 +249,8 @@ class TaskGraph:
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
         settings = self.library.settings
         router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
-                           settings.source, settings.output))
+                           settings.source, settings.output, settings.routing,
+                           inventory(settings) if settings.routing else None, self.library.card_vram_gb))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],

@@ -173,7 +173,8 @@ def global_inputs(settings: Settings) -> str:
     it uses, so a new card re-emits only the models placed on or sized against it)."""
     shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
                           overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
-                          card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False)
+                          card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False,
+                          routing=None)
     return f"{GENERATOR_VERSION}|{shared!r}"
 
 

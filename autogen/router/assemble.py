@@ -1,13 +1,15 @@
 """Assemble the llama-swap config from per-model fragments, validate it, write it if it changed.
 
-The assembly is a sort and a concatenation of text each model task rendered once; groups are
-the only part computed across models. The bytes depend on the inputs only (no timestamps).
+The assembly is a sort and a concatenation of text each model task rendered once; groups (or,
+with `routing: auto`, the matrix router of `router.matrix_plan`) are the only part computed
+across models. The bytes depend on the inputs only (no timestamps).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from attrs import frozen
@@ -15,7 +17,10 @@ from attrs import frozen
 from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
 from autogen.fsutil import write_if_changed
+from autogen.resolve.gpus import card_vram_gb, eligible, inventory
 from autogen.router.fragments import comment_text, quote, render_plan
+from autogen.router.matrix_dsl import compile_sets, expand
+from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
@@ -36,25 +41,32 @@ class Fragment:
     #: (path, text) per file the model writes beside its fragment (audio.cpp's server config):
     #: what those files must hold while this fragment is current.
     files: tuple[tuple[str, str], ...] = ()
+    #: What each served entry asks of the GPUs (estimate, devices, size), for `routing: auto`.
+    loads: tuple[Load, ...] = ()
 
     @classmethod
     def from_plan(cls, plan: Plan, summary: dict[str, Any]) -> Fragment:
         return cls(model_id=plan.model_id, blocks=tuple(render_plan(plan)),
                    members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary,
-                   files=tuple(plan.files))
+                   files=tuple(plan.files),
+                   loads=tuple(Load.from_metadata(e.id, plan.model_id, e.metadata) for e in plan.entries))
 
     def to_json(self) -> bytes:
         # ASCII escapes: a path that is not valid UTF-8 (surrogate escapes) still round-trips
+        loads = [[x.entry_id, x.est_vram_gb, x.devices, x.size_gb, x.engine] for x in self.loads]
         return json.dumps({"model": self.model_id, "blocks": self.blocks, "members": self.members,
-                           "summary": self.summary, "files": self.files}, sort_keys=True).encode()
+                           "summary": self.summary, "files": self.files, "loads": loads}, sort_keys=True).encode()
 
     @classmethod
     def load(cls, path: str) -> Fragment:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
+        loads = tuple(Load(entry_id=e, model_id=data["model"], est_vram_gb=est,
+                           devices=tuple(devices) if devices is not None else None, size_gb=size, engine=engine)
+                      for e, est, devices, size, engine in data["loads"])
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
                    members=tuple(tuple(m) for m in data["members"]), summary=data["summary"],
-                   files=tuple(tuple(f) for f in data["files"]))
+                   files=tuple(tuple(f) for f in data["files"]), loads=loads)
 
 
 def header(settings: Settings) -> str:
@@ -96,16 +108,56 @@ def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> l
     return lines
 
 
-def assemble(settings: Settings, fragments: list[Fragment]) -> str:
-    """The whole config text, models sorted by id (skips in their sorted place)."""
+def assemble(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None] | None = None) -> str:
+    """The whole config text, models sorted by id (skips in their sorted place). `warn`
+    receives what the routing planner has to say (`routing: auto`)."""
     blocks = sorted((b for f in fragments for b in f.blocks), key=lambda b: (b[0], b[1]))
     members = [(*m, f.model_id) for f in fragments for m in f.members]
     text = header(settings) + ("models:\n" if members else "models: {}\n")
     text += "".join(body for _, body in blocks)
+    if settings.routing == "auto":
+        return text + _routing(settings, fragments, warn or (lambda _: None))
     group_lines = _groups(settings, members)
     if group_lines:
         text += "groups:\n" + "\n".join(group_lines) + "\n"
     return text
+
+
+# --- routing: auto -----------------------------------------------------------------------
+
+
+def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None]) -> str:
+    """The matrix router block (no groups: llama-swap takes one or the other; CPU-only engines
+    that would join a coexistence group are in every set instead). The planned sets are checked
+    against the cards as written, before the config is validated and written."""
+    devices = host_devices(eligible(inventory(settings)), card_vram_gb(settings), settings.vram_budget_gb)
+    loads = [load for f in fragments for load in f.loads]
+    plan = plan_matrix(loads, devices)
+    if plan is None:
+        return ""
+    lines = render_matrix(plan)
+    problems = check_plan(plan, loads, devices, _written_sets(plan, lines))
+    if problems:
+        raise SwapgenError("the planned routing matrix does not fit the cards (please report it):\n"
+                           + "\n".join(f"  {p}" for p in problems[:20]))
+    for message in plan.warnings:
+        warn(f"routing: {message}")
+    notes = [f"# routing: auto: {len(plan.sets)} sets of models that fit together on "
+             + ", ".join(f"{d.label} ({d.vram_gb:g} GB)" for d in devices)
+             + ("" if plan.exact else " (a pair cover: see the warnings)")]
+    notes += [f"# routing: {comment_text(m)}" for m in plan.warnings]
+    return "\n".join(notes + lines) + "\n"
+
+
+def _written_sets(plan, lines: list[str]) -> list[frozenset[str]]:
+    """The concrete sets the rendered `sets:` lines allow, read back through the DSL."""
+    variables = dict(plan.vars)
+    sets = []
+    for line in lines[lines.index("        sets:") + 1:]:
+        name, _, rest = line.strip().partition(": ")
+        sets.append((name, json.loads(rest.split("  #")[0])))
+    roots = compile_sets(sets, variables.get)
+    return [members for name, _ in sets for members in expand(roots[name], roots)]
 
 
 def write_config(path: str, text: str) -> bool:

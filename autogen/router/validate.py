@@ -20,6 +20,7 @@ from attrs import frozen
 from autogen.cmdline import split_command, strip_comment_lines
 from autogen.numfmt import format_g
 from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
+from autogen.router.matrix_dsl import DslError, compile_sets
 from autogen.router.yamllines import Converter, LineMap, TooBig, compose
 
 
@@ -261,6 +262,45 @@ def _check_groups(groups, path: str, models, report: _Report) -> None:
                 report.add(at, f"{where}: {member!r} is not a model id ({why})")
 
 
+def _check_matrix(path: str, matrix, line, models, report: _Report) -> None:
+    """config/matrix.go `ValidateMatrix` beyond the schema: every `evict_costs` key and every
+    leaf of a set is a var or a model id, every `+ref` a defined set, no reference cycle; a set
+    that does not parse gets the compiler's message. llama-swap stops at its first problem, and
+    so does this check (one line per matrix)."""
+    variables = _at(matrix, "vars")
+    names = {k: v for k, v in variables.items() if isinstance(v, str)}
+
+    def resolve(ident: str) -> str | None:
+        return names.get(ident, ident if ident in models else None)
+
+    costs = _at(matrix, "evict_costs")
+    for key in costs:
+        if resolve(key) is None:
+            report.add(costs.lines[key], f'{path}.evict_costs: unknown var or model "{key}"')
+            return
+    sets = _at(matrix, "sets")
+    texts = [(name, text) for name, text in sets.items() if isinstance(text, str)]
+    if not texts:
+        return  # the schema already says a matrix needs a set
+    try:
+        compile_sets(texts, resolve)
+    except DslError as exc:
+        at = sets.lines.get(exc.set_name, line) if exc.set_name is not None else line
+        report.add(at, f"{path}: {exc}")
+
+
+def _effective_matrix(doc: LineMap):
+    """(path, matrix, line) of the matrix llama-swap compiles (load.go: the legacy top-level key,
+    else `routing.router.settings.matrix` when `use: matrix`), or None."""
+    if isinstance(doc.get("matrix"), dict):
+        return "matrix", doc["matrix"], doc.lines["matrix"]
+    router = _at(doc, "routing", "router")
+    settings = _at(router, "settings")
+    if router.get("use") == "matrix" and isinstance(settings.get("matrix"), dict):
+        return "routing.router.settings.matrix", settings["matrix"], settings.lines["matrix"]
+    return None
+
+
 def _duration_seconds(text: str) -> float:
     units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
     total = sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ns|us|ms|s|m|h)", text))
@@ -293,6 +333,9 @@ def _check_references(doc: LineMap, report: _Report) -> None:
         for var, model_id in variables.items():
             if isinstance(model_id, str) and model_id not in models:
                 report.add(variables.lines[var], f"{where}matrix.vars.{var}: {model_id!r} is not a model id")
+    effective = _effective_matrix(doc)
+    if effective is not None:
+        _check_matrix(*effective, models, report)
     known_ids = models.keys() | owner.keys()
     preload = _at(doc, "hooks", "on_startup", "preload", kind=list)
     for i, model_id in enumerate(preload):

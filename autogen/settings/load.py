@@ -138,6 +138,15 @@ def _budget_problems(settings: Settings) -> list[str]:
             for where, budget in budgets if budget is not None and budget > card]
 
 
+def _routing_problems(settings: Settings) -> list[str]:
+    """llama-swap refuses a config with both `groups` and a `matrix` (load.go "config cannot use
+    both 'groups' and 'matrix'"), so `routing: auto` and declared groups exclude each other."""
+    if settings.routing is None or not settings.groups:
+        return []
+    return [f"routing: {settings.routing!r} plans llama-swap's matrix router, which cannot be used together "
+            f"with groups; remove `groups` ({len(settings.groups)} declared) or set `routing: null`"]
+
+
 def _parse_settings(path: Path) -> Settings:
     # lazy: a run served from the settings cache never loads ruamel or cattrs
     from autogen.settings.structure import read_yaml, settings_error, structure  # noqa: PLC0415
@@ -158,7 +167,7 @@ def _parse_settings(path: Path) -> Settings:
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
-    problems += _budget_problems(settings)
+    problems += _budget_problems(settings) + _routing_problems(settings)
     if problems:
         raise settings_error(str(path), problems)
     return attrs.evolve(

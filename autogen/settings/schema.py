@@ -192,6 +192,9 @@ class Settings:
     #: Let a run drop the models the live config serves from a root that now finds nothing or
     #: from a folder that cannot be listed (else that stops the run: an unmounted disk).
     allow_vanished_models: bool = False
+    #: "auto": write llama-swap's `matrix` router, the sets of models that fit together on the
+    #: cards (`router.matrix_plan`); None: groups. Excludes `groups` (llama-swap takes one or the other).
+    routing: str | None = None
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -219,6 +222,9 @@ LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", 
 FLASH_ATTN_MODES = ("on", "off", "auto")
 #: `mmproj:` keywords; any other non-empty string is a projector path.
 MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
+#: `routing:` values besides null (`Settings.routing`).
+ROUTING_MODES = ("auto",)
+
 #: Override fields naming a diffusion component file; "none" (any case) drops the component
 #: (mirrors `emit_sd.OVERRIDE_FIELD`).
 SD_COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")

@@ -23,6 +23,7 @@ from autogen.settings.schema import (
     CUSTOM_KIND,
     FLASH_ATTN_MODES,
     LLAMA_KV_TYPES,
+    ROUTING_MODES,
     BackendRow,
     Encoders,
     Gpu,
@@ -132,6 +133,8 @@ _kv_type = _checked(_strict_str, lambda v: v in LLAMA_KV_TYPES, f"expected one o
 _flash_attn = _checked(_strict_str, lambda v: v in FLASH_ATTN_MODES, "expected on, off or auto")
 _mmproj = _checked(_strict_str, lambda v: v.strip() != "",
                    "expected auto, none, cpu, gpu or a projector path")
+_routing = _checked(_strict_str, lambda v: v in ROUTING_MODES,
+                    f"expected {' or '.join(ROUTING_MODES)} (or null for groups)")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
 
@@ -194,6 +197,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "threads": _positive_int,
         "kv_type": _kv_type,
         "flash_attn": _flash_attn,
+        "routing": _routing,
     },
 }
 

@@ -1,0 +1,318 @@
+"""`routing: auto`: llama-swap's `matrix` router planned from each entry's VRAM estimate.
+
+A pure function of the served entries (`Load`: estimate, devices, size on disk) and the host's
+cards (`Device`) → `MatrixPlan`: the maximal sets of entries that fit together on every card
+they use, every CPU-only entry in each set, an evict cost per entry. `docs/routing.md` gives the
+rules and the measurements; the README's "Routing planned from VRAM" section an example.
+
+- An entry's demand on a card is its `est_vram_gb` spread over its devices in proportion to
+  their VRAM: llama-server's `-ts` (and its default split) and vLLM's per-GPU
+  `--gpu-memory-utilization` both scale with the card. Its devices are its `devices` metadata,
+  else llama-server spreads over every card and any other engine uses the first one.
+- Entries of one model (its llama profiles) never share: they are the same weights twice.
+- Sets are the maximal feasible sets (no entry can join without overflowing a card). Their
+  number can grow exponentially with the entry count; past `MAX_EXACT_SETS` the plan keeps a
+  pair cover instead: maximal sets chosen so that every two entries that fit together share one.
+  What that drops (some combinations of three or more) is named in a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from attrs import frozen
+
+from autogen.numfmt import format_g
+from autogen.router.fragments import quote
+
+#: Above this many maximal sets the plan switches to a pair cover (`docs/routing.md`).
+MAX_EXACT_SETS = 1000
+#: Estimates are compared in hundredths of a GB (they are written with two decimals).
+_UNIT = 100
+#: llama-server spreads layers over every visible card; other engines take the first device.
+SPREADING_ENGINES = ("llama.cpp",)
+
+
+@frozen
+class Load:
+    """What one served entry asks of the cards, read from its metadata.
+
+    Example: Load(entry_id="qwen3-8b-share", model_id="qwen3-8b", est_vram_gb=10.9,
+    devices=(0,), size_gb=4.68, engine="llama.cpp").
+    """
+
+    entry_id: str
+    #: The model the entry belongs to (a model's profiles share its id here).
+    model_id: str
+    #: 0 = the entry uses no GPU (a CPU-only engine).
+    est_vram_gb: float
+    #: `metadata.devices` as indices; None = the engine's default devices.
+    devices: tuple[int, ...] | None
+    #: The model's files on disk: the cost of loading it again (evict cost).
+    size_gb: float
+    engine: str
+
+    @classmethod
+    def from_metadata(cls, entry_id: str, model_id: str, metadata: Iterable[tuple[str, object]]) -> Load:
+        meta = dict(metadata)
+        est = meta.get("est_vram_gb")
+        label = meta.get("devices")
+        devices = tuple(int(d) for d in label.split(",")) if isinstance(label, str) and label else None
+        size = meta.get("size_gb")
+        return cls(entry_id=entry_id, model_id=model_id,
+                   est_vram_gb=float(est) if isinstance(est, (int, float)) and not isinstance(est, bool) else 0.0,
+                   devices=devices, size_gb=float(size) if isinstance(size, (int, float)) else 0.0,
+                   engine=str(meta.get("engine", "")))
+
+
+@frozen
+class Device:
+    """One card the matrix plans against. `index` None = the pooled card reading (no inventory)."""
+
+    index: int | None
+    vram_gb: float
+
+    @property
+    def label(self) -> str:
+        return "the card" if self.index is None else f"GPU {self.index}"
+
+
+@frozen
+class MatrixPlan:
+    """`routing.router.settings.matrix`, ready to render, with what the planner has to say."""
+
+    #: (var, entry id) in entry-id order: `m1`, `m2`, … (llama-swap's schema: 1–8 alphanumerics).
+    vars: tuple[tuple[str, str], ...]
+    #: Each maximal set as entry ids (sorted), in a stable order.
+    sets: tuple[tuple[str, ...], ...]
+    #: (entry id, cost): whole GB on disk, at least 1.
+    evict_costs: tuple[tuple[str, int], ...]
+    #: Entries that use no GPU: in every set.
+    cpu_only: tuple[str, ...]
+    #: False when the maximal sets were too many and a pair cover was kept.
+    exact: bool
+    warnings: tuple[str, ...]
+    #: Per set: (device label, GB used, GB of the card) of each card it uses.
+    usage: tuple[tuple[tuple[str, float, float], ...], ...]
+
+
+def host_devices(eligible_gpus: Sequence, card_gb: float | None, budget_gb: float | None) -> tuple[Device, ...]:
+    """The cards to plan against: each eligible GPU of the inventory; else one card of the card
+    reading; else one of the per-model budget (or 8 GB, the default budget)."""
+    if eligible_gpus:
+        return tuple(Device(g.index, g.vram_gb) for g in sorted(eligible_gpus, key=lambda g: g.index))
+    return (Device(None, card_gb or budget_gb or 8.0),)
+
+
+def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
+    """Hundredths of a GB the entry takes on each device (rounded up, so sums stay safe)."""
+    if load.est_vram_gb <= 0:
+        return (0,) * len(devices)
+    indices = [d.index for d in devices]
+    used = [i for i in (load.devices or ()) if i in indices]
+    if not used:
+        used = indices if load.engine in SPREADING_ENGINES else indices[:1]
+    total = sum(devices[indices.index(i)].vram_gb for i in used)
+    return tuple(math.ceil(load.est_vram_gb * _UNIT * d.vram_gb / total - 1e-9) if d.index in used else 0
+                 for d in devices)
+
+
+def capacity(device: Device) -> int:
+    return math.floor(device.vram_gb * _UNIT + 1e-9)
+
+
+class _TooMany(Exception):
+    pass
+
+
+class _Packing:
+    """Entries as bit positions, their demand vectors, the cards' capacities, and which pairs
+    may share (same card room and different models)."""
+
+    def __init__(self, demands: list[tuple[int, ...]], models: list[str], caps: tuple[int, ...]):
+        self.demands, self.caps, self.n = demands, caps, len(demands)
+        self.compat = [0] * self.n
+        for i in range(self.n):
+            for j in range(i + 1, self.n):
+                if models[i] != models[j] and self.fits(demands[i], j):
+                    self.compat[i] |= 1 << j
+                    self.compat[j] |= 1 << i
+
+    def fits(self, load: tuple[int, ...], i: int) -> bool:
+        return all(a + b <= c for a, b, c in zip(load, self.demands[i], self.caps, strict=True))
+
+    def add(self, load: tuple[int, ...], i: int) -> tuple[int, ...]:
+        return tuple(a + b for a, b in zip(load, self.demands[i], strict=True))
+
+    def addable(self, mask: int, load: tuple[int, ...]) -> int:
+        out = 0
+        for i in _bits(mask):
+            if self.fits(load, i):
+                out |= 1 << i
+        return out
+
+    def total(self, mask: int, load: tuple[int, ...]) -> tuple[int, ...]:
+        for i in _bits(mask):
+            load = self.add(load, i)
+        return load
+
+    def maximal_sets(self, limit: int) -> list[int]:
+        """Every maximal feasible set (bitmask), Bron–Kerbosch style without a pivot (a pivot
+        is only sound for pairwise constraints): R grows, P holds what may still join, X what
+        may join but was already explored. Raises _TooMany past `limit` sets."""
+        found: list[int] = []
+
+        def expand(r: int, load: tuple[int, ...], p: int, x: int) -> None:
+            if not p:
+                if not x:
+                    found.append(r)
+                    if len(found) > limit:
+                        raise _TooMany
+                return
+            if all(self.compat[i] & p == p & ~(1 << i) for i in _bits(p)):
+                whole = self.total(p, load)
+                if all(a <= c for a, c in zip(whole, self.caps, strict=True)):  # all of P joins: one set here
+                    joined = r | p
+                    if not any(self.compat[i] & joined == joined and self.fits(whole, i) for i in _bits(x)):
+                        found.append(joined)
+                        if len(found) > limit:
+                            raise _TooMany
+                    return
+            for v in _bits(p):
+                p &= ~(1 << v)
+                grown = self.add(load, v)
+                expand(r | 1 << v, grown, self.addable(p & self.compat[v], grown),
+                       self.addable(x & self.compat[v], grown))
+                x |= 1 << v
+
+        expand(0, (0,) * len(self.caps), (1 << self.n) - 1, 0)
+        return found
+
+    def pair_cover(self) -> list[int]:
+        """Maximal sets such that every pair that may share is in one: for each pair not yet
+        covered (in index order), grow it greedily, preferring entries that cover most new pairs."""
+        covered = [0] * self.n
+        sets = []
+        for i in range(self.n):
+            if not self.compat[i]:
+                sets.append(1 << i)
+                continue
+            for j in _bits(self.compat[i] & ~covered[i] & ~((1 << (i + 1)) - 1)):
+                if covered[i] >> j & 1:
+                    continue
+                members = 1 << i | 1 << j
+                load = self.add(self.add((0,) * len(self.caps), i), j)
+                while True:
+                    common = ~members
+                    for m in _bits(members):
+                        common &= self.compat[m]
+                    candidates = self.addable(common & ((1 << self.n) - 1), load)
+                    if not candidates:
+                        break
+                    best = max(_bits(candidates),
+                               key=lambda k: (sum(1 for m in _bits(members) if not covered[m] >> k & 1), -k))
+                    members |= 1 << best
+                    load = self.add(load, best)
+                for m in _bits(members):
+                    covered[m] |= members & ~(1 << m)
+                sets.append(members)
+        return sets
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = MAX_EXACT_SETS) -> MatrixPlan | None:
+    """The matrix for these entries on these cards; None when there is no entry to route."""
+    if not loads:
+        return None
+    ordered = sorted(loads, key=lambda item: item.entry_id)
+    caps = tuple(capacity(d) for d in devices)
+    cpu = [item for item in ordered if item.est_vram_gb <= 0]
+    gpu, warnings = [], []
+    for item in (x for x in ordered if x.est_vram_gb > 0):
+        need = demand(item, devices)
+        over = [f"{d.label} ({need[k] / _UNIT:g} of {format_g(d.vram_gb)} GB)"
+                for k, d in enumerate(devices) if need[k] > caps[k]]
+        if over:
+            warnings.append(f"{item.entry_id!r} needs more than {', '.join(over)}: it is in no set and runs alone")
+        else:
+            gpu.append((item, need))
+    packing = _Packing([need for _, need in gpu], [item.model_id for item, _ in gpu], caps)
+    exact = True
+    try:
+        masks = packing.maximal_sets(limit)
+    except _TooMany:
+        exact = False
+        masks = packing.pair_cover()
+        warnings.append(f"more than {limit} maximal sets: kept {len(masks)} sets in which every two models that "
+                        "fit together run together; some combinations of three or more are left out "
+                        "(llama-swap then unloads one model more than the cards require)")
+    for k, (item, _) in enumerate(gpu):
+        if not packing.compat[k]:
+            warnings.append(f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GB) is too big to share a card with "
+                            "any other model: it runs alone (a llama profile with a smaller `vram_budget_gb` can pair)")
+    cpu_ids = tuple(item.entry_id for item in cpu)
+    sets = sorted(tuple(sorted([gpu[k][0].entry_id for k in _bits(m)] + list(cpu_ids))) for m in masks)
+    if not sets and cpu_ids:
+        sets = [tuple(sorted(cpu_ids))]
+    if not sets:
+        return None
+    need_of = {item.entry_id: need for item, need in gpu}
+    usage = tuple(_usage(members, need_of, devices) for members in sets)
+    members_all = sorted({e for s in sets for e in s})
+    size_of = {item.entry_id: item.size_gb for item in ordered}
+    return MatrixPlan(vars=tuple((f"m{i + 1}", e) for i, e in enumerate(members_all)), sets=tuple(sets),
+                      evict_costs=tuple((e, max(1, math.ceil(size_of[e] - 1e-9))) for e in members_all),
+                      cpu_only=cpu_ids, exact=exact, warnings=tuple(warnings), usage=usage)
+
+
+def _usage(members: Sequence[str], need_of: dict[str, tuple[int, ...]], devices: Sequence[Device]):
+    used = [sum(need_of[e][k] for e in members if e in need_of) for k in range(len(devices))]
+    return tuple((d.label, used[k] / _UNIT, d.vram_gb) for k, d in enumerate(devices) if used[k])
+
+
+def render_matrix(plan: MatrixPlan) -> list[str]:
+    """The `routing:` block, one line per var, set and cost; each set's comment says what it
+    takes of each card."""
+    var_of = {entry: var for var, entry in plan.vars}
+    lines = ["routing:", "  router:", "    use: matrix", "    settings:", "      matrix:", "        vars:"]
+    lines += [f"          {var}: {quote(entry)}" for var, entry in plan.vars]
+    lines.append("        evict_costs:")
+    lines += [f"          {var_of[entry]}: {cost}" for entry, cost in plan.evict_costs]
+    lines.append("        sets:")
+    width = len(str(len(plan.sets)))
+    for k, (members, usage) in enumerate(zip(plan.sets, plan.usage, strict=True), start=1):
+        where = ", ".join(f"{used:g} of {format_g(card)} GB on {label}" for label, used, card in usage) or "no GPU"
+        lines.append(f"          s{k:0{width}d}: \"{' & '.join(var_of[e] for e in members)}\"  # {where}")
+    return lines
+
+
+def check_plan(plan: MatrixPlan, loads: Sequence[Load], devices: Sequence[Device],
+               sets: Iterable[frozenset[str]] | None = None) -> list[str]:
+    """Problems of a plan (a bug if any): a set that overflows a card, two profiles of one model
+    in a set, a CPU-only entry missing from a set. `sets`: the concrete sets as written (the
+    expanded DSL), default the plan's own."""
+    by_id = {item.entry_id: item for item in loads}
+    caps = [capacity(d) for d in devices]
+    problems = []
+    for members in sets if sets is not None else (frozenset(s) for s in plan.sets):
+        used = [0] * len(devices)
+        for e in members:
+            for k, need in enumerate(demand(by_id[e], devices)):
+                used[k] += need
+        for k, d in enumerate(devices):
+            if used[k] > caps[k]:
+                problems.append(f"set {sorted(members)} takes {used[k] / _UNIT:g} GB of {d.label} "
+                                f"({format_g(d.vram_gb)} GB)")
+        models = [by_id[e].model_id for e in members if by_id[e].est_vram_gb > 0]
+        if len(models) != len(set(models)):
+            problems.append(f"set {sorted(members)} holds two entries of one model")
+        if set(plan.cpu_only) - members:
+            problems.append(f"set {sorted(members)} lacks CPU-only {sorted(set(plan.cpu_only) - members)}")
+    return problems
