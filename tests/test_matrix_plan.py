@@ -182,7 +182,7 @@ class TestBound:
 
 class TestRender:
     def test_written_sets_expand_to_the_plan(self):
-        loads = random_library(5, 9, TWO) + [cpu("asr")]
+        loads = [*random_library(5, 9, TWO), cpu("asr")]
         plan = plan_matrix(loads, TWO)
         matrix = yaml.safe_load("\n".join(render_matrix(plan)))["routing"]["router"]["settings"]["matrix"]
         roots = compile_sets(list(matrix["sets"].items()), matrix["vars"].get)

@@ -473,3 +473,23 @@ class TestCache:
         for f in (cache / "swapgen").iterdir():
             f.write_bytes(b"garbage")
         assert load_settings(path).ttl == 7
+
+
+class TestRouting:
+    def test_routing_auto_loads_and_defaults_to_null(self, tmp_path):
+        assert load_settings(write(tmp_path, "roots: [m]\nrouting: auto\n")).routing == "auto"
+        assert load_settings(write(tmp_path, "roots: [m]\n")).routing is None
+
+    def test_an_unknown_routing_mode_is_refused_with_its_line(self, tmp_path):
+        with pytest.raises(SettingsError) as info:
+            load_settings(write(tmp_path, "roots: [m]\nttl: 60\nrouting: matrix\n"))
+        assert str(info.value).splitlines()[1].strip() == (
+            f"{tmp_path / 'swapgen.yaml'}:3: routing: expected auto (or null for groups), got 'matrix'")
+
+    def test_routing_auto_and_groups_exclude_each_other(self, tmp_path):
+        """llama-swap refuses a config with both groups and a matrix."""
+        with pytest.raises(SettingsError) as info:
+            load_settings(write(tmp_path, "roots: [m]\ngroups: [{name: big, match: ['*70b*']}]\nrouting: auto\n"))
+        assert str(info.value).splitlines()[1].strip() == (
+            f"{tmp_path / 'swapgen.yaml'}:3: routing: 'auto' plans llama-swap's matrix router, which cannot be used "
+            "together with groups; remove `groups` (1 declared) or set `routing: null`")

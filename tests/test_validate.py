@@ -387,6 +387,42 @@ def test_matrix_vars_must_name_models():
     ]
 
 
+ROUTED = GROUPED + "routing:\n  router:\n    use: matrix\n    settings:\n      matrix:\n        vars: {a: m, b: n}\n"
+
+
+@pytest.mark.parametrize(
+    ("tail", "line", "message"),
+    [
+        ('        sets: {s1: "a & ghost"}\n', 13, 'set "s1": unknown var or model "ghost"'),
+        ('        sets: {s1: "a & (b"}\n', 13, 'set "s1": parse: missing closing parenthesis'),
+        ('        sets: {s1: "a , b"}\n', 13, "set \"s1\": tokenize: unexpected character ',' at position 2"),
+        ('        sets: {s1: "a &"}\n', 13, 'set "s1": parse: unexpected token ""'),
+        ('        sets: {s1: "+s9 & a"}\n', 13, 'set "s1" references undefined set "s9"'),
+        ('        sets:\n          s1: "+s2"\n          s2: "a | +s1"\n', 14,
+         'circular reference detected involving set "s1"'),
+        ('        evict_costs: {ghost: 2}\n        sets: {s1: "a & b"}\n', 13,
+         'evict_costs: unknown var or model "ghost"'),
+    ],
+)
+def test_matrix_sets_compile_as_llama_swap_compiles_them(tail, line, message):
+    """config/matrix.go ValidateMatrix and matrix/program.go Compile, first problem only."""
+    where = "routing.router.settings.matrix"
+    sep = "." if message.startswith("evict_costs") else ": "
+    assert found(ROUTED + tail) == [f"config.yaml:{line}: {where}{sep}{message}"]
+
+
+def test_a_matrix_of_vars_models_and_references_is_accepted():
+    tail = '        evict_costs: {a: 5, n: 1}\n        sets:\n          s1: "a & (b | n)"\n          s2: "+s1 & m"\n'
+    assert found(ROUTED + tail) == []
+
+
+def test_a_matrix_under_use_group_is_not_compiled():
+    """load.go reads routing.router.settings.matrix only when `use: matrix`."""
+    text = GROUPED + "routing:\n  router:\n    use: group\n    settings:\n      matrix:\n        vars: {a: m}\n" \
+                     '        sets: {s1: "a & ghost"}\n'
+    assert found(text) == []
+
+
 def test_preload_of_unknown_id_is_reported_as_ignored():
     (problem,) = validate_text(GROUPED + "hooks:\n  on_startup:\n    preload: [ghost]\n")
     assert str(problem) == (
