@@ -34,7 +34,7 @@ TEXT = README.read_text(encoding="utf-8")
 SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders)
 #: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
 NOT_KEYS = {(Settings, "source")}
-MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)",
+MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)", "# config.yaml (routing)",
            "# .pre-commit-config.yaml")
 #: The path the README's tour writes in place of the clone's absolute path.
 TOUR_ROOT = "/home/me/swapgen"
@@ -331,3 +331,15 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         README.write_text(refreshed(TEXT, run_tour(Path(tmp))), encoding="utf-8")
     print(f"rewrote the tour in {README}")
+
+
+def test_routing_example_is_what_a_run_writes(tmp_path):
+    """The "Routing planned from VRAM" settings over the sample library write that routing block."""
+    (routing, line), = yaml_blocks("# config.yaml (routing)")
+    settings = [body for body, at in yaml_blocks("# swapgen.yaml") if at < line][-1]
+    (tmp_path / "swapgen.yaml").write_text(settings)
+    sample.ensure(tmp_path / sample.SAMPLE_DIR)
+    _captured(["--settings", str(tmp_path / "swapgen.yaml")])
+    written = (tmp_path / "config.yaml").read_text(encoding="utf-8")
+    block = routing.split("\n", 1)[1]
+    assert written.endswith(block), f"README.md line {line}: the routing block differs from a real run{REFRESH}"

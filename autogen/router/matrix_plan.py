@@ -191,29 +191,28 @@ class _Packing:
 
     def pair_cover(self) -> list[int]:
         """Maximal sets such that every pair that may share is in one: for each pair not yet
-        covered (in index order), grow it greedily, preferring entries that cover most new pairs."""
+        covered (in index order), grow it greedily: first entries that still have an uncovered
+        pair with a member, then any that fits, each in index order."""
         covered = [0] * self.n
         sets = []
         for i in range(self.n):
             if not self.compat[i]:
                 sets.append(1 << i)
                 continue
-            for j in _bits(self.compat[i] & ~covered[i] & ~((1 << (i + 1)) - 1)):
+            for j in _bits(self.compat[i] & ~((1 << (i + 1)) - 1)):
                 if covered[i] >> j & 1:
                     continue
                 members = 1 << i | 1 << j
                 load = self.add(self.add((0,) * len(self.caps), i), j)
-                while True:
-                    common = ~members
-                    for m in _bits(members):
-                        common &= self.compat[m]
-                    candidates = self.addable(common & ((1 << self.n) - 1), load)
-                    if not candidates:
-                        break
-                    best = max(_bits(candidates),
-                               key=lambda k: (sum(1 for m in _bits(members) if not covered[m] >> k & 1), -k))
-                    members |= 1 << best
-                    load = self.add(load, best)
+                common = self.compat[i] & self.compat[j]
+                for wants_new in (True, False):  # one pass for entries with a new pair, one for any
+                    for k in _bits(common & ~members):
+                        if not common >> k & 1 or (wants_new and covered[k] & members == members):
+                            continue
+                        if self.fits(load, k):
+                            members |= 1 << k
+                            common &= self.compat[k]
+                            load = self.add(load, k)
                 for m in _bits(members):
                     covered[m] |= members & ~(1 << m)
                 sets.append(members)
