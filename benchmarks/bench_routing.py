@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autogen.router.matrix_plan import Device, Load, plan_matrix  # noqa: E402
+from autogen.router.matrix_plan import Device, Load, plan_matrix
 
 HOSTS = {"1x24": (Device(0, 24.0),), "24+24+12": (Device(0, 24.0), Device(1, 24.0), Device(2, 12.0))}
 
@@ -67,7 +67,7 @@ def main() -> None:
                 loads = library(kind, n, devices)
                 seconds, plan = timed(loads, devices, args.reps)
                 base = base or seconds
-                print(f"{host:<9} {kind:<7} {n:>6} {len(loads):>7} {len(plan.sets):>6} {str(plan.exact):>5} "
+                print(f"{host:<9} {kind:<7} {n:>6} {len(loads):>7} {len(plan.sets):>6} {plan.exact!s:>5} "
                       f"{seconds / base:>9.1f}x {seconds * 1000:>8.1f}")
 
 
