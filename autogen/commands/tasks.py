@@ -43,7 +43,7 @@ from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
-from autogen.resolve.gpus import inventory
+from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, write_config
 from autogen.settings.load import find_settings, load_settings
@@ -183,7 +183,7 @@ class TaskGraph:
         self._prune_fragments(set(self.fragments.values()))
         settings = self.library.settings
         remove_stale_temps(settings.output)
-        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE):
             remove_stale_temps(os.path.join(settings.cache_dir, name))
         return {"digest": digest_}
 
