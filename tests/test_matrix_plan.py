@@ -188,3 +188,13 @@ class TestRender:
         roots = compile_sets(list(matrix["sets"].items()), matrix["vars"].get)
         written = {m for name in matrix["sets"] for m in expand(roots[name], roots)}
         assert written == {frozenset(s) for s in plan.sets}
+
+
+def test_sets_that_differ_in_one_model_share_a_line():
+    """Each group expands to exactly the sets it replaces."""
+    from autogen.router.matrix_plan import factored  # noqa: PLC0415 - only this test needs it
+
+    sets = [("a", "asr", "x"), ("asr", "b", "x"), ("asr", "c", "x"), ("a", "asr", "b")]
+    groups = factored(sets)
+    assert groups == [(("asr", "x"), ("a", "b", "c")), (("asr", "b"), ("a",))]
+    assert {tuple(sorted((*key, alt))) for key, alts in groups for alt in alts} == set(sets)

@@ -142,9 +142,11 @@ def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str]
                            + "\n".join(f"  {p}" for p in problems[:20]))
     for message in plan.warnings:
         warn(f"routing: {message}")
+    written = len(lines) - lines.index("        sets:") - 1
     notes = [f"# routing: auto: {len(plan.sets)} sets of models that fit together on "
              + ", ".join(f"{d.label} ({d.vram_gb:g} GB)" for d in devices)
-             + ("" if plan.exact else " (a pair cover: see the warnings)")]
+             + ("" if written == len(plan.sets) else f", written as {written} (one per group differing in one model)")
+             + ("" if plan.exact else "; a pair cover (see the warnings)")]
     notes += [f"# routing: {comment_text(m)}" for m in plan.warnings]
     return "\n".join(notes + lines) + "\n"
 

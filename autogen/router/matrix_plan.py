@@ -19,6 +19,8 @@ rules and the measurements; the README's "Routing planned from VRAM" section an 
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from attrs import frozen
@@ -127,34 +129,54 @@ class _TooMany(Exception):
 
 
 class _Packing:
-    """Entries as bit positions, their demand vectors, the cards' capacities, and which pairs
-    may share (same card room and different models)."""
+    """Entries as bit positions, their demands, the cards' capacities, and which pairs may share
+    (room on every card and different models).
+
+    A load on every card is one integer, a field per card with a guard bit above it (SWAR):
+    adding an entry is one addition, and "fits on every card" one mask test. Which entries still
+    fit beside a load is a lookup: per card, the entries sorted by demand and the mask of each
+    prefix of that order."""
 
     def __init__(self, demands: list[tuple[int, ...]], models: list[str], caps: tuple[int, ...]):
-        self.demands, self.caps, self.n = demands, caps, len(demands)
+        self.n, self.caps = len(demands), caps
+        self.width = width = max(caps, default=0).bit_length() + 2  # room for load + demand, each ≤ a card
+        guard = 1 << (width - 1)
+        self.guard = sum(guard << (k * width) for k in range(len(caps)))
+        self.offset = sum((guard - 1 - cap) << (k * width) for k, cap in enumerate(caps))
+        self.demand = [sum(d << (k * width) for k, d in enumerate(need)) for need in demands]
+        self.by_demand: list[list[int]] = []
+        self.prefix: list[list[int]] = []
+        for k in range(len(caps)):
+            order = sorted(range(self.n), key=lambda i, k=k: demands[i][k])
+            self.by_demand.append([demands[i][k] for i in order])
+            masks = [0]
+            for i in order:
+                masks.append(masks[-1] | 1 << i)
+            self.prefix.append(masks)
         self.compat = [0] * self.n
         for i in range(self.n):
             for j in range(i + 1, self.n):
-                if models[i] != models[j] and self.fits(demands[i], j):
+                if models[i] != models[j] and self.fits(self.demand[i], j):
                     self.compat[i] |= 1 << j
                     self.compat[j] |= 1 << i
 
-    def fits(self, load: tuple[int, ...], i: int) -> bool:
-        return all(a + b <= c for a, b, c in zip(load, self.demands[i], self.caps, strict=True))
+    def fits(self, load: int, i: int) -> bool:
+        return not (load + self.demand[i] + self.offset) & self.guard
 
-    def add(self, load: tuple[int, ...], i: int) -> tuple[int, ...]:
-        return tuple(a + b for a, b in zip(load, self.demands[i], strict=True))
+    def addable(self, mask: int, load: int) -> int:
+        """The entries of `mask` that fit beside `load` on every card."""
+        field = (1 << self.width) - 1
+        for k, cap in enumerate(self.caps):
+            free = cap - (load >> (k * self.width) & field)
+            mask &= self.prefix[k][bisect_right(self.by_demand[k], free)]
+        return mask
 
-    def addable(self, mask: int, load: tuple[int, ...]) -> int:
-        out = 0
+    def joined(self, mask: int, load: int) -> int | None:
+        """The load with every entry of `mask` added, or None when they do not all fit."""
         for i in _bits(mask):
-            if self.fits(load, i):
-                out |= 1 << i
-        return out
-
-    def total(self, mask: int, load: tuple[int, ...]) -> tuple[int, ...]:
-        for i in _bits(mask):
-            load = self.add(load, i)
+            if not self.fits(load, i):
+                return None
+            load += self.demand[i]
         return load
 
     def maximal_sets(self, limit: int) -> list[int]:
@@ -163,36 +185,37 @@ class _Packing:
         may join but was already explored. Raises _TooMany past `limit` sets."""
         found: list[int] = []
 
-        def expand(r: int, load: tuple[int, ...], p: int, x: int) -> None:
+        def report(members: int) -> None:
+            found.append(members)
+            if len(found) > limit:
+                raise _TooMany
+
+        def expand(r: int, load: int, p: int, x: int) -> None:
             if not p:
                 if not x:
-                    found.append(r)
-                    if len(found) > limit:
-                        raise _TooMany
+                    report(r)
                 return
             if all(self.compat[i] & p == p & ~(1 << i) for i in _bits(p)):
-                whole = self.total(p, load)
-                if all(a <= c for a, c in zip(whole, self.caps, strict=True)):  # all of P joins: one set here
+                whole = self.joined(p, load)
+                if whole is not None:  # all of P joins: R ∪ P is the one candidate here
                     joined = r | p
                     if not any(self.compat[i] & joined == joined and self.fits(whole, i) for i in _bits(x)):
-                        found.append(joined)
-                        if len(found) > limit:
-                            raise _TooMany
+                        report(joined)
                     return
             for v in _bits(p):
                 p &= ~(1 << v)
-                grown = self.add(load, v)
+                grown = load + self.demand[v]
                 expand(r | 1 << v, grown, self.addable(p & self.compat[v], grown),
                        self.addable(x & self.compat[v], grown))
                 x |= 1 << v
 
-        expand(0, (0,) * len(self.caps), (1 << self.n) - 1, 0)
+        expand(0, 0, (1 << self.n) - 1, 0)
         return found
 
     def pair_cover(self) -> list[int]:
         """Maximal sets such that every pair that may share is in one: for each pair not yet
-        covered (in index order), grow it greedily: first entries that still have an uncovered
-        pair with a member, then any that fits, each in index order."""
+        covered (in index order), grow it greedily by the lowest entry that still has an
+        uncovered pair with a member, then by the lowest that fits."""
         covered = [0] * self.n
         sets = []
         for i in range(self.n):
@@ -203,16 +226,17 @@ class _Packing:
                 if covered[i] >> j & 1:
                     continue
                 members = 1 << i | 1 << j
-                load = self.add(self.add((0,) * len(self.caps), i), j)
+                load = self.demand[i] + self.demand[j]
                 common = self.compat[i] & self.compat[j]
-                for wants_new in (True, False):  # one pass for entries with a new pair, one for any
-                    for k in _bits(common & ~members):
-                        if not common >> k & 1 or (wants_new and covered[k] & members == members):
-                            continue
-                        if self.fits(load, k):
-                            members |= 1 << k
-                            common &= self.compat[k]
-                            load = self.add(load, k)
+                seen = covered[i] & covered[j]  # entries already paired with every member
+                while candidates := self.addable(common & ~members, load):
+                    fresh = candidates & ~seen
+                    pick = fresh or candidates
+                    best = (pick & -pick).bit_length() - 1
+                    seen &= covered[best]
+                    members |= 1 << best
+                    common &= self.compat[best]
+                    load += self.demand[best]
                 for m in _bits(members):
                     covered[m] |= members & ~(1 << m)
                 sets.append(members)
@@ -276,19 +300,47 @@ def _usage(members: Sequence[str], need_of: dict[str, tuple[int, ...]], devices:
     return tuple((d.label, used[k] / _UNIT, d.vram_gb) for k, d in enumerate(devices) if used[k])
 
 
+def factored(sets: Sequence[tuple[str, ...]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Sets that differ in one member, written once: (common members, alternatives). Each set
+    joins the group of the key (the set less one member) that the most sets share, so
+    `a & b & (c | d | e)` stands for three sets. Exact: the groups expand to `sets`, no more."""
+    counts = Counter(key for members in sets for key in _keys(members))
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for members in sets:
+        key = max(_keys(members), key=lambda k: (counts[k], k))
+        groups.setdefault(key, []).append(next(m for m in members if m not in key))
+    return [(key, tuple(sorted(alts))) for key, alts in groups.items()]
+
+
+def _keys(members: tuple[str, ...]) -> list[tuple[str, ...]]:
+    return [members[:i] + members[i + 1:] for i in range(len(members))]
+
+
 def render_matrix(plan: MatrixPlan) -> list[str]:
-    """The `routing:` block, one line per var, set and cost; each set's comment says what it
-    takes of each card."""
+    """The `routing:` block, one line per var, cost and group of sets (`factored`); each set's
+    comment says what it takes of each card (the most of its alternatives)."""
     var_of = {entry: var for var, entry in plan.vars}
+    usage_of = dict(zip(plan.sets, plan.usage, strict=True))
     lines = ["routing:", "  router:", "    use: matrix", "    settings:", "      matrix:", "        vars:"]
     lines += [f"          {var}: {quote(entry)}" for var, entry in plan.vars]
     lines.append("        evict_costs:")
     lines += [f"          {var_of[entry]}: {cost}" for entry, cost in plan.evict_costs]
     lines.append("        sets:")
-    width = len(str(len(plan.sets)))
-    for k, (members, usage) in enumerate(zip(plan.sets, plan.usage, strict=True), start=1):
-        where = ", ".join(f"{used:g} of {format_g(card)} GB on {label}" for label, used, card in usage) or "no GPU"
-        lines.append(f"          s{k:0{width}d}: \"{' & '.join(var_of[e] for e in members)}\"  # {where}")
+    groups = factored(plan.sets)
+    width = len(str(len(groups)))
+    for k, (key, alts) in enumerate(groups, start=1):
+        most: dict[str, tuple[float, float]] = {}
+        for alt in alts:
+            for label, used, card in usage_of[tuple(sorted((*key, alt)))]:
+                most[label] = (max(used, most.get(label, (0.0, card))[0]), card)
+        up_to = "up to " if len(alts) > 1 else ""
+        where = ", ".join(f"{up_to}{used:g} of {format_g(card)} GB on {label}" for label, (used, card) in most.items())
+        if len(alts) == 1:
+            terms = [var_of[e] for e in sorted((*key, *alts))]
+        else:
+            choice = " | ".join(var_of[a] for a in alts)
+            terms = [*(var_of[e] for e in key), f"({choice})" if key else choice]
+        lines.append(f"          s{k:0{width}d}: \"{' & '.join(terms)}\"  # {where or 'no GPU'}")
     return lines
 
 
