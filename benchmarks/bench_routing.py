@@ -6,8 +6,9 @@ Three synthetic libraries per size, on one 24 GB card and on 24 + 24 + 12 GB: "f
 model sized to the whole budget, as swapgen sizes them without profiles), "mixed" (estimates
 spread from 0.5 to 22 GB, a third of them with a `share` profile of at most 11 GB) and "slices"
 (every entry a quarter card: the worst case, C(n, 4) maximal sets). Prints the set count, whether
-the plan stayed exact, and the time relative to planning 25 entries of the same kind (ratios,
-not absolute times: the machine is not the product).
+the plan stayed exact, the lines written, the planning time relative to 25 entries of the same
+kind (ratios: the machine is not the product), and what writing costs on top: rendering, the
+read-back check against the cards and `swapgen validate` of the routing block with its models.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autogen.router.matrix_plan import Device, Load, plan_matrix
+from autogen.router.assemble import _written_sets
+from autogen.router.matrix_plan import Device, Load, check_plan, plan_matrix, render_matrix
+from autogen.router.validate import validate_text
 
 HOSTS = {"1x24": (Device(0, 24.0),), "24+24+12": (Device(0, 24.0), Device(1, 24.0), Device(2, 12.0))}
 
@@ -53,13 +56,24 @@ def timed(loads, devices, reps: int) -> tuple[float, object]:
     return statistics.median(times), plan
 
 
+def written(loads, devices, plan) -> tuple[float, int]:
+    """Seconds to render, check and validate the block; the number of set lines."""
+    start = time.perf_counter()
+    lines = render_matrix(plan)
+    assert check_plan(plan, loads, devices, _written_sets(plan, lines)) == []
+    models = "".join(f"  {x.entry_id}:\n    cmd: srv --port ${{PORT}}\n" for x in loads)
+    assert validate_text("models:\n" + models + "\n".join(lines) + "\n") == []
+    return time.perf_counter() - start, len(lines) - lines.index("        sets:") - 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="25,50,100,200")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"{'host':<9} {'kind':<7} {'models':>6} {'entries':>7} {'sets':>6} {'exact':>5} {'time vs 25':>10} {'ms':>8}")
+    print(f"{'host':<9} {'kind':<7} {'models':>6} {'entries':>7} {'sets':>6} {'exact':>5} {'lines':>5} "
+          f"{'plan vs 25':>10} {'plan ms':>8} {'write ms':>8}")
     for host, devices in HOSTS.items():
         for kind in ("full", "mixed", "slices"):
             base = None
@@ -67,8 +81,9 @@ def main() -> None:
                 loads = library(kind, n, devices)
                 seconds, plan = timed(loads, devices, args.reps)
                 base = base or seconds
-                print(f"{host:<9} {kind:<7} {n:>6} {len(loads):>7} {len(plan.sets):>6} {plan.exact!s:>5} "
-                      f"{seconds / base:>9.1f}x {seconds * 1000:>8.1f}")
+                write_s, lines = written(loads, devices, plan)
+                print(f"{host:<9} {kind:<7} {n:>6} {len(loads):>7} {len(plan.sets):>6} {plan.exact!s:>5} {lines:>5} "
+                      f"{seconds / base:>9.1f}x {seconds * 1000:>8.1f} {write_s * 1000:>8.1f}")
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ class TestWarnings:
         plan = plan_matrix([gpu("huge", 22.8), gpu("a", 10.0), gpu("b", 10.0)], ONE)
         assert plan.sets == (("a", "b"), ("huge",))
         assert plan.warnings == ("'huge' (22.8 GB) is too big to share a card with any other model: it runs alone "
-                                 "(a llama profile with a smaller `vram_budget_gb` can pair)",)
+                                 "(with a smaller `vram_budget_gb`, or a llama profile with one, it can pair)",)
 
     def test_an_entry_above_its_card_is_in_no_set(self):
         plan = plan_matrix([gpu("over", 30.0), gpu("a", 10.0)], ONE)

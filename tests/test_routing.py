@@ -13,7 +13,7 @@ import yaml
 
 from autogen.commands import sample
 from autogen.router.matrix_dsl import compile_sets, expand
-from autogen.router.validate import validate_text
+from autogen.router.validate import main_validate, validate_text
 from tests.runs import generate
 from tests.shared import SCHEMA, require
 
@@ -159,3 +159,10 @@ def test_a_model_too_big_to_share_is_a_warning_and_a_comment(library, capfd):
     message = "'llama-3.1-8b-instruct-bf16' (22.8 GB) is too big to share a card with any other model"
     assert message in err
     assert f"# routing: {message}" in text
+
+
+def test_swapgen_validate_names_the_matrix(library, capsys):
+    run(library, "pooled")
+    assert main_validate([str(library / "pooled.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("valid llama-swap config (12 models, a matrix of 4 sets)\n")

@@ -245,12 +245,16 @@ class TaskGraph:
                 "clean": True,
             }
 
+    def _routing_inputs(self) -> tuple | None:
+        """What `routing: auto` plans against besides the fragments: the cards."""
+        settings = self.library.settings
+        return (settings.routing, inventory(settings), self.library.card_vram_gb) if settings.routing else None
+
     def task_config(self):
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
         settings = self.library.settings
         router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
-                           settings.source, settings.output, settings.routing,
-                           inventory(settings) if settings.routing else None, self.library.card_vram_gb))
+                           settings.source, settings.output, self._routing_inputs()))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],

@@ -279,7 +279,8 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
     for k, (item, _) in enumerate(gpu):
         if not packing.compat[k]:
             warnings.append(f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GB) is too big to share a card with "
-                            "any other model: it runs alone (a llama profile with a smaller `vram_budget_gb` can pair)")
+                            "any other model: it runs alone (with a smaller `vram_budget_gb`, or a llama profile with "
+                            "one, it can pair)")
     cpu_ids = tuple(item.entry_id for item in cpu)
     sets = sorted(tuple(sorted([gpu[k][0].entry_id for k in _bits(m)] + list(cpu_ids))) for m in masks)
     if not sets and cpu_ids:

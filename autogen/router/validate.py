@@ -452,8 +452,14 @@ def main_validate(paths: list[str]) -> int:
         if any(p.fatal for p in problems) or doc is None:
             failed = True
             continue
-        groups = _at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups")
-        n, g = len(_at(doc, "models")), len(groups)
-        print(f"{path}: valid llama-swap config ({n} model{'s' * (n != 1)}, {g} group{'s' * (g != 1)})")
+        n = len(_at(doc, "models"))
+        matrix = _effective_matrix(doc)
+        if matrix is not None:
+            k = len(_at(matrix[1], "sets"))
+            routing = f"a matrix of {k} set{'s' * (k != 1)}"
+        else:
+            g = len(_at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups"))
+            routing = f"{g} group{'s' * (g != 1)}"
+        print(f"{path}: valid llama-swap config ({n} model{'s' * (n != 1)}, {routing})")
     sys.stdout.flush()
     return 1 if failed else 0
