@@ -14,7 +14,6 @@ from autogen.router.matrix_plan import (
     MAX_EXACT_SETS,
     Device,
     Load,
-    capacity,
     check_plan,
     demand,
     host_devices,
@@ -25,6 +24,8 @@ from autogen.settings.schema import Gpu
 
 ONE = (Device(0, 24.0),)
 TWO = (Device(0, 24.0), Device(1, 12.0))
+#: A budget of 22 GB: what entries sharing a 24 GB card may take together.
+BUDGETED = (Device(0, 24.0, 22.0), Device(1, 12.0))
 
 
 def gpu(entry, est, *, model=None, devices=None, size=4.0, engine="llama.cpp"):
@@ -37,10 +38,15 @@ def cpu(entry, size=0.7):
 
 
 def fits(members, loads, devices) -> bool:
+    """A card holding one entry takes up to its VRAM, one holding several up to its shared size."""
     by_id = {x.entry_id: x for x in loads}
-    used = [sum(demand(by_id[e], devices)[k] for e in members) for k in range(len(devices))]
     models = [by_id[e].model_id for e in members]
-    return all(u <= capacity(d) for u, d in zip(used, devices, strict=True)) and len(models) == len(set(models))
+    for k, d in enumerate(devices):
+        on_card = [demand(by_id[e], devices)[k] for e in members if demand(by_id[e], devices)[k]]
+        limit = d.vram_gb if len(on_card) == 1 else (d.shared_gb or d.vram_gb)
+        if sum(on_card) > round(limit * 100):
+            return False
+    return len(models) == len(set(models))
 
 
 def brute_force_maximal(loads, devices) -> set[frozenset[str]]:
@@ -87,9 +93,10 @@ class TestDemand:
         assert demand(cpu("asr"), TWO) == (0, 0)
 
     def test_host_devices_prefer_the_inventory_then_the_card_reading_then_the_budget(self):
-        assert host_devices((Gpu(1, 12.0), Gpu(0, 24.0)), 36.0, 22.0) == (Device(0, 24.0), Device(1, 12.0))
-        assert host_devices((), 24.0, 22.0) == (Device(None, 24.0),)
-        assert host_devices((), None, 22.0) == (Device(None, 22.0),)
+        assert host_devices((Gpu(1, 12.0), Gpu(0, 24.0)), 36.0, 22.0) == (Device(0, 24.0, 22.0),
+                                                                           Device(1, 12.0, 12.0))
+        assert host_devices((), 24.0, 22.0) == (Device(None, 24.0, 22.0),)
+        assert host_devices((), None, 22.0) == (Device(None, 22.0, 22.0),)
         assert host_devices((), None, None) == (Device(None, 8.0),)
 
 
@@ -100,8 +107,8 @@ class TestSets:
         assert plan.sets == (("big", "small", "tiny"), ("mid", "small", "tiny"))
         assert plan.exact and check_plan(plan, loads, ONE) == []
 
-    @pytest.mark.parametrize("devices", [ONE, TWO, (Device(0, 24.0), Device(1, 24.0), Device(2, 16.0))],
-                             ids=["one GPU", "two GPUs", "three GPUs"])
+    @pytest.mark.parametrize("devices", [ONE, TWO, BUDGETED, (Device(0, 24.0), Device(1, 24.0), Device(2, 16.0, 14.0))],
+                             ids=["one GPU", "two GPUs", "two GPUs, a budget", "three GPUs"])
     @pytest.mark.parametrize("seed", range(12))
     def test_sets_are_exactly_the_maximal_feasible_sets(self, devices, seed):
         """Against a brute force over every subset: each set fits every card it uses, none can
@@ -147,12 +154,23 @@ class TestSets:
         assert plan.evict_costs == (("a", 18), ("b", 1), ("c", 1))
 
 
+    def test_shared_cards_keep_the_budget_and_a_lone_entry_may_fill_the_card(self):
+        """vLLM at 0.95 of the card runs alone; two entries together stay within the 22 GB budget."""
+        loads = [gpu("vllm", 22.8, devices=(0,), engine="vllm"), gpu("a", 11.0, devices=(0,)),
+                 gpu("b", 11.5, devices=(0,)), gpu("c", 10.9, devices=(0,)), gpu("d", 6.0, devices=(1,))]
+        plan = plan_matrix(loads, BUDGETED)
+        assert plan.sets == (("a", "c", "d"), ("b", "d"), ("d", "vllm"))
+        assert check_plan(plan, loads, BUDGETED) == []
+        assert check_plan(plan, loads, BUDGETED, [frozenset({"a", "b"})]) == [
+            "set ['a', 'b'] takes 22.5 GB of GPU 0 (24 GB, 22 GB when shared)"]
+
+
 class TestWarnings:
     def test_a_model_too_big_to_share_is_named(self):
         plan = plan_matrix([gpu("huge", 22.8), gpu("a", 10.0), gpu("b", 10.0)], ONE)
         assert plan.sets == (("a", "b"), ("huge",))
-        assert plan.warnings == ("'huge' (22.8 GB) is too big to share a card with any other model: it runs alone "
-                                 "(with a smaller `vram_budget_gb`, or a llama profile with one, it can pair)",)
+        assert plan.warnings == ("too big to share a card with any other model, so each runs alone: 'huge' (22.8 GB); "
+                                 "a smaller `vram_budget_gb` (or a llama profile with one) lets a model pair",)
 
     def test_an_entry_above_its_card_is_in_no_set(self):
         plan = plan_matrix([gpu("over", 30.0), gpu("a", 10.0)], ONE)

@@ -70,10 +70,16 @@ class Load:
 
 @frozen
 class Device:
-    """One card the matrix plans against. `index` None = the pooled card reading (no inventory)."""
+    """One card the matrix plans against. `index` None = the pooled card reading (no inventory).
+
+    Example: Device(index=0, vram_gb=24.0, shared_gb=22.0).
+    """
 
     index: int | None
     vram_gb: float
+    #: What entries sharing the card may take together: the settings' `vram_budget_gb`, capped
+    #: by the card (the rest is the headroom the user keeps). One entry alone may take the card.
+    shared_gb: float | None = None
 
     @property
     def label(self) -> str:
@@ -101,10 +107,13 @@ class MatrixPlan:
 
 def host_devices(eligible_gpus: Sequence, card_gb: float | None, budget_gb: float | None) -> tuple[Device, ...]:
     """The cards to plan against: each eligible GPU of the inventory; else one card of the card
-    reading; else one of the per-model budget (or 8 GB, the default budget)."""
+    reading; else one of the per-model budget (or 8 GB, the default budget). Shared, each card
+    holds at most `budget_gb` (as `resolve.devices.budget_gb` charges a card)."""
     if eligible_gpus:
-        return tuple(Device(g.index, g.vram_gb) for g in sorted(eligible_gpus, key=lambda g: g.index))
-    return (Device(None, card_gb or budget_gb or 8.0),)
+        cards = [(g.index, g.vram_gb) for g in sorted(eligible_gpus, key=lambda g: g.index)]
+    else:
+        cards = [(None, card_gb or budget_gb or 8.0)]
+    return tuple(Device(i, vram, min(vram, budget_gb) if budget_gb else None) for i, vram in cards)
 
 
 def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
@@ -121,7 +130,26 @@ def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
 
 
 def capacity(device: Device) -> int:
+    """Hundredths of a GB one entry alone may take of the card."""
     return math.floor(device.vram_gb * _UNIT + 1e-9)
+
+
+def shared_capacity(device: Device) -> int:
+    """Hundredths of a GB two or more entries may take of the card together."""
+    return math.floor((device.shared_gb or device.vram_gb) * _UNIT + 1e-9)
+
+
+def card_problems(needs: Iterable[tuple[int, ...]], devices: Sequence[Device]) -> list[int]:
+    """The devices (positions) a set of entries overflows: a card holding one entry may be
+    filled to its VRAM, one holding several to its shared capacity."""
+    needs = list(needs)
+    problems = []
+    for k, d in enumerate(devices):
+        on_card = [need[k] for need in needs if need[k]]
+        limit = capacity(d) if len(on_card) == 1 else shared_capacity(d)
+        if sum(on_card) > limit:
+            problems.append(k)
+    return problems
 
 
 class _TooMany(Exception):
@@ -256,6 +284,7 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
         return None
     ordered = sorted(loads, key=lambda item: item.entry_id)
     caps = tuple(capacity(d) for d in devices)
+    shared = tuple(shared_capacity(d) for d in devices)
     cpu = [item for item in ordered if item.est_vram_gb <= 0]
     gpu, warnings = [], []
     for item in (x for x in ordered if x.est_vram_gb > 0):
@@ -266,7 +295,10 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
             warnings.append(f"{item.entry_id!r} needs more than {', '.join(over)}: it is in no set and runs alone")
         else:
             gpu.append((item, need))
-    packing = _Packing([need for _, need in gpu], [item.model_id for item, _ in gpu], caps)
+    # an entry above the shared capacity of a card fills that card: alone there it fits, and
+    # nothing else fits beside it
+    packed = [tuple(min(n, c) for n, c in zip(need, shared, strict=True)) for _, need in gpu]
+    packing = _Packing(packed, [item.model_id for item, _ in gpu], shared)
     exact = True
     try:
         masks = packing.maximal_sets(limit)
@@ -276,11 +308,11 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
         warnings.append(f"more than {limit} maximal sets: kept {len(masks)} sets in which every two models that "
                         "fit together run together; some combinations of three or more are left out "
                         "(llama-swap then unloads one model more than the cards require)")
-    for k, (item, _) in enumerate(gpu):
-        if not packing.compat[k]:
-            warnings.append(f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GB) is too big to share a card with "
-                            "any other model: it runs alone (with a smaller `vram_budget_gb`, or a llama profile with "
-                            "one, it can pair)")
+    alone = [f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GB)" for k, (item, _) in enumerate(gpu)
+             if not packing.compat[k]]
+    if alone:
+        warnings.append(f"too big to share a card with any other model, so each runs alone: {', '.join(alone)}; "
+                        "a smaller `vram_budget_gb` (or a llama profile with one) lets a model pair")
     cpu_ids = tuple(item.entry_id for item in cpu)
     sets = sorted(tuple(sorted([gpu[k][0].entry_id for k in _bits(m)] + list(cpu_ids))) for m in masks)
     if not sets and cpu_ids:
@@ -351,17 +383,14 @@ def check_plan(plan: MatrixPlan, loads: Sequence[Load], devices: Sequence[Device
     in a set, a CPU-only entry missing from a set. `sets`: the concrete sets as written (the
     expanded DSL), default the plan's own."""
     by_id = {item.entry_id: item for item in loads}
-    caps = [capacity(d) for d in devices]
     problems = []
     for members in sets if sets is not None else (frozenset(s) for s in plan.sets):
-        used = [0] * len(devices)
-        for e in members:
-            for k, need in enumerate(demand(by_id[e], devices)):
-                used[k] += need
-        for k, d in enumerate(devices):
-            if used[k] > caps[k]:
-                problems.append(f"set {sorted(members)} takes {used[k] / _UNIT:g} GB of {d.label} "
-                                f"({format_g(d.vram_gb)} GB)")
+        needs = [demand(by_id[e], devices) for e in members]
+        for k in card_problems(needs, devices):
+            d = devices[k]
+            used = sum(need[k] for need in needs) / _UNIT
+            problems.append(f"set {sorted(members)} takes {used:g} GB of {d.label} ({format_g(d.vram_gb)} GB, "
+                            f"{format_g(d.shared_gb or d.vram_gb)} GB when shared)")
         models = [by_id[e].model_id for e in members if by_id[e].est_vram_gb > 0]
         if len(models) != len(set(models)):
             problems.append(f"set {sorted(members)} holds two entries of one model")
