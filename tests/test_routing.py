@@ -26,26 +26,24 @@ backends:
   - {{id: llama-cuda, kind: llama, path: llama-server, default: true, variant: cuda}}
   - {{id: vllm, kind: vllm, path: vllm, version: "0.11.0"}}
   - {{id: sd-cuda, kind: sd, path: sd-server, default: true}}
-overrides:
-  - match: "*Mistral-7B-Instruct-v0.3*"
-    backend: vllm
-    vllm_tokenizer: mistralai/Mistral-7B-Instruct-v0.3
 routing: auto
 default_variants:
   - {{name: share, vram_budget_gb: 10}}
 """
+MISTRAL_ON_VLLM = ("  - {match: '*Mistral-7B-Instruct-v0.3*', backend: vllm, "
+                   "vllm_tokenizer: mistralai/Mistral-7B-Instruct-v0.3")
+#: host → (settings lines: cards and overrides, each card's VRAM by index; None = the pooled card)
 HOSTS = {
-    "pooled": ("card_vram_gb: 24\n", {None: 24.0}),
-    "one-gpu": ("gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}]\n", {0: 24.0}),
+    "pooled": ("card_vram_gb: 24\noverrides:\n" + MISTRAL_ON_VLLM + "}\n", {None: 24.0}),
+    "one-gpu": ("gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}]\noverrides:\n"
+                + MISTRAL_ON_VLLM + "}\n", {0: 24.0}),
     "two-gpus": ("gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia},\n"
                  "       {index: 1, name: RTX 4070, vram_gb: 12, vendor: nvidia}]\n"
-                 "overrides:\n  - {match: '*nomic*', devices: [1]}\n  - {match: '*Mistral-7B-Instruct-v0.3*', "
-                 "backend: vllm, vllm_tokenizer: mistralai/Mistral-7B-Instruct-v0.3, devices: [1]}\n",
+                 "overrides:\n  - {match: '*nomic*', devices: [1]}\n" + MISTRAL_ON_VLLM + ", devices: [1]}\n",
                  {0: 24.0, 1: 12.0}),
     # no embedder: nothing small is left to sit beside the big entries
     "crowded": ("gpus: [{index: 0, vram_gb: 24}]\noverrides:\n  - {match: '*nomic*', skip: true}\n"
-                "  - {match: '*Mistral-7B-Instruct-v0.3*', backend: vllm, "
-                "vllm_tokenizer: mistralai/Mistral-7B-Instruct-v0.3}\n", {0: 24.0}),
+                + MISTRAL_ON_VLLM + "}\n", {0: 24.0}),
 }
 
 
@@ -57,11 +55,7 @@ def library(tmp_path_factory):
 
 
 def run(library, name: str, capsys=None) -> tuple[str, str]:
-    extra, _ = HOSTS[name]
-    text = BASE.format(name=name)
-    if "overrides:" in extra:  # the host's overrides replace the base ones
-        text = text.split("overrides:")[0] + "routing: auto\ndefault_variants:\n  - {name: share, vram_budget_gb: 10}\n"
-    (library / f"{name}.settings.yaml").write_text(text + extra)
+    (library / f"{name}.settings.yaml").write_text(BASE.format(name=name) + HOSTS[name][0])
     rc, _ = generate(library / f"{name}.settings.yaml")
     assert rc == 0
     err = capsys.readouterr().err if capsys is not None else ""
@@ -171,3 +165,14 @@ def test_swapgen_validate_names_the_matrix(library, capsys):
     assert main_validate([str(library / "pooled.yaml")]) == 0
     out = capsys.readouterr().out
     assert out.endswith("valid llama-swap config (12 models, a matrix of 5 sets)\n")
+
+
+def test_fragments_written_before_routing_existed_are_emitted_again(library):
+    """A fragment without its entries' loads (an older swapgen) is re-emitted, not misread."""
+    first, _ = run(library, "one-gpu")
+    for path in (library / "cache-one-gpu" / "fragments").glob("*.json"):
+        data = json.loads(path.read_text())
+        del data["loads"]
+        path.write_text(json.dumps(data))
+    (library / "one-gpu.yaml").unlink()
+    assert run(library, "one-gpu")[0] == first
