@@ -469,3 +469,42 @@ class TestRecurrentStateInTheKvReserve:
                 "× 1.10 + 0.25GB, whole MiB)") in entry.comment
         assert ("KV at max-model-len: 6.500 GiB, including 0.457 GiB of recurrent state "
                 "(vLLM starts only if one request of max-model-len fits)") in plan.notes
+
+
+class TestSlidingWindowLayersByTheirWindow:
+    """gpt-oss-20b: 12 full and 12 sliding-window layers (window 128), 2 KiB per layer and token.
+    vLLM's check charges the sliding ones `window − 1 + 2 × --max-num-batched-tokens` tokens."""
+
+    def test_the_budget_holds_more_context_than_a_full_charge_allowed(self):
+        sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24), (0, 11, 0))
+        assert int(1.5 * GIB) // 49_152 == 32_768  # every layer at the full context
+        assert sizing.max_model_len == 57_344 and sizing.ctx_note == "sized to 1.5GB free of budget"
+        layout = sizing.layout
+        assert layout.needed(57_344) <= 1.5 * GIB < layout.needed(57_344 + 4096)
+        assert sizing.kv_pin_bytes == pin_bytes(layout.check_bytes(57_344))
+
+    @pytest.mark.parametrize(("card", "in_flight"), [(24, 4096), (80, 16_384), (192, 32_768), (None, 32_768)])
+    def test_tokens_in_flight_follow_the_cards_batch_default(self, card, in_flight):
+        """`get_batch_defaults`: 2048 below 70 GiB, 8192 from 70, 16384 from 160; the largest unread."""
+        sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=20, card=card), (0, 11, 0))
+        assert sizing.layout.in_flight == in_flight
+        assert f"12 sliding-window layers at window 128 + {in_flight} in flight" in sizing.pin_note
+
+    def test_a_max_num_batched_tokens_in_extra_args_is_what_vllm_holds_in_flight(self):
+        ctx = attrs.evolve(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24),
+                           override=Override(match="*", extra_args=("--max-num-batched-tokens=8k",)))
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.layout.in_flight == 2 * 8000
+        assert sizing.max_model_len == 49_152  # more in flight, less room for the full layers
+
+    def test_a_bad_max_num_batched_tokens_is_named(self):
+        ctx = attrs.evolve(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24),
+                           override=Override(match="*", extra_args=("--max-num-batched-tokens", "many")))
+        with pytest.raises(ModelError, match="--max-num-batched-tokens 'many' is not a token count"):
+            size_vllm(ctx, (0, 11, 0))
+
+    def test_a_gguf_window_is_charged_as_full_attention(self):
+        """vLLM reads a GGUF's layers through its own conversion; swapgen does not guess its window."""
+        ctx = real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24)
+        gguf = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, source="gguf"))
+        assert size_vllm(gguf, (0, 11, 0)).max_model_len == 32_768
