@@ -5,15 +5,17 @@ One formula for GGUF headers and HF configs, because `ModelMeta` is already norm
 element. vLLM's page sizes are the check (`vllm/v1/kv_cache_interface.py`:
 `FullAttentionSpec.real_page_size_bytes` = block × kv_heads × (head_size + head_size_v) × dtype;
 `MLAAttentionSpec` = block × 1 × (kv_lora_rank + qk_rope_head_dim) × dtype). llama.cpp agrees
-since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers are charged as full
-attention (the Go original's conservative choice, and what vLLM does with
-`--disable-hybrid-kv-cache-manager`), but at their own head width when it differs (Gemma 4).
+since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers count as full
+attention here, at their own head width when it differs (Gemma 4); what each engine keeps of
+them is priced on top: `sizing.llama_memory` (llama.cpp's window cells) and `sizing.vllm_memory`
+(vLLM's start-up check).
 
 Recurrent state (mamba, gated delta net, short conv, RWKV) is a constant per sequence, stated
 apart as `state_bytes_per_seq`: llama.cpp's `llama_memory_recurrent` keeps, per recurrent
 layer and sequence, `n_embd_r()` conv + `n_embd_s()` state elements in f32
 (`src/llama-hparams.cpp`); vLLM's `MambaSpec` page holds the same element counts
-(`mamba_utils.MambaStateShapeCalculator`), in the model dtype or f32, so f32 bounds both.
+(`mamba_utils.MambaStateShapeCalculator`), in the model dtype or f32, so f32 bounds both;
+`conv_elements` / `ssm_elements` keep the two parts apart for vLLM's page.
 """
 
 from __future__ import annotations
@@ -165,7 +167,8 @@ def _layers_line(meta: ModelMeta, attention: int, layers: int) -> str:
 
 def _finish(meta: ModelMeta, lines: list[str], state_lines: tuple[str, ...]) -> tuple[str, ...]:
     if meta.sliding_window > 0:
-        lines.append(f"sliding window {meta.sliding_window}: those layers charged as full attention")
+        lines.append(f"sliding window {meta.sliding_window}: per token those layers count as full attention; "
+                     "the engine keeps less of them (its cache lines below)")
     return (*lines, *state_lines)
 
 

@@ -9,17 +9,20 @@ docs/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm
 in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
 follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
 
-KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
-integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint then charges the
-rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
-10 % + 0.25 GiB margin, which keeps the Go original's numbers (docs/sizing.md#vllm-worked-examples).
+KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `(KvReserve(ctx) + 1 block)
+× 1.10 + 0.25 GiB`, computed in integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the
+footprint then charges the rounded pin, uncapped by the budget. `--max-model-len` is not shrunk
+to make room for the 10 % + 0.25 GiB margin, which keeps the Go original's numbers
+(docs/sizing.md#vllm-worked-examples).
 
-KvReserve(ctx) is the KV of `ctx` tokens plus ONE sequence's recurrent state (SSM / linear
-attention, `KvCost.state_bytes_per_seq`), the Go original's `slope·ctx + const`: vLLM
-refuses to start unless its pool holds one request of `--max-model-len`, and a `MambaSpec`
-layer's share of that request is one state page (`max_memory_usage_bytes`,
-vllm/v1/kv_cache_interface.py). So the state is taken from the room before the window is sized,
-and the footprint and the pin carry it.
+KvReserve(ctx) is what vLLM's start-up check charges one request of `ctx` tokens
+(`vllm_memory.VllmKv.needed`, vLLM's `_max_memory_usage_bytes_from_groups`): full-attention
+and MLA layers at `ctx`, sliding-window layers at their window plus the tokens in flight,
+recurrent layers at their padded state pages; the check keeps one block more back (the null
+block), which the pin adds. vLLM refuses to start unless its pool holds that, so the window is
+the longest whose KvReserve fits the room, and the footprint and the pin carry it. Models whose
+layers vLLM groups in ways not modelled there keep the Go original's `slope·ctx + const`: every
+layer at `ctx` plus one sequence's recurrent state (`KvCost.state_bytes_per_seq`).
 
 Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices every number
 is one rank's, against the smallest card: weights / TP, the KV one rank holds
