@@ -22,6 +22,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import attrs
 import pytest
 from shared import VLLM_VENV
 
@@ -142,3 +143,13 @@ def test_vllm_still_computes_the_recorded_rows(tmp_path):
     for name in names:
         for key in ("layers", "block_size", "null_block_bytes", "needed", "checks"):
             assert fresh[name][key] == MODELS[name][key], (name, key)
+
+
+def test_layers_vllm_groups_otherwise_are_charged_at_the_full_context():
+    """Attention layers of different head counts: vLLM rescales their blocks to one page
+    (`unify_kv_cache_spec_page_size`), which is not modelled; every layer then pays the full context."""
+    model = MODELS["llama-3.1-8b"]
+    meta = meta_from_hf_config(model["config"])
+    mixed = attrs.evolve(meta, head_count_kv=(8,) * 16 + (4,) * 16)
+    assert vllm_kv(kv_cost(mixed), mixed, 1, 4096) is None
+    assert vllm_kv(kv_cost(meta), meta, 1, 4096) is not None
