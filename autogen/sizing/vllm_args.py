@@ -32,7 +32,7 @@ _OPTIONS = {
     "--chat-template": "--chat-template",
     "--max-model-len": "--max-m",
     "--tensor-parallel-size": "--te",
-    "--max-num-batched-tokens": "--max-num-batched-tokens",
+    "--max-num-batched-tokens": "--max-num-b",
 }
 _MEMORY = ("--kv-cache-memory-bytes", "--gpu-memory-utilization", "--device-memory-utilization")
 #: vLLM's only short spelling among them (exact, or `-tp=N`).
