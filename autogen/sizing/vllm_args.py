@@ -1,7 +1,8 @@
 """What the override's `extra_args` decide for vLLM, read as vLLM's own argparse reads them.
 
 A `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
-value, and extra_args come last on the command line), and a memory, tool-parser or
+value, and extra_args come last on the command line), a `--max-num-batched-tokens` sets how many
+tokens a sliding window holds in flight (`sizing.vllm_memory`), and a memory, tool-parser or
 chat-template flag there replaces ours. Kept apart from the emitter because `devices`
 reads the tensor-parallel pin too, before any emitter runs.
 """
