@@ -37,6 +37,9 @@ class TestExtraArgsReadAsVllmReadsThem:
         (("--gpu_memory_util", "0.5", "--tool-call", "x", "--chat-template", "t.jinja"),
          ExtraArgs(sets_memory=True, sets_parser=True, sets_template=True)),
         (("--chat-template-content-format", "openai"), ExtraArgs()),
+        (("--max-num-b", "4096"), ExtraArgs(max_num_batched_tokens=4096)),  # vLLM 0.33's least prefix
+        (("--max_num_batched_tokens=8k",), ExtraArgs(max_num_batched_tokens=8000)),
+        (("--max-num-seqs", "8", "--max-num-scheduled-tokens", "4096"), ExtraArgs()),
     ])
     def test_one_pass_reads_every_option(self, extra, expected):
         assert read_extra_args(extra) == expected

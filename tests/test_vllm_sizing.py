@@ -226,7 +226,8 @@ class TestTensorParallelSizedPerGpu:
         sizing = size_vllm(ctx, (0, 11, 0))
         assert sizing.tensor_parallel == 2
         assert sizing.kv_reserve_gb == 31_104 * sizing.max_model_len / GIB  # the whole latent per GPU
-        assert sizing.kv_pin_bytes == pin_bytes(31_104 * sizing.max_model_len)
+        # vLLM's check: one request plus the null block, one block being 16 tokens of all 27 layers
+        assert sizing.kv_pin_bytes == pin_bytes(31_104 * (sizing.max_model_len + 16))
         assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
         assert sizing.util == 0.95 and sizing.max_model_len == 188_416
         assert sizing.ctx_note == ("sized to 7.5GB free of budget per GPU, cut to fit 22.8GB of the smallest "
@@ -237,7 +238,7 @@ class TestTensorParallelSizedPerGpu:
         sizing = size_vllm(device_ctx(DSV2, budget=40.0), (0, 11, 0))
         assert sizing.max_model_len == 118_784 == 120_823 // 4096 * 4096
         assert sizing.ctx_note == "sized to 3.5GB free of budget per GPU"
-        assert sizing.footprint_gb == 15 + pin_bytes(31_104 * 118_784) / GIB + 1.5  # the pin's margin over 20
+        assert sizing.footprint_gb == 15 + pin_bytes(31_104 * (118_784 + 16)) / GIB + 1.5  # the pin's margin over 20
         assert sizing.util == 0.86
 
     @pytest.mark.parametrize(("kv_heads", "per_gpu", "window"), [(1, 24_576, 282_624), (8, 98_304, 69_632)])
@@ -247,7 +248,7 @@ class TestTensorParallelSizedPerGpu:
         sizing = size_vllm(ctx, (0, 11, 0))
         assert per_gpu_bytes_per_token(ctx.kv, ctx.meta, 2) == per_gpu
         assert sizing.max_model_len == window == int(6.5 * GIB // per_gpu) // 4096 * 4096
-        assert sizing.kv_pin_bytes == pin_bytes(per_gpu * window)
+        assert sizing.kv_pin_bytes == pin_bytes(per_gpu * (window + 16))  # + the null block
 
     def test_baseline_version_without_a_pin_is_cut_to_the_card_too(self):
         sizing = size_vllm(device_ctx(DSV2), (0, 10, 1))
@@ -396,73 +397,114 @@ def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
 
 
 class TestRecurrentStateInTheKvReserve:
-    def test_qwen35_window_is_sized_from_the_room_left_after_one_state(self):
-        """Qwen3.5-27B: 16 of 64 layers keep KV (64 KiB/token), 48 gated-delta-net layers hold
-        156,893,184 B per sequence. 6.5 GiB less the state: 104,102 tokens → 102,400 (106,496 without)."""
+    """vLLM's own charge for the recurrent layers (autogen/sizing/vllm_memory.py, checked against
+    vLLM's functions in tests/test_vllm_capacity.py): the attention block is raised until one page
+    holds a state, and each group of recurrent layers holds 3 such pages in prefix-caching mode."""
+
+    def test_qwen35_window_is_sized_from_the_room_left_after_the_state_pages(self):
+        """Qwen3.5-27B: 16 full-attention layers (4 KiB/token each), 48 gated-DeltaNet layers of
+        3,207,168 B; blocks of 832 tokens (64-token aligned) make a page of 3,407,872 B, 16 layers
+        a block of 54,525,952 B, and the 3 state groups × 3 pages 490,733,568 B."""
         ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32)
-        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
-        assert (per_token, state) == (65_536, 156_893_184)
         sizing = size_vllm(ctx, (0, 11, 0))
-        assert sizing.max_model_len == 102_400 == int((6.5 * GIB - state) // per_token) // 4096 * 4096
-        assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.15GB recurrent state"
-        reserve = per_token * 102_400 + state
-        assert sizing.state_bytes == state and sizing.kv_reserve_gb == reserve / GIB
-        assert sizing.kv_pin_bytes == pin_bytes(reserve) == 7461 * MIB  # (6.25 + 0.146) × 1.10 + 0.25 GiB
-        assert sizing.footprint_gb == 16 + 7461 / 1024 + 1.5
-        assert sizing.util == 0.78  # 24.79 / 32 rounded up
+        layout = sizing.layout
+        assert (layout.full, layout.mamba, layout.mamba_bytes, layout.block) == (16, 48, 3_207_168, 832)
+        assert layout.block_bytes == 16 * 832 * 4096 == 54_525_952
+        assert sizing.state_bytes == 9 * 54_525_952 == 490_733_568
+        assert sizing.max_model_len == 98_304  # the longest of 4096-steps whose request fits 6.5 GiB
+        assert layout.needed(98_304) <= 6.5 * GIB < layout.needed(98_304 + 4096)
+        assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.46GB recurrent state"
+        reserve = 54_525_952 * (-(-98_304 // 832) + 9)
+        assert sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.kv_pin_bytes == pin_bytes(reserve + 54_525_952) == 7635 * MIB
+        assert sizing.footprint_gb == 16 + 7635 / 1024 + 1.5
+        assert sizing.util == 0.78
 
     def test_nemotron_h_pin_holds_one_request_of_the_window(self):
-        """Nemotron-H 56B: 10 attention layers (40 KiB/token) and 54 Mamba-2 layers of
-        919,240,704 B per sequence; at its trained 8192 the state outweighs the KV, so a pin of
-        the KV alone could not hold one request and vLLM would refuse to start."""
+        """Nemotron-H 56B: 10 attention layers and 54 Mamba-2 layers of 16,900,096 B (SSM state in
+        f32, conv in bf16): 4128-token blocks, 6 state groups of 9 layers × 3 pages. At its trained
+        8192 vLLM asks 3.38 GB for one request; one sequence's bare state (0.86 GiB) would have
+        left a pin vLLM refuses to start with."""
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48)
-        per_token, state = ctx.kv.bytes_per_token, ctx.kv.state_bytes_per_seq
-        assert (per_token, state) == (40_960, 919_240_704)
         sizing = size_vllm(ctx, (0, 11, 0))
         assert (sizing.max_model_len, sizing.ctx_note) == (8192, "trained context")
-        reserve = per_token * 8192 + state
-        assert pin_bytes(per_token * 8192) < reserve <= sizing.kv_pin_bytes == pin_bytes(reserve) == 1573 * MIB
+        block = 10 * 4128 * 4096
+        assert sizing.layout.block_bytes == block == 169_082_880
+        reserve = block * (2 + 6 * 3)
         assert sizing.kv_reserve_gb == reserve / GIB
-        assert sizing.footprint_gb == 30 + 1573 / 1024 + 1.5 and sizing.util == 0.69
+        assert pin_bytes(40_960 * 8192 + 919_240_704) < reserve
+        assert sizing.kv_pin_bytes == pin_bytes(reserve + block) == 3981 * MIB
+        assert sizing.footprint_gb == 30 + 3981 / 1024 + 1.5 and sizing.util == 0.74
 
     def test_without_a_pin_the_footprint_still_carries_the_state(self):
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, version=BASELINE)
         sizing = size_vllm(ctx, BASE_V)
         assert sizing.kv_pin_bytes is None
-        assert sizing.footprint_gb == 30 + (40_960 * 8192 + 919_240_704) / GIB + 1.5
+        assert sizing.footprint_gb == 30 + 169_082_880 * 21 / GIB + 1.5  # the pool vLLM's check asks
 
     def test_state_is_split_over_ranks_like_its_heads(self):
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, devices=PAIR_24)
         sizing = size_vllm(ctx, (0, 11, 0))
-        assert sizing.tensor_parallel == 2 and sizing.state_bytes == 919_240_704 // 2
-        assert sizing.kv_pin_bytes == pin_bytes(20_480 * 8192 + 919_240_704 // 2)  # 8 KV heads: 4 per rank
+        layout = sizing.layout
+        assert sizing.tensor_parallel == 2 and layout.mamba_bytes == 16_900_096 // 2
+        assert layout.token_bytes == 2048  # 8 KV heads: 4 per rank
+        assert sizing.state_bytes == 18 * layout.block_bytes
+        assert sizing.kv_pin_bytes == pin_bytes(layout.check_bytes(8192))
         assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
 
     def test_the_window_cut_to_a_card_leaves_room_for_the_state(self):
         ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=24, devices=(Gpu(index=0, vram_gb=24.0),))
         sizing = size_vllm(ctx, (0, 11, 0))
-        assert sizing.ctx_note.endswith(", less 0.15GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
+        assert sizing.ctx_note.endswith(", less 0.46GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
         assert sizing.footprint_gb <= MAX_UTIL * 24
-        bigger = pin_bytes(65_536 * (sizing.max_model_len + 4096) + 156_893_184)
+        bigger = pin_bytes(sizing.layout.check_bytes(sizing.max_model_len + 4096))
         assert 16 + bigger / GIB + 1.5 > MAX_UTIL * 24  # the next step would not fit
 
     def test_comment_and_notes_say_the_state_is_charged(self):
         plan = emit_vllm(real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32))
         (entry,) = plan.entries
-        assert entry.comment[0].endswith("max-model-len 102400 (sized to 6.5GB free of budget, less 0.15GB "
+        assert entry.comment[0].endswith("max-model-len 98304 (sized to 6.5GB free of budget, less 0.46GB "
                                          "recurrent state)")
-        assert (f"kv-cache-memory-bytes {7461 * MIB} ((KV 6.25GB + one sequence's recurrent state 0.15GB) "
+        assert (f"kv-cache-memory-bytes {7635 * MIB} ((KV 6.04GB + recurrent state pages 0.46GB + 1 block) "
                 "× 1.10 + 0.25GB, whole MiB)") in entry.comment
-        assert ("KV at max-model-len: 6.396 GiB, including 0.146 GiB of recurrent state for one sequence "
+        assert ("KV at max-model-len: 6.500 GiB, including 0.457 GiB of recurrent state "
                 "(vLLM starts only if one request of max-model-len fits)") in plan.notes
 
-    def test_pure_state_space_model_charges_its_state_and_keeps_the_trained_window(self):
-        ssm = KvCost(bytes_per_token=0, note="no attention layers", state_bytes_per_seq=GIB // 2)
-        sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
-        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
-        assert sizing.kv_reserve_gb == 0.5 and sizing.footprint_gb == 8 + 0.5 + 1.5
 
-    def test_models_without_state_keep_their_numbers_and_notes(self):
-        sizing = size_vllm(make_ctx(), (0, 11, 0))
-        assert sizing.state_bytes == 0 and "recurrent" not in sizing.ctx_note + sizing.pin_note
-        assert sizing.pin_note == "KV 6.00GB × 1.10 + 0.25GB, whole MiB"
+class TestSlidingWindowLayersByTheirWindow:
+    """gpt-oss-20b: 12 full and 12 sliding-window layers (window 128), 2 KiB per layer and token.
+    vLLM's check charges the sliding ones `window − 1 + 2 × --max-num-batched-tokens` tokens."""
+
+    def test_the_budget_holds_more_context_than_a_full_charge_allowed(self):
+        sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24), (0, 11, 0))
+        assert int(1.5 * GIB) // 49_152 == 32_768  # every layer at the full context
+        assert sizing.max_model_len == 57_344 and sizing.ctx_note == "sized to 1.5GB free of budget"
+        layout = sizing.layout
+        assert layout.needed(57_344) <= 1.5 * GIB < layout.needed(57_344 + 4096)
+        assert sizing.kv_pin_bytes == pin_bytes(layout.check_bytes(57_344))
+
+    @pytest.mark.parametrize(("card", "in_flight"), [(24, 4096), (80, 16_384), (192, 32_768), (None, 32_768)])
+    def test_tokens_in_flight_follow_the_cards_batch_default(self, card, in_flight):
+        """`get_batch_defaults`: 2048 below 70 GiB, 8192 from 70, 16384 from 160; the largest unread."""
+        sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=20, card=card), (0, 11, 0))
+        assert sizing.layout.in_flight == in_flight
+        assert f"12 sliding-window layers at window 128 + {in_flight} in flight" in sizing.pin_note
+
+    def test_a_max_num_batched_tokens_in_extra_args_is_what_vllm_holds_in_flight(self):
+        ctx = attrs.evolve(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24),
+                           override=Override(match="*", extra_args=("--max-num-batched-tokens=8k",)))
+        sizing = size_vllm(ctx, (0, 11, 0))
+        assert sizing.layout.in_flight == 2 * 8000
+        assert sizing.max_model_len == 49_152  # more in flight, less room for the full layers
+
+    def test_a_bad_max_num_batched_tokens_is_named(self):
+        ctx = attrs.evolve(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24),
+                           override=Override(match="*", extra_args=("--max-num-batched-tokens", "many")))
+        with pytest.raises(ModelError, match="--max-num-batched-tokens 'many' is not a token count"):
+            size_vllm(ctx, (0, 11, 0))
+
+    def test_a_gguf_window_is_charged_as_full_attention(self):
+        """vLLM reads a GGUF's layers through its own conversion; swapgen does not guess its window."""
+        ctx = real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24)
+        gguf = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, source="gguf"))
+        assert size_vllm(gguf, (0, 11, 0)).max_model_len == 32_768

@@ -158,9 +158,16 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         lines += [f"  {step}" for step in kv.derivation]
     lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
     if sizing.kv_reserve_gb is not None:
+        per_seq = " for one sequence" if sizing.layout is None else ""
         lines.append(f"KV at max-model-len: {sizing.kv_reserve_gb:.3f} GiB"
-                     + (f", including {gib(sizing.state_bytes):.3f} GiB of recurrent state for one sequence "
+                     + (f", including {gib(sizing.state_bytes):.3f} GiB of recurrent state{per_seq} "
                         "(vLLM starts only if one request of max-model-len fits)" if sizing.state_bytes else ""))
+    if sizing.layout is not None:
+        lines.append("vLLM's start-up check (kv_cache_planning._max_memory_usage_bytes_from_groups):")
+        lines += [f"  {part}" for part in sizing.layout.parts(sizing.max_model_len)]
+    else:
+        lines.append("vLLM's start-up check: every layer charged at max-model-len "
+                     "(layers of different widths are not grouped here; never less than vLLM)")
     lines.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes}: {sizing.pin_note}"
                  if sizing.kv_pin_bytes is not None else f"no KV pin: {sizing.pin_note}")
     lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")

@@ -5,15 +5,17 @@ One formula for GGUF headers and HF configs, because `ModelMeta` is already norm
 element. vLLM's page sizes are the check (`vllm/v1/kv_cache_interface.py`:
 `FullAttentionSpec.real_page_size_bytes` = block × kv_heads × (head_size + head_size_v) × dtype;
 `MLAAttentionSpec` = block × 1 × (kv_lora_rank + qk_rope_head_dim) × dtype). llama.cpp agrees
-since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers are charged as full
-attention (the Go original's conservative choice, and what vLLM does with
-`--disable-hybrid-kv-cache-manager`), but at their own head width when it differs (Gemma 4).
+since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers count as full
+attention here, at their own head width when it differs (Gemma 4); what each engine keeps of
+them is priced on top: `sizing.llama_memory` (llama.cpp's window cells) and `sizing.vllm_memory`
+(vLLM's start-up check).
 
 Recurrent state (mamba, gated delta net, short conv, RWKV) is a constant per sequence, stated
 apart as `state_bytes_per_seq`: llama.cpp's `llama_memory_recurrent` keeps, per recurrent
 layer and sequence, `n_embd_r()` conv + `n_embd_s()` state elements in f32
 (`src/llama-hparams.cpp`); vLLM's `MambaSpec` page holds the same element counts
-(`mamba_utils.MambaStateShapeCalculator`), in the model dtype or f32, so f32 bounds both.
+(`mamba_utils.MambaStateShapeCalculator`), in the model dtype or f32, so f32 bounds both;
+`conv_elements` / `ssm_elements` keep the two parts apart for vLLM's page.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ class KvCost:
     #: Bytes of recurrent (SSM / linear-attention) state one sequence holds, constant in
     #: context length; 0 when the model has none (or its sizes are not given).
     state_bytes_per_seq: int = 0
+    #: One recurrent layer's state elements: the conv window (vLLM keeps it in the model dtype)
+    #: and the SSM state (f32 or the model dtype); `state_bytes_per_seq` is their sum in f32.
+    conv_elements: int = 0
+    ssm_elements: int = 0
 
 
 def kv_cost(meta: ModelMeta) -> KvCost:
@@ -84,12 +90,12 @@ def kv_cost(meta: ModelMeta) -> KvCost:
         return _unknown("negative KV head count", layers)
 
     attention = [i for i, h in enumerate(heads) if h > 0]
-    state, state_lines = _state(meta)
+    state, state_lines, (conv, ssm) = _state(meta)
+    state_kw = {"state_bytes_per_seq": state, "conv_elements": conv, "ssm_elements": ssm}
     lines = [_layers_line(meta, len(attention), layers)]
     if not attention:
         note = "no attention layers: no per-token KV cache (recurrent state is constant)"
-        return KvCost(0, 0, layers, heads, note=note, derivation=(*lines, note, *state_lines),
-                      state_bytes_per_seq=state)
+        return KvCost(0, 0, layers, heads, note=note, derivation=(*lines, note, *state_lines), **state_kw)
 
     if meta.kv_lora_rank > 0:
         width = meta.kv_lora_rank + meta.qk_rope_head_dim
@@ -104,7 +110,7 @@ def kv_cost(meta: ModelMeta) -> KvCost:
             f" × {F16_BYTES} B = {total} B per token"
         )
         return KvCost(total, len(attention), layers, per_layer, width, 0, True,
-                      _size_note(total), _finish(meta, lines, state_lines), state)
+                      _size_note(total), _finish(meta, lines, state_lines), **state_kw)
 
     k, v = meta.key_length, meta.value_length
     if k <= 0 or v <= 0:
@@ -114,7 +120,7 @@ def kv_cost(meta: ModelMeta) -> KvCost:
         if len(meta.sliding_layers) == layers:
             total = _per_layer_widths(meta, attention, (k, v), (k_swa, v_swa), lines)
             return KvCost(total, len(attention), layers, heads, k, v, False, _size_note(total),
-                          _finish(meta, lines, state_lines), state)
+                          _finish(meta, lines, state_lines), **state_kw)
         k, v = max(k, k_swa), max(v, v_swa)
         lines.append(f"sliding layers not marked: every layer charged at the wider key {k} + value {v}")
     head_sum = sum(heads)
@@ -128,7 +134,7 @@ def kv_cost(meta: ModelMeta) -> KvCost:
         lines.append(f"KV heads per layer: {_run_lengths(heads)}; key {k} + value {v} per head")
         lines.append(f"{head_sum} heads in all × ({k} + {v}) × {F16_BYTES} B = {total} B per token")
     return KvCost(total, len(attention), layers, heads, k, v, False, _size_note(total),
-                  _finish(meta, lines, state_lines), state)
+                  _finish(meta, lines, state_lines), **state_kw)
 
 
 def kv_bytes(cost: KvCost, ctx: int, *, element_bytes: float = 2.0, parallel: int = 1) -> int:
@@ -161,7 +167,8 @@ def _layers_line(meta: ModelMeta, attention: int, layers: int) -> str:
 
 def _finish(meta: ModelMeta, lines: list[str], state_lines: tuple[str, ...]) -> tuple[str, ...]:
     if meta.sliding_window > 0:
-        lines.append(f"sliding window {meta.sliding_window}: those layers charged as full attention")
+        lines.append(f"sliding window {meta.sliding_window}: per token those layers count as full attention; "
+                     "the engine keeps less of them (its cache lines below)")
     return (*lines, *state_lines)
 
 
@@ -182,29 +189,31 @@ def _per_layer_widths(meta: ModelMeta, attention: list[int], full: tuple[int, in
     return total
 
 
-def _state(meta: ModelMeta) -> tuple[int, tuple[str, ...]]:
-    """Recurrent state bytes per sequence and the lines that derive them."""
+def _state(meta: ModelMeta) -> tuple[int, tuple[str, ...], tuple[int, int]]:
+    """Recurrent state bytes per sequence, the lines that derive them, and one layer's
+    (conv, SSM state) elements."""
     layers = meta.recurrent_layers
     if layers <= 0:
-        return 0, ()
+        return 0, (), (0, 0)
     d = meta.embedding_length
     if meta.wkv_head_size > 0:  # RWKV: n_embd_r = token_shift_count × n_embd, n_embd_s = n_embd × head
         shift, head = meta.token_shift_count, meta.wkv_head_size
-        elements = shift * d + d * head
+        conv, ssm = shift * d, d * head
         how = f"token shift {shift} × {d} + {d} × wkv head {head}"
     else:  # mamba / mamba2 / gated delta net / short conv
         kernel, inner = meta.ssm_conv_kernel, meta.ssm_inner_size
         groups, width = meta.ssm_group_count, meta.ssm_state_size
-        elements = max(kernel - 1, 0) * (inner + 2 * groups * width) + width * inner
+        conv, ssm = max(kernel - 1, 0) * (inner + 2 * groups * width), width * inner
         how = f"conv ({kernel} - 1) × ({inner} + 2 × {groups} × {width}) + state {width} × {inner}"
+    elements = conv + ssm
     if elements <= 0:
-        return 0, (f"{layers} recurrent layers: state sizes not given, not charged",)
+        return 0, (f"{layers} recurrent layers: state sizes not given, not charged",), (0, 0)
     total = layers * elements * STATE_BYTES
     return total, (
         f"recurrent state per layer: {how} = {elements} elements",
         f"{layers} recurrent layers × {elements} × {STATE_BYTES} B = {total} B per sequence"
         " (constant in context length)",
-    )
+    ), (conv, ssm)
 
 
 def _size_note(total: int) -> str:

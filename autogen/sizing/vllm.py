@@ -9,17 +9,20 @@ docs/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm
 in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
 follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
 
-KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `KvReserve(ctx) × 1.10 + 0.25 GiB`, computed in
-integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the footprint then charges the
-rounded pin, uncapped by the budget. `--max-model-len` is not shrunk to make room for the
-10 % + 0.25 GiB margin, which keeps the Go original's numbers (docs/sizing.md#vllm-worked-examples).
+KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `(KvReserve(ctx) + 1 block)
+× 1.10 + 0.25 GiB`, computed in integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the
+footprint then charges the rounded pin, uncapped by the budget. `--max-model-len` is not shrunk
+to make room for the 10 % + 0.25 GiB margin, which keeps the Go original's numbers
+(docs/sizing.md#vllm-worked-examples).
 
-KvReserve(ctx) is the KV of `ctx` tokens plus ONE sequence's recurrent state (SSM / linear
-attention, `KvCost.state_bytes_per_seq`), the Go original's `slope·ctx + const`: vLLM
-refuses to start unless its pool holds one request of `--max-model-len`, and a `MambaSpec`
-layer's share of that request is one state page (`max_memory_usage_bytes`,
-vllm/v1/kv_cache_interface.py). So the state is taken from the room before the window is sized,
-and the footprint and the pin carry it.
+KvReserve(ctx) is what vLLM's start-up check charges one request of `ctx` tokens
+(`vllm_memory.VllmKv.needed`, vLLM's `_max_memory_usage_bytes_from_groups`): full-attention
+and MLA layers at `ctx`, sliding-window layers at their window plus the tokens in flight,
+recurrent layers at their padded state pages; the check keeps one block more back (the null
+block), which the pin adds. vLLM refuses to start unless its pool holds that, so the window is
+the longest whose KvReserve fits the room, and the footprint and the pin carry it. Models whose
+layers vLLM groups in ways not modelled there keep the Go original's `slope·ctx + const`: every
+layer at `ctx` plus one sequence's recurrent state (`KvCost.state_bytes_per_seq`).
 
 Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices every number
 is one rank's, against the smallest card: weights / TP, the KV one rank holds
@@ -48,6 +51,7 @@ from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
+from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, vllm_kv
 from autogen.versions import format_version
 
 # Constants of the Go original (docs/sizing.md#vllm-constants).
@@ -127,8 +131,12 @@ class VllmSizing:
     gpu_util: float = 0.0
     util_flag: str = ""
     extra: ExtraArgs = field(factory=ExtraArgs)
-    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin).
+    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin):
+    #: vLLM's state pages where `layout` is known.
     state_bytes: int = 0
+    #: One GPU's KV-cache layers as vLLM groups them (`vllm_memory`); None = every layer charged
+    #: at the full context.
+    layout: VllmKv | None = None
 
 
 def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
@@ -165,15 +173,17 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     of_card = "" if card is None else f"{card:.1f}GB card" if not ctx.devices else (
         f"{card:.1f}GB card {ctx.devices[0].index}" if ranks == 1 else f"the smallest {card:.1f}GB card of {ranks}")
     per_token = per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks)
-    state = per_gpu_state_bytes(ctx.kv, ranks) if per_token is not None else 0
+    in_flight = CONCURRENT_BATCHES * (extra.max_num_batched_tokens or default_batched_tokens(card))
+    layout = vllm_kv(ctx.kv, ctx.meta, ranks, in_flight) if per_token else None
+    state = _state_bytes(layout, ctx.kv, per_token, ranks)
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     share, rank_weights = budget / ranks, weights / ranks
 
     pin_note = _why_no_pin(bool(util_pin), extra, length_pin, per_token, version)
 
     def kv_gib(tokens: int) -> float:
-        """What one GPU charges for the KV of `tokens` and one sequence's state: the pin, else the raw cache."""
-        kv = (per_token or 0) * tokens + state
+        """What one GPU charges for the KV of `tokens`: the pin, else the pool vLLM's check asks."""
+        kv = _check_bytes(layout, per_token, state, tokens)
         return gib(pin_bytes(kv) if not pin_note else kv)
 
     # the physical limit: vLLM cannot start past its utilization of the smallest card; a reading
@@ -197,19 +207,17 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
             # KV room under the limit, less the pin's margin and its whole-MiB rounding, and the state
             room = limit - rank_weights - OVERHEAD_GIB
             room = (room - gib(PIN_PAD_BYTES + MIB)) * 10 / PIN_FACTOR_TENTHS if not pin_note else room
-            fits = (rounded_ctx((room * GIB - state) // per_token), f"{limit:.1f}GB of {of_card}")
+            fits = (rounded_ctx(_longest(layout, per_token, state, room, pool=True)), f"{limit:.1f}GB of {of_card}")
         max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
-                                           " per GPU" if ranks > 1 else "", state)
+                                           " per GPU" if ranks > 1 else "", state, layout)
         if length_pin == AUTO:
             ctx_note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({ctx_note})"
-    kv_gpu = per_token * max_len + state if per_token is not None else None
+    kv_gpu = _reserve(layout, per_token, state, max_len)
     kv_reserve = gib(kv_gpu) if kv_gpu is not None else None
 
-    pin = pin_bytes(kv_gpu) if not pin_note and kv_gpu is not None else None
+    pin = pin_bytes(_check_bytes(layout, per_token, state, max_len)) if not pin_note and kv_gpu is not None else None
     if pin is not None:
-        what = (f"KV {kv_reserve:.2f}GB" if not state else
-                f"(KV {gib(kv_gpu - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
-        pin_note = f"{what}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
+        pin_note = f"{_pin_what(layout, kv_gpu, state)}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
 
     # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a pin,
     # since that is what the process holds)
@@ -218,7 +226,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     elif kv_reserve is None:
         footprint = share
     else:
-        footprint = min(share, rank_weights + kv_reserve + OVERHEAD_GIB)
+        footprint = min(share, rank_weights + gib(_check_bytes(layout, per_token, state, max_len)) + OVERHEAD_GIB)
 
     # --gpu-memory-utilization and the estimate (docs/sizing.md#vllm-footprint-and-utilization)
     if util_pin:
@@ -240,7 +248,51 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
                       util_note=util_note, kv_pin_bytes=pin, pin_note=pin_note, est_vram_gb=est,
                       kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
-                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state)
+                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state, layout=layout)
+
+
+def _state_bytes(layout: VllmKv | None, kv: KvCost | None, per_token: int | None, ranks: int) -> int:
+    """The recurrent state one GPU charges: vLLM's state pages where the layout is known, else one
+    sequence's state."""
+    if layout is not None:
+        return layout.state_bytes()
+    return per_gpu_state_bytes(kv, ranks) if per_token is not None else 0
+
+
+def _check_bytes(layout: VllmKv | None, per_token: int | None, state: int, tokens: int) -> int:
+    """The pool vLLM's start-up check asks of one GPU at `tokens` (`vllm_memory`); without a grouped
+    layout, every layer at the full context plus one sequence's state."""
+    if layout is not None:
+        return layout.check_bytes(tokens)
+    return (per_token or 0) * tokens + state
+
+
+def _longest(layout: VllmKv | None, per_token: int, state: int, room_gib: float, *, pool: bool) -> int:
+    """The longest window (before rounding) whose KV fits `room_gib`: as vLLM's check counts a
+    `pool` (with its null block), else one request's reservation out of the budget."""
+    if layout is not None:
+        return layout.longest(int(room_gib * GIB), 1 << 30, null_block=pool)
+    return int((room_gib * GIB - state) // per_token)
+
+
+def _reserve(layout: VllmKv | None, per_token: int | None, state: int, tokens: int) -> int | None:
+    """One request's KV on one GPU (`_max_memory_usage_bytes_from_groups`); None = no cost model."""
+    if layout is not None:
+        return layout.needed(tokens)
+    return per_token * tokens + state if per_token is not None else None
+
+
+def _pin_what(layout: VllmKv | None, kv: int, state: int) -> str:
+    """What the pin's margin multiplies, for its note."""
+    if layout is None:
+        return (f"KV {gib(kv):.2f}GB" if not state else
+                f"(KV {gib(kv - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
+    what = f"KV {gib(kv - state):.2f}GB"
+    if layout.sliding:
+        what += f" ({layout.sliding} sliding-window layers at window {layout.window} + {layout.in_flight} in flight)"
+    if state:
+        what += f" + recurrent state pages {gib(state):.2f}GB"
+    return f"({what} + 1 block)"
 
 
 def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
@@ -262,7 +314,7 @@ def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per
 
 
 def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
-                   per_gpu: str, state: int) -> tuple[int, str]:
+                   per_gpu: str, state: int, layout: VllmKv | None) -> tuple[int, str]:
     """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
     sequence's recurrent state (docs/sizing.md#--max-model-len, the Go original's `MaxCtxForBudget`), cut to
     `fits` = (tokens, what) the card holds on devices, then to the trained window."""
@@ -273,7 +325,7 @@ def _budget_window(avail: float, per_token: int | None, trained: int, fits: tupl
     elif per_token == 0:
         max_len, note = trained or FALLBACK_CTX, "no per-token KV cache"
     else:
-        max_len = rounded_ctx((avail * GIB - state) // per_token)
+        max_len = rounded_ctx(_longest(layout, per_token, state, avail, pool=False))
         note = f"sized to {avail:.1f}GB free of budget{per_gpu}" + (
             f", less {gib(state):.2f}GB recurrent state" if state else "")
         if fits is not None and fits[0] < max_len:

@@ -1,7 +1,8 @@
 """What the override's `extra_args` decide for vLLM, read as vLLM's own argparse reads them.
 
 A `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
-value, and extra_args come last on the command line), and a memory, tool-parser or
+value, and extra_args come last on the command line), a `--max-num-batched-tokens` sets how many
+tokens a sliding window holds in flight (`sizing.vllm_memory`), and a memory, tool-parser or
 chat-template flag there replaces ours. Kept apart from the emitter because `devices`
 reads the tensor-parallel pin too, before any emitter runs.
 """
@@ -32,6 +33,7 @@ _OPTIONS = {
     "--chat-template": "--chat-template",
     "--max-model-len": "--max-m",
     "--tensor-parallel-size": "--te",
+    "--max-num-batched-tokens": "--max-num-b",
 }
 _MEMORY = ("--kv-cache-memory-bytes", "--gpu-memory-utilization", "--device-memory-utilization")
 #: vLLM's only short spelling among them (exact, or `-tp=N`).
@@ -52,6 +54,8 @@ class ExtraArgs:
 
     #: Tokens, or AUTO; None = not given.
     max_model_len: int | None = None
+    #: `--max-num-batched-tokens` (how far a sliding window's in-flight tokens reach); None = vLLM's default.
+    max_num_batched_tokens: int | None = None
     tensor_parallel: int | None = None
     sets_memory: bool = False
     sets_parser: bool = False
@@ -87,7 +91,7 @@ def read_extra_args(extra_args: Sequence[str]) -> ExtraArgs:
                            if full.startswith(name) and len(name) >= len(least)), None)
         if option is not None:
             given[option] = value if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else None)
-    length = tp = None
+    length = tp = batched = None
     if "--max-model-len" in given:
         text = given["--max-model-len"] or ""
         length = _or_zero(parse_max_model_len, text)
@@ -99,7 +103,12 @@ def read_extra_args(extra_args: Sequence[str]) -> ExtraArgs:
         tp = _or_zero(int, text)  # vLLM's argparse type
         if tp < 1:
             raise ModelError(f"extra_args --tensor-parallel-size {text!r} is not a GPU count")
-    return ExtraArgs(max_model_len=length, tensor_parallel=tp,
+    if "--max-num-batched-tokens" in given:
+        text = given["--max-num-batched-tokens"] or ""
+        batched = _or_zero(parse_max_model_len, text)  # vLLM reads it as human_readable_int
+        if batched < 1:
+            raise ModelError(f"extra_args --max-num-batched-tokens {text!r} is not a token count")
+    return ExtraArgs(max_model_len=length, tensor_parallel=tp, max_num_batched_tokens=batched,
                      sets_memory=any(flag in given for flag in _MEMORY),
                      sets_parser="--tool-call-parser" in given, sets_template="--chat-template" in given)
 
