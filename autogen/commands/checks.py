@@ -12,10 +12,13 @@ import os
 import re
 import sys
 
+import attrs
+
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.walk import Discovery
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
+from autogen.router.passthrough import plain_text_keys
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
@@ -117,4 +120,15 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
         exe = row.path.strip()
         if os.path.isabs(exe) and not os.path.exists(exe):
             problems.append(f"backend {row.id!r}: {exe} does not exist; llama-swap cannot start the models it serves")
+    return problems + llama_swap_warnings(settings)
+
+
+def llama_swap_warnings(settings: Settings) -> list[str]:
+    """Secrets written as text, and `health_check_timeout` where a fragment does not write it."""
+    where = os.path.basename(settings.source) or "settings"
+    problems = [f"{where}: {p}" for p in plain_text_keys(settings)]
+    default = attrs.fields(Settings).health_check_timeout.default
+    if settings.output_mode == "fragment" and settings.health_check_timeout != default:
+        problems.append(f"{where}: health_check_timeout is not written in output_mode: fragment; set "
+                        "healthCheckTimeout in the main llama-swap file (or in `llama_swap:`)")
     return problems

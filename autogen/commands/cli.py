@@ -24,6 +24,8 @@ COMMANDS = """commands:
   list [--json]            one line per model
   show ID [--json]         one model's plan and why
   validate [FILE ...]      check any llama-swap config (default: the settings' output)
+  validate [FILE] --config-dir DIR
+                           check FILE and DIR's files merged as llama-swap -config-dir merges them
   backends detect [--dry-run] [--json]
                            find installed engines and write backends_file
 """
@@ -67,6 +69,27 @@ def _only_json_option(parser: argparse.ArgumentParser, command: str, args: list[
             parser.error(f"{command}: unknown option {arg}{hint}")
 
 
+def _config_dir_option(parser: argparse.ArgumentParser, args: list[str]) -> tuple[list[str], str | None]:
+    """`validate`'s files and its `--config-dir DIR` (llama-swap's flag: the files of DIR merged
+    after the one main FILE)."""
+    files, folder, i = [], None, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--config-dir" or arg.startswith("--config-dir="):
+            folder = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if "=" in arg else 2
+            if not folder:
+                parser.error("validate: --config-dir needs a folder")
+            continue
+        if arg.startswith("-"):
+            parser.error(f"validate: unknown option {arg} (the one option is --config-dir DIR)")
+        files.append(arg)
+        i += 1
+    if folder is not None and len(files) > 1:
+        parser.error("validate: with --config-dir, give at most one main FILE (llama-swap's -config)")
+    return files, folder
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -77,7 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             # lazy: generating never loads the validator's YAML reader up front
             from autogen.router.validate import main_validate  # noqa: PLC0415
 
-            files = rest[1:]
+            files, folder = _config_dir_option(parser, rest[1:])
+            if folder is not None:
+                from autogen.router.merge import main_validate_merged  # noqa: PLC0415 - lazy, as above
+
+                return main_validate_merged(files[0] if files else None, folder)
             if not files:
                 files = [load_settings(opts.settings).output]
             return main_validate(files)

@@ -45,7 +45,8 @@ from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_ch
 from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
 from autogen.resolve.roles import Role
-from autogen.router.assemble import Fragment, assemble, write_config
+from autogen.router.assemble import Fragment, assemble, passthrough_hint, write_config
+from autogen.router.passthrough import settings_problems
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Settings
 
@@ -156,7 +157,8 @@ class TaskGraph:
         summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
                    "entries": [e.id for e in plan.entries],
-                   "skips": [[s.id, s.reason] for s in plan.skips]}
+                   "skips": [[s.id, s.reason] for s in plan.skips],
+                   "conflicts": list(plan.conflicts)}
         for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
             write_if_changed(path, text.encode("utf-8"))
         fragment = Fragment.from_plan(plan, summary)
@@ -167,6 +169,11 @@ class TaskGraph:
 
     def assemble(self) -> dict[str, str] | TaskFailed:
         fragments = [self._load_fragment(job) for job in self.library.jobs]
+        conflicts = sorted({c for f in fragments for c in f.summary.get("conflicts") or ()})
+        if conflicts:  # an override's llama-swap key that an engine's entry sets too
+            from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+            return TaskFailed(f"{settings_error(self.library.settings.source, conflicts)}\nNothing was written.")
         text = assemble(self.library.settings, fragments,
                         warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
         digest_ = xxhash.xxh3_128_hexdigest(text.encode())
@@ -176,7 +183,7 @@ class TaskGraph:
                          json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served}).encode(),
                          durable=False)
         try:
-            written = write_config(self.library.settings.output, text)
+            written = write_config(self.library.settings.output, text, passthrough_hint(self.library.settings))
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
@@ -254,7 +261,8 @@ class TaskGraph:
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
         settings = self.library.settings
         router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
-                           settings.source, settings.output, self._routing_inputs()))
+                           settings.source, settings.output, self._routing_inputs(),
+                           settings.output_mode, settings.llama_swap))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],
@@ -301,6 +309,7 @@ def load(settings_path: str | None = None, *, lock: bool = True, notify=None) ->
         path = find_settings(settings_path)
         ensure_for_settings(path, Path(__file__).resolve().parents[2])
         settings = load_settings(path)
+        check_llama_swap_keys(settings)
         held = _acquire(settings, notify) if lock else None
         return TaskGraph(Library.load(settings), held, sigterm)
     except BaseException:
@@ -310,6 +319,16 @@ def load(settings_path: str | None = None, *, lock: bool = True, notify=None) ->
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
         raise
+
+
+def check_llama_swap_keys(settings: Settings) -> None:
+    """The settings' `llama_swap:` keys as llama-swap's schema reads them (`router.passthrough`);
+    a mistake is a settings error at its line, before anything runs."""
+    problems = settings_problems(settings)
+    if problems:
+        from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+        raise settings_error(settings.source, problems)
 
 
 def _acquire(settings: Settings, notify):

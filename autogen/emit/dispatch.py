@@ -19,6 +19,7 @@ from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Plan
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
+from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.errors import ModelError
 from autogen.fsutil import file_size
@@ -174,7 +175,7 @@ def global_inputs(settings: Settings) -> str:
     shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
                           overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
                           card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False,
-                          routing=None)
+                          routing=None, llama_swap={}, output_mode="full")
     return f"{GENERATOR_VERSION}|{shared!r}"
 
 
@@ -270,9 +271,18 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":
             plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
-        return plan
+        return _with_llama_swap_keys(job, settings, plan)
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
+
+
+def _with_llama_swap_keys(job: Job, settings: Settings, plan: Plan) -> Plan:
+    """The entries' proxy and concurrency limit, and the override's own `llama_swap:` keys."""
+    override = job.override
+    if override is None or not override.llama_swap:
+        return finish_plan(plan, job.engine)
+    where = f"overrides[{settings.overrides.index(override)}].llama_swap"
+    return finish_plan(plan, job.engine, override.llama_swap, where)
 
 
 def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:

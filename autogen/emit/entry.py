@@ -7,7 +7,9 @@ assembled file. Keys mirror llama-swap's model object (only upstream keys).
 
 from __future__ import annotations
 
-from attrs import frozen
+from typing import Any
+
+from attrs import field, frozen
 
 #: A metadata value llama-swap passes through to /v1/models.
 MetaValue = str | int | float | bool
@@ -52,6 +54,14 @@ class Entry:
     #: Bytes swapgen expects the engine to allocate, by llama.cpp's parts ("model", "context" =
     #: KV + recurrent state, "compute"), for `swapgen show` beside the engine's own estimate.
     memory: tuple[tuple[str, int], ...] = ()
+    #: `proxy`: where llama-swap reaches the engine (`emit.llama_swap_keys.bind_proxy`); None =
+    #: llama-swap's default.
+    proxy: str | None = None
+    #: `concurrencyLimit`: the engine's slots where the command sets them, or the user's value.
+    concurrency_limit: int | None = None
+    #: The override's other `llama_swap:` keys, in the user's order, as plain YAML data
+    #: (`metadata` holds only the user's additions to ours).
+    llama_swap: tuple[tuple[str, Any], ...] = field(default=(), hash=False)
 
 
 @frozen
@@ -74,6 +84,9 @@ class Plan:
     #: Side files the model task writes with the fragment: (absolute path, text). Example:
     #: audio.cpp's server JSON, which its `cmd` names with `--config` (no `--model` flag).
     files: tuple[tuple[str, str], ...] = ()
+    #: Settings problems found while planning (`place: message`, e.g. an override's
+    #: `llama_swap.metadata` key that swapgen writes too): the run stops on them.
+    conflicts: tuple[str, ...] = ()
 
     @classmethod
     def skip(cls, model_id: str, reason: str) -> Plan:

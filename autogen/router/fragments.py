@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from typing import Any
 
 from autogen.cmdline import render_cmd
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.numfmt import format_g
+from autogen.router.yamllines import plain_scalar
 
 INDENT = "  "
 
@@ -60,6 +63,55 @@ def _capabilities(cap: Capabilities) -> list[str]:
     return lines
 
 
+# --- plain YAML data as the user wrote it (`llama_swap:` blocks) ------------------------------
+
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+def yaml_key(key: str) -> str:
+    """A mapping key: bare when yaml.v3 reads it back as the same string, else JSON-quoted."""
+    return key if _BARE_KEY.fullmatch(key) and plain_scalar(key) == key else quote(key)
+
+
+def _data_scalar(value: Any) -> str:
+    return "null" if value is None else scalar(value)
+
+
+def render_data(key: str, value: Any, indent: str) -> list[str]:
+    """`key: value` in block style at `indent`: mappings and lists nest, every string is
+    JSON-quoted (so `${env.X}` stays inside one double-quoted scalar and YAML 1.1/1.2 words
+    keep their type), empty containers are `{}` / `[]`."""
+    head = f"{indent}{yaml_key(key)}:"
+    if isinstance(value, dict):
+        if not value:
+            return [f"{head} {{}}"]
+        lines = [head]
+        for k, v in value.items():
+            lines += render_data(k, v, indent + INDENT)
+        return lines
+    if isinstance(value, list):
+        if not value:
+            return [f"{head} []"]
+        lines = [head]
+        for item in value:
+            lines += _render_item(item, indent + INDENT)
+        return lines
+    return [f"{head} {_data_scalar(value)}"]
+
+
+def _render_item(item: Any, indent: str) -> list[str]:
+    """One list item: `- scalar`, or a nested container under `- ` (flow-free, like the rest)."""
+    if isinstance(item, dict) and item:
+        inner = [line for k, v in item.items() for line in render_data(k, v, indent + INDENT)]
+        return [f"{indent}- {inner[0].lstrip()}", *inner[1:]]
+    if isinstance(item, list) and item:
+        inner = [line for sub in item for line in _render_item(sub, indent + INDENT)]
+        return [f"{indent}- {inner[0].lstrip()}", *inner[1:]]
+    if isinstance(item, (dict, list)):
+        return [f"{indent}- {'{}' if isinstance(item, dict) else '[]'}"]
+    return [f"{indent}- {_data_scalar(item)}"]
+
+
 def render_entry(entry: Entry) -> str:
     """The YAML lines of one `models.<id>` block, indented for the `models:` map."""
     out = [f"{INDENT}# {comment_text(line)}" for line in entry.comment]
@@ -67,6 +119,8 @@ def render_entry(entry: Entry) -> str:
     body = INDENT * 2
     out.append(f"{body}cmd: |")
     out.extend(f"{body}{INDENT}{line}" for line in render_cmd(entry.argv).splitlines())
+    if entry.proxy is not None:
+        out.append(f"{body}proxy: {quote(entry.proxy)}")
     if entry.env:
         out.append(f"{body}env:")
         out.extend(f"{body}{INDENT}- {quote(e)}" for e in entry.env)
@@ -80,9 +134,17 @@ def render_entry(entry: Entry) -> str:
         out.append(f"{body}unlisted: true")
     if entry.aliases:
         out.append(f"{body}aliases: {_flow_list(entry.aliases)}")
-    if entry.metadata:
+    if entry.concurrency_limit is not None:
+        out.append(f"{body}concurrencyLimit: {entry.concurrency_limit}")
+    user = dict(entry.llama_swap)
+    for key, value in entry.llama_swap:
+        if key != "metadata":
+            out.extend(render_data(key, value, body))
+    if entry.metadata or user.get("metadata"):
         out.append(f"{body}metadata:")
         out.extend(f"{body}{INDENT}{key}: {scalar(value)}" for key, value in entry.metadata)
+        for key, value in (user.get("metadata") or {}).items():
+            out.extend(render_data(key, value, body + INDENT))
     if entry.capabilities is not None:
         cap_lines = _capabilities(entry.capabilities)
         if cap_lines:

@@ -13,7 +13,6 @@ import os
 import re
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from attrs import frozen
 
@@ -227,14 +226,62 @@ def _check_models(models: LineMap, report: _Report) -> dict[str, str]:
 
 
 def _parses_as_url(text: str) -> bool:
-    """Roughly Go's url.Parse: no control characters or spaces, a numeric port."""
-    if any(ch <= " " or ch == "\x7f" for ch in text):
-        return False
-    try:
-        _ = urlsplit(text).port  # raises on a port that is not a number
-    except ValueError:
-        return False
-    return True
+    return go_url_problem(text) is None
+
+
+#: Characters Go's url.Parse accepts in a host besides letters and digits (`shouldEscape`,
+#: encodeHost mode) and `%` escapes.
+_HOST_CHARS = frozenset("-._~!$&'()*+,;=:[]<>\"")
+
+
+def go_url_problem(text: str) -> str | None:
+    """Why Go's `net/url.Parse` refuses `text` (None: it parses): control characters, a missing
+    scheme before `:`, a colon in a scheme-less first segment, a bad `%` escape, a host with
+    characters a host cannot have, a non-numeric port."""
+    if any(ch < " " or ch == "\x7f" for ch in text):
+        return "invalid control character in URL"
+    rest, scheme = text.partition("#")[0], ""
+    for i, ch in enumerate(rest):  # getScheme
+        if ch.isascii() and ch.isalpha():
+            continue
+        if ch.isascii() and (ch.isdigit() or ch in "+-."):
+            if i == 0:
+                break
+            continue
+        if ch == ":":
+            if i == 0:
+                return "missing protocol scheme"
+            scheme, rest = rest[:i], rest[i + 1:]
+        break
+    if "%" in text and re.search(r"%(?![0-9A-Fa-f]{2})", text):
+        return "invalid URL escape"
+    rest = rest.partition("?")[0]
+    if not scheme and not rest.startswith("/") and ":" in rest.partition("/")[0]:
+        return "first path segment in URL cannot contain colon"
+    if not rest.startswith("//") or (not scheme and rest.startswith("///")):
+        return None
+    return _go_host_problem(rest[2:].partition("/")[0].rpartition("@")[2])
+
+
+def _go_host_problem(host: str) -> str | None:
+    """url.Parse's `parseHost`: a bracketed IPv6 literal, else host characters; a numeric port."""
+    if host.startswith("["):
+        end = host.find("]")
+        if end < 0:
+            return "missing ']' in host"
+        port = host[end + 1:]
+        if port and not port.startswith(":"):
+            return f"invalid port {port!r} after host"
+    else:
+        colon = host.rfind(":")
+        port = host[colon:] if colon >= 0 else ""
+        bad = [ch for ch in host[: colon if colon >= 0 else len(host)]
+               if not (ch.isalnum() or ch in _HOST_CHARS or ch == "%" or ord(ch) > 0x7f)]
+        if bad:
+            return f"invalid character {bad[0]!r} in host name"
+    if port and not port[1:].isdigit() and port != ":":
+        return f"invalid port {port!r} after host"
+    return None
 
 
 def _check_groups(groups, path: str, models, report: _Report) -> None:
@@ -350,9 +397,188 @@ def _check_references(doc: LineMap, report: _Report) -> None:
     for i, key in enumerate(keys):
         if isinstance(key, str) and " " in key:
             report.add(keys.lines[i], f"apiKeys[{i}]: api key cannot contain spaces")
+    check_peers(doc, models, owner, report)
+    check_selectors(doc, models, owner, report)
+    check_profiles(doc, models, owner, report)
     every = _at(doc, "performance").get("every")
     if isinstance(every, str) and re.search(DURATION, every) and _duration_seconds(every) < 5:
         report.add(doc["performance"].lines["every"], f"performance.every: must be at least 5s (got {every})")
+
+
+# --- peers, selectors and profiles (peer.go, selectors.go, load.go: validateProfiles) ------
+
+
+def _peer_models(peers) -> list[tuple[str, str]]:
+    """(peer id, model id) of every peer model, each listed once per peer (ResolvePeerModel
+    skips a peer's duplicate entries)."""
+    pairs = []
+    for peer_id in sorted(peers):
+        seen = set()
+        listed = peers[peer_id].get("models") if isinstance(peers[peer_id], dict) else None
+        for model_id in listed if isinstance(listed, list) else ():
+            if isinstance(model_id, str) and model_id not in seen:
+                seen.add(model_id)
+                pairs.append((peer_id, model_id))
+    return pairs
+
+
+def resolve_peer_model(name: str, peers) -> tuple[str, str] | None:
+    """`Config.ResolvePeerModel`: an exact `<peer>/<model>` name, else a model id exactly one
+    peer lists; an ambiguous name resolves to nothing."""
+    pairs = _peer_models(peers)
+    for matches in ([p for p in pairs if f"{p[0]}/{p[1]}" == name], [p for p in pairs if p[1] == name]):
+        if matches:
+            return matches[0] if len(set(matches)) == 1 else None
+    return None
+
+
+def resolve_base_model(name: str, models, aliases: dict[str, str], peers) -> str | None:
+    """`Config.ResolveBaseModel`: a local model id or alias (the model it names), else a peer
+    model (the name as given)."""
+    if name in models:
+        return name
+    if name in aliases:
+        return aliases[name]
+    return name if resolve_peer_model(name, peers) is not None else None
+
+
+def check_peers(doc: LineMap, models, aliases: dict[str, str], report: _Report) -> None:
+    """peer.go: `proxy` set and a URL, `models` not empty (UnmarshalYAML), and every
+    `<peer>/<model>` name unambiguous and reserved (ValidatePeerNamespace)."""
+    peers = _at(doc, "peers")
+    for peer_id, peer in peers.items():
+        if not isinstance(peer, dict):
+            continue
+        at, where = peers.lines[peer_id], f"peers.{peer_id}"
+        proxy = peer.get("proxy")
+        if proxy == "" or ("proxy" in peer and proxy is None):
+            report.add(peer.lines.get("proxy", at), f"{where}.proxy: proxy is required")
+        elif isinstance(proxy, str) and "${" not in proxy and (why := go_url_problem(proxy)):
+            report.add(peer.lines["proxy"], f"{where}.proxy: invalid peer proxy URL ({proxy}): {why}")
+        listed = peer.get("models")
+        if "models" in peer and (listed is None or listed == []):
+            report.add(peer.lines["models"], f"{where}.models: peer models can not be empty")
+    owners: dict[str, tuple[str, str]] = {}
+    for peer_id, model_id in _peer_models(peers):
+        fqn = f"{peer_id}/{model_id}"
+        if fqn in owners:
+            first = owners[fqn]
+            why = f"is ambiguous between peers.{first[0]} model {first[1]!r} and peers.{peer_id} model {model_id!r}"
+            report.add(peers.lines[peer_id], f"peers.{peer_id}: peer model name {fqn!r} {why}")
+            continue
+        owners[fqn] = (peer_id, model_id)
+        at = peers.lines[peer_id]
+        if fqn in models:
+            why = f"model ID {fqn!r} conflicts with fully qualified peer model name"
+            report.add(models.lines[fqn], f"models.{fqn}: {why}")
+        elif fqn in aliases:
+            why = f"alias {fqn!r} of model {aliases[fqn]!r} conflicts with fully qualified peer model name"
+            report.add(at, f"peers.{peer_id}: {why}")
+        if fqn in _at(doc, "selectors"):
+            report.add(at, f"peers.{peer_id}: selector ID {fqn!r} conflicts with fully qualified peer model name")
+        for profile_id, profile in _at(doc, "profiles").items():
+            if fqn in _at(profile, "pins"):
+                why = f"profile {profile_id} pin {fqn!r} conflicts with fully qualified peer model name"
+                report.add(at, f"peers.{peer_id}: {why}")
+
+
+def _group_of(doc: LineMap, models) -> dict[str, tuple[str, bool]]:
+    """Model id → (group, swap) as the group router sees it, the implicit `(default)` group
+    (swap: true) included (AddDefaultGroupToConfig)."""
+    groups = _at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups")
+    found: dict[str, tuple[str, bool]] = {}
+    for group_id, group in groups.items():
+        swap = group.get("swap", True) if isinstance(group, dict) else True
+        for member in _at(group, "members", kind=list):
+            if isinstance(member, str):
+                found[member] = (group_id, swap is not False)
+    return {m: found.get(m, ("(default)", True)) for m in models} | found
+
+
+def _spillover_coexist(doc: LineMap, where: str, local: list[str], models, line, report: _Report) -> None:
+    """validateSpilloverCoexistence for the group router: every local target in one group with
+    swap: false (a matrix router's sets are checked with the matrix rules)."""
+    if len(local) < 2 or _at(doc, "routing", "router").get("use") == "matrix" or doc.get("matrix") is not None:
+        return
+    group_of = _group_of(doc, models)
+    group, swap = group_of.get(local[0], ("", True))
+    if not group:
+        report.add(line, f"{where} target {local[0]!r} is not in a routing group")
+    elif swap:
+        report.add(line, f"{where} spillover targets must share a group with swap: false (group {group!r} swaps)")
+    elif any(group_of.get(t, ("", True))[0] != group for t in local[1:]):
+        report.add(line, f"{where} spillover targets must share one routing group")
+
+
+def check_selectors(doc: LineMap, models, aliases: dict[str, str], report: _Report) -> None:
+    """selectors.go validateSelectors: a name that is no model id or alias, a known strategy,
+    targets that resolve (locally for `warm`), no chaining, spillover targets distinct and
+    able to run side by side."""
+    selectors, peers = _at(doc, "selectors"), _at(doc, "peers")
+    for selector_id, selector in selectors.items():
+        at, where = selectors.lines[selector_id], f"selectors.{selector_id}"
+        if not selector_id.strip():
+            report.add(at, "selectors: selector names cannot be empty")
+            continue
+        if selector_id in models:
+            report.add(at, f"{where}: name conflicts with model ID {selector_id!r}")
+        elif selector_id in aliases:
+            report.add(at, f"{where}: name conflicts with model alias {selector_id!r}")
+        if not isinstance(selector, dict):
+            continue
+        strategy = selector.get("strategy")
+        targets = _at(selector, "targets", kind=list)
+        # a missing strategy or target list is the schema's `required` / `minItems` (`check`)
+        resolved, local = [], []
+        for i, target in enumerate(targets):
+            line = targets.lines[i]
+            if not isinstance(target, str):
+                continue
+            if target in selectors:
+                why = f"references selector {target!r}; selector chaining is not supported"
+                report.add(line, f"{where}.targets[{i}] {why}")
+                continue
+            base = resolve_base_model(target, models, aliases, peers)
+            if base is None:
+                report.add(line, f"{where}.targets[{i}] references unknown model {target!r} "
+                                 "(not a model id, alias or peer model of this config)")
+                continue
+            is_local = target in models or target in aliases
+            if strategy == "warm" and not is_local:
+                report.add(line, f'{where}.targets[{i}] must resolve to a local model for strategy "warm"')
+            if strategy == "spillover":
+                peer = None if is_local else resolve_peer_model(target, peers)
+                name = base if peer is None else f"{peer[0]}/{peer[1]}"
+                if name in resolved:
+                    report.add(line, f"{where}.targets contains duplicate resolved model {name!r}")
+                resolved.append(name)
+                if is_local:
+                    local.append(base)
+        if strategy == "spillover":
+            _spillover_coexist(doc, where, local, models, at, report)
+
+
+def check_profiles(doc: LineMap, models, aliases: dict[str, str], report: _Report) -> None:
+    """load.go validateProfiles: names and pin names not blank, every non-empty pin target a
+    model, alias, peer model or selector."""
+    profiles, peers, selectors = _at(doc, "profiles"), _at(doc, "peers"), _at(doc, "selectors")
+    for profile_id, profile in profiles.items():
+        at = profiles.lines[profile_id]
+        if not profile_id.strip():
+            report.add(at, "profiles: profile names cannot be empty")
+            continue
+        if isinstance(profile, list):
+            why = "profile must be a mapping with description and pins; the legacy list syntax is no longer supported"
+            report.add(at, f"profiles.{profile_id}: {why}")
+            continue
+        pins = _at(profile, "pins")
+        for pin, target in pins.items():
+            line = pins.lines[pin]
+            if not pin.strip():
+                report.add(line, f"profiles.{profile_id}.pins: pin names cannot be empty")
+            elif isinstance(target, str) and target and target not in selectors \
+                    and resolve_base_model(target, models, aliases, peers) is None:
+                report.add(line, f"profiles.{profile_id}.pins.{pin} references unknown model {target!r}")
 
 
 # --- entry points ------------------------------------------------------------------------
@@ -394,28 +620,41 @@ def _env_substituted(text: str, report: _Report) -> str:
     return text
 
 
-def _validate(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
-    report = _Report(source)
+def parse_document(text: str, report) -> LineMap | bool | None:
+    """One file as llama-swap reads it before merging: `${env.X}` substituted, then YAML. The
+    document (a LineMap or another value), None for an empty file, False when it does not parse.
+    `report` is anything with `source` and `add(line, message, severity=ERROR)`."""
     if "${env." in text:
         text = _env_substituted(text, report)
     root = compose(text, report.add)
-    doc = None
-    if root is None:  # an empty file
+    if root is None or root is False:
+        return root
+    try:
+        return Converter(report.add).value(root)
+    except TooBig:
+        report.add(None, "YAML aliases expand to too many values")
+    except RecursionError:
+        report.add(None, "YAML nests too deeply (or an alias refers to itself)")
+    return False
+
+
+def check_document(doc: LineMap, report) -> None:
+    """The loader's pipeline on a parsed (or merged) document: macros, schema, references."""
+    _resolve_macros(doc, report)
+    check(doc, TOP_SPEC, "", 1, report.add)
+    _check_references(doc, report)
+
+
+def _validate(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
+    report = _Report(source)
+    doc = parse_document(text, report)
+    if doc is None:  # an empty file
         doc = LineMap()
-    elif root is not False:
-        try:
-            doc = Converter(report.add).value(root)
-        except TooBig:
-            report.add(None, "YAML aliases expand to too many values")
-        except RecursionError:
-            report.add(None, "YAML nests too deeply (or an alias refers to itself)")
     if isinstance(doc, LineMap):
-        _resolve_macros(doc, report)
-        check(doc, TOP_SPEC, "", 1, report.add)
-        _check_references(doc, report)
-    elif doc is not None:
+        check_document(doc, report)
+    elif doc is not False:
         report.add(1, f"the top level must be a mapping, got {show(doc)}")
-        doc = None
+    doc = doc if isinstance(doc, LineMap) else None
     return sorted(report.problems, key=lambda p: p.line or 0), doc
 
 
@@ -441,6 +680,19 @@ def validate_file(path: str) -> list[Problem]:
     return [problem] if problem else validate_text(text, path)
 
 
+def summary_counts(doc: LineMap) -> str:
+    """`3 models, 1 group` (or `…, a matrix of 4 sets`) of a valid config."""
+    n = len(_at(doc, "models"))
+    matrix = _effective_matrix(doc)
+    if matrix is not None:
+        k = len(_at(matrix[1], "sets"))
+        routing = f"a matrix of {k} set{'s' * (k != 1)}"
+    else:
+        g = len(_at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups"))
+        routing = f"{g} group{'s' * (g != 1)}"
+    return f"{n} model{'s' * (n != 1)}, {routing}"
+
+
 def main_validate(paths: list[str]) -> int:
     """`swapgen validate [FILE…]`: one line per problem and exit 1, else a summary, exit 0."""
     failed = False
@@ -452,14 +704,6 @@ def main_validate(paths: list[str]) -> int:
         if any(p.fatal for p in problems) or doc is None:
             failed = True
             continue
-        n = len(_at(doc, "models"))
-        matrix = _effective_matrix(doc)
-        if matrix is not None:
-            k = len(_at(matrix[1], "sets"))
-            routing = f"a matrix of {k} set{'s' * (k != 1)}"
-        else:
-            g = len(_at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups"))
-            routing = f"{g} group{'s' * (g != 1)}"
-        print(f"{path}: valid llama-swap config ({n} model{'s' * (n != 1)}, {routing})")
+        print(f"{path}: valid llama-swap config ({summary_counts(doc)})")
     sys.stdout.flush()
     return 1 if failed else 0

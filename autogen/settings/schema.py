@@ -7,6 +7,8 @@ edge there are no dicts.
 
 from __future__ import annotations
 
+from typing import Any
+
 from attrs import field, frozen
 
 
@@ -109,6 +111,10 @@ class Override:
     sampling_method: str | None = None
     width: int | None = None
     height: int | None = None
+    # llama-swap keys of this model's entries that swapgen does not own (README "Your own
+    # llama-swap settings"): plain YAML data, spelled as llama-swap spells it.
+    #: e.g. {"aliases": ["coder"], "filters": {"stripParams": "top_k"}, "concurrencyLimit": 4}.
+    llama_swap: dict[str, Any] = field(factory=dict, hash=False)
 
 
 @frozen
@@ -195,6 +201,11 @@ class Settings:
     #: "auto": write llama-swap's `matrix` router, the sets of models that fit together on the
     #: cards (`router.matrix_plan`); None: groups. Excludes `groups` (llama-swap takes one or the other).
     routing: str | None = None
+    # llama-swap as users run it (README "Your own llama-swap settings", "A config-dir fragment")
+    #: Top-level llama-swap keys written as given, e.g. {"apiKeys": ["${env.LLAMA_SWAP_API_KEY}"]}.
+    llama_swap: dict[str, Any] = field(factory=dict, hash=False)
+    #: "full": the whole llama-swap file; "fragment": only swapgen's part, for `-config-dir`.
+    output_mode: str = "full"
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -225,6 +236,8 @@ MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
 #: `routing:` values besides null (`Settings.routing`).
 ROUTING_MODES = ("auto",)
 
+#: `output_mode:` values: the whole llama-swap file, or a `-config-dir` fragment of it.
+OUTPUT_MODES = ("full", "fragment")
 #: Override fields naming a diffusion component file; "none" (any case) drops the component
 #: (mirrors `emit_sd.OVERRIDE_FIELD`).
 SD_COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")

@@ -23,6 +23,7 @@ from autogen.settings.schema import (
     CUSTOM_KIND,
     FLASH_ATTN_MODES,
     LLAMA_KV_TYPES,
+    OUTPUT_MODES,
     ROUTING_MODES,
     BackendRow,
     Encoders,
@@ -109,6 +110,19 @@ def _str_map(value: Any, _type: Any) -> dict[str, str]:
     return dict(value)
 
 
+def _key_map(value: Any, _type: Any) -> dict[str, Any]:
+    """A `llama_swap:` block: a mapping with string keys, kept as plain data (its values are
+    checked against llama-swap's own rules in `router.passthrough`, where every place has a path)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of llama-swap keys, got {describe(value)}")
+    for key in value:
+        if not isinstance(key, str):
+            raise ValueError(f"llama-swap keys are strings, got {key!r}")
+    return dict(value)
+
+
 def _checked(base, check, message):
     def hook(value: Any, type_: Any):
         if value is None:
@@ -135,6 +149,7 @@ _mmproj = _checked(_strict_str, lambda v: v.strip() != "",
                    "expected auto, none, cpu, gpu or a projector path")
 _routing = _checked(_strict_str, lambda v: v in ROUTING_MODES,
                     f"expected {' or '.join(ROUTING_MODES)} (or null for groups)")
+_output_mode = _checked(_strict_str, lambda v: v in OUTPUT_MODES, "expected full or fragment")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
 
@@ -183,6 +198,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "extra_args": _args,
         **_LLAMA_HOOKS,
         **_SD_HOOKS,
+        "llama_swap": _key_map,
     },
     Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
                              "t5xxl", "llm_text_encoder"), _nonblank),
@@ -198,6 +214,8 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "kv_type": _kv_type,
         "flash_attn": _flash_attn,
         "routing": _routing,
+        "llama_swap": _key_map,
+        "output_mode": _output_mode,
     },
 }
 

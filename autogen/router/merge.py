@@ -1,0 +1,173 @@
+"""llama-swap's `-config` plus `-config-dir`, merged as llama-swap merges them and checked as one
+config (mostlygeek/llama-swap `internal/config/merge.go`, v230 and later).
+
+The main file comes first, then every `*.yml` / `*.yaml` directly in the folder in name order.
+Each file has its `${env.X}` substituted before it is parsed. Mappings merge key by key, lists
+concatenate, a scalar two files set differently is refused (null yields to a value), and in
+the identity maps (`models`, `groups`, `profiles`, `selectors`, `peers`, `matrix` and the
+routing block's `groups` / `matrix`) an id two files define is refused. The merged document
+then goes through the same checks as one file (`validate.check_document`); every problem
+names the file and line it comes from.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from autogen.router.llamaswap_schema import ERROR, show
+from autogen.router.validate import Problem, check_document, parse_document, summary_counts
+from autogen.router.yamllines import LineMap, LineSeq
+
+#: merge.go `identityMapPaths`: their children are entities, and one defined twice is an error.
+IDENTITY_MAPS = frozenset({"models", "groups", "profiles", "selectors", "peers", "matrix",
+                           "routing.router.settings.groups", "routing.router.settings.matrix"})
+#: Lines of the merged document are `file index × SPAN + line`, so a problem found after the
+#: merge still names its file.
+SPAN = 1 << 32
+
+
+class MergedReport:
+    """Problems of several files; a line number carries its file (`SPAN`)."""
+
+    def __init__(self, sources: list[str]):
+        self.sources = sources
+        self.source = " + ".join(sources)
+        self.problems: list[Problem] = []
+
+    def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
+        index, at = divmod(line, SPAN) if line is not None else (0, None)
+        self.problems.append(Problem(at or None, message, self.sources[index], severity))
+
+
+def config_dir_files(folder: str) -> list[str]:
+    """merge.go `listYAMLFiles`: the folder's own `*.yml` / `*.yaml` files, sorted by path."""
+    names = sorted(e.name for e in os.scandir(folder) if not e.is_dir() and e.name.endswith((".yml", ".yaml")))
+    return [os.path.join(folder, name) for name in names]
+
+
+def _numbered(value, offset: int):
+    """`value` with every line number moved into its file's range."""
+    if isinstance(value, LineMap):
+        value.lines = {k: (n + offset if n is not None else None) for k, n in value.lines.items()}
+        for item in value.values():
+            _numbered(item, offset)
+    elif isinstance(value, LineSeq):
+        value.lines = [n + offset if n is not None else None for n in value.lines]
+        for item in value:
+            _numbered(item, offset)
+    return value
+
+
+def _merge_maps(dst: LineMap, src: LineMap, path: str, source: str, report: MergedReport) -> None:
+    """mergeNodes: shared keys merge (identity maps refuse a shared child), src-only keys join."""
+    for key, value in src.items():
+        child = f"{path}.{key}" if path else key
+        line = src.lines[key]
+        if key not in dst:
+            dst[key], dst.lines[key] = value, line
+        elif child in IDENTITY_MAPS:
+            _merge_identity(dst[key], value, child, key, source, line, report)
+        else:
+            dst[key] = _merge_value(dst[key], value, child, source, line, report)
+
+
+def _merge_identity(dst, src, path: str, name: str, source: str, line, report: MergedReport) -> None:
+    """mergeIdentityMap: an id both sides define is a duplicate entity."""
+    if not isinstance(dst, LineMap) or not isinstance(src, LineMap):
+        report.add(line, f'conflict at "{path}": expected a mapping, introduced by {source}')
+        return
+    for key, value in src.items():
+        if key in dst:
+            why = f"found in {source} (already defined in another config source)"
+            report.add(src.lines[key], f'duplicate {name} "{key}" {why}')
+        else:
+            dst[key], dst.lines[key] = value, src.lines[key]
+
+
+def _merge_value(dst, src, path: str, source: str, line, report: MergedReport):
+    """mergeValue: the merged value of one shared key."""
+    if isinstance(dst, LineMap) and isinstance(src, LineMap):
+        _merge_maps(dst, src, path, source, report)
+        return dst
+    if isinstance(dst, LineSeq) and isinstance(src, LineSeq):
+        dst.extend(src)
+        dst.lines = [*dst.lines, *src.lines]
+        return dst
+    if dst is None:
+        return src
+    if src is None:
+        return dst
+    if isinstance(dst, (LineMap, LineSeq)) or isinstance(src, (LineMap, LineSeq)):
+        why = f"incompatible YAML node kinds ({show(dst)} vs {show(src)})"
+        report.add(line, f'conflict at "{path}": {why} introduced by {source}')
+    elif type(dst) is not type(src) or dst != src:
+        report.add(line, f'conflict at "{path}": {source} sets a different value than a previous source '
+                         f"({show(dst)} before, {show(src)} here)")
+    return dst
+
+
+def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem], LineMap | None]:
+    """Every reason llama-swap would refuse `-config main -config-dir folder` (either may be
+    None); the merged document when it could be built."""
+    sources = [main] if main else []
+    report = MergedReport(sources)
+    if folder:
+        try:
+            files = config_dir_files(folder)
+        except OSError as exc:
+            return [Problem(None, f"-config-dir: cannot list ({exc.strerror or exc})", folder)], None
+        if main and any(os.path.abspath(f) == os.path.abspath(main) for f in files):
+            why = f"-config path {main} is also present in -config-dir {folder}; remove it from one"
+            return [Problem(None, why, main)], None
+        sources += files
+    report.sources = sources
+    merged: LineMap | None = None
+    for index, path in enumerate(sources):
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            report.problems.append(Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path))
+            continue
+        one = _FileReport(path, report)
+        doc = parse_document(text, one)
+        if doc is None or doc is False:
+            continue  # an empty file adds nothing; one that does not parse is already reported
+        if not isinstance(doc, LineMap):
+            report.problems.append(Problem(1, "top-level YAML must be a mapping", path))
+            continue
+        doc = _numbered(doc, index * SPAN)
+        if merged is None:
+            merged = doc
+        else:
+            _merge_maps(merged, doc, "", path, report)
+    if not any(p.fatal for p in report.problems):
+        check_document(merged if merged is not None else LineMap(), report)
+    return sorted(report.problems, key=lambda p: (p.source, p.line or 0)), merged
+
+
+class _FileReport:
+    """One file's problems before the merge (its own line numbers) into the merged report."""
+
+    def __init__(self, source: str, into: MergedReport):
+        self.source = source
+        self.into = into
+
+    def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
+        self.into.problems.append(Problem(line, message, self.source, severity))
+
+
+def main_validate_merged(main: str | None, folder: str) -> int:
+    """`swapgen validate [FILE] --config-dir DIR`: the merged config's problems, exit 1 on an
+    error; else a summary, exit 0."""
+    problems, doc = validate_sources(main, folder)
+    for p in problems:
+        print(p)
+    where = f"{main} + {folder}" if main else folder
+    if any(p.fatal for p in problems) or doc is None:
+        sys.stdout.flush()
+        return 1
+    print(f"{where}: valid llama-swap config once merged ({summary_counts(doc)})")
+    sys.stdout.flush()
+    return 0
