@@ -120,8 +120,8 @@ def passthrough_hint(settings: Settings) -> str:
     if not settings.llama_swap and not any(ov.llama_swap for ov in settings.overrides):
         return ""
     source = settings.source or "the settings"
-    return (f"\n(the `llama_swap:` keys of {source} are written as given: a name they use must be a model "
-            "id or alias of this config)")
+    return (f"\n(the `llama_swap:` keys of {source} are written as given; a name they use must be a model, "
+            "an alias or a peer model of this config)")
 
 
 def assemble(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None] | None = None) -> str:

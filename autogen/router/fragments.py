@@ -66,11 +66,14 @@ def _capabilities(cap: Capabilities) -> list[str]:
 # --- plain YAML data as the user wrote it (`llama_swap:` blocks) ------------------------------
 
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+#: Words a YAML 1.1 reader (PyYAML, older tools) takes for booleans or null: quoted too.
+_YAML11_WORDS = frozenset(("y", "n", "yes", "no", "on", "off", "true", "false", "null"))
 
 
 def yaml_key(key: str) -> str:
-    """A mapping key: bare when yaml.v3 reads it back as the same string, else JSON-quoted."""
-    return key if _BARE_KEY.fullmatch(key) and plain_scalar(key) == key else quote(key)
+    """A mapping key: bare when any YAML reader gives back the same string, else JSON-quoted."""
+    bare = _BARE_KEY.fullmatch(key) and plain_scalar(key) == key and key.lower() not in _YAML11_WORDS
+    return key if bare else quote(key)
 
 
 def _data_scalar(value: Any) -> str:

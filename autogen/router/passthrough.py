@@ -122,6 +122,10 @@ def top_level_problems(settings: Settings) -> list[str]:
             problems += _routing_problems(value, f"{path}.routing")
         else:
             problems += _spec_problems(value, TOP_SPEC.fields[key], f"{path}.{key}")
+    keys = block.get("apiKeys") if not problems else None
+    for i, key in enumerate(keys if isinstance(keys, list) else ()):
+        if isinstance(key, str) and " " in key:  # load.go: the one loader rule of a lone key
+            problems.append(f"{path}.apiKeys[{i}]: api key cannot contain spaces")
     return problems
 
 
