@@ -39,7 +39,8 @@ backends:
   - {{id: llama-cuda, kind: llama, path: {json.dumps(LLAMA)}, default: true}}
   - {{id: vllm, kind: vllm, path: {json.dumps(VLLM)}, version: "0.11.0"}}
 overrides:
-  - {{match: "*Pinned-7B*", backend: vllm}}
+  - {{match: "*Pinned-7B*", backend: vllm, extra_args: [--max-num-seqs, "8"]}}
+  - {{match: "*Dense-8B*", parallel: 2}}
 groups:
   - {{name: small, match: ["dense-*", "pinned-*"]}}
 """
@@ -137,6 +138,18 @@ def test_every_cmd_runs_its_backend_on_the_port_llama_swap_assigns(models):
         assert argv[0] == paths[model["metadata"]["backend"]], model_id
         ports = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--port", "--listen-port")]
         assert ports == ["${PORT}"], model_id
+
+
+def test_every_proxy_is_where_its_engine_listens(models):
+    """`proxy` names the bind host of the command (never llama-swap's default `localhost`), and
+    `concurrencyLimit` appears exactly where the command sets the engine's slots."""
+    for model_id, model in models.items():
+        argv = split_command(model["cmd"])
+        host = argv[argv.index("--host") + 1]
+        assert model["proxy"] == f"http://{host}:${{PORT}}", model_id
+        slots = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("-np", "--parallel", "--max-num-seqs")]
+        assert model.get("concurrencyLimit") == (int(slots[-1]) if slots else None), model_id
+    assert models["dense-8b-q4_k_m"]["concurrencyLimit"] == 2 and models["pinned-7b-q4_k_m"]["concurrencyLimit"] == 8
 
 
 def test_no_model_id_or_alias_appears_twice(text):
