@@ -1,0 +1,109 @@
+"""README's "Your own llama-swap settings" and "A config-dir fragment" stay true: their settings
+run on a library with the models they name, and the output they show is what swapgen writes
+and prints (`…` lines stand for lines left out)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import pytest
+
+from autogen.commands import cli
+from tests.builders import add_model
+from tests.test_readme import TEXT, code_blocks
+
+MODELS = ("Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "google/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.gguf")
+
+
+def section(heading: str) -> list[tuple[str, str, int]]:
+    """The fenced blocks between `heading` and the next `## ` heading."""
+    start = TEXT.index(f"\n{heading}\n")
+    end = TEXT.find("\n## ", start + 1)
+    first, last = TEXT.count("\n", 0, start), TEXT.count("\n", 0, end if end > 0 else len(TEXT))
+    return [b for b in code_blocks() if first < b[2] < last]
+
+
+def block(blocks, lang: str, first_line: str) -> str:
+    """The first block of the section in `lang` whose first line is `first_line`."""
+    return next(body for lg, body, _ in blocks if lg == lang and body.splitlines()[0] == first_line)
+
+
+def library(tmp_path, settings: str):
+    for rel in MODELS:
+        add_model(tmp_path / "models", rel)
+    (tmp_path / "swapgen.yaml").write_text(settings)
+    return tmp_path
+
+
+def run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def chunks(shown: str) -> list[str]:
+    """The shown file cut at its `…` lines: each piece appears verbatim in the real one."""
+    pieces, current = [], []
+    for line in shown.splitlines():
+        if line.strip() == "…":
+            pieces.append("\n".join(current) + "\n")
+            current = []
+        else:
+            current.append(line)
+    return [p for p in [*pieces, "\n".join(current) + "\n"] if p.strip()]
+
+
+def test_own_settings_example_writes_what_it_shows(tmp_path, monkeypatch):
+    blocks = section("## Your own llama-swap settings")
+    root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
+    rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
+    assert rc == 0, err
+    written = (root / "config.yaml").read_text()
+    _, shown = block(blocks, "text", "$ swapgen && cat config.yaml").split("\n", 1)
+    pieces = chunks(shown)
+    assert written.startswith(pieces[0]) and len(pieces) >= 4
+    position = 0
+    for piece in pieces:
+        found = written.find(piece, position)
+        assert found >= 0, f"README.md: not in the generated config (in this order):\n{piece}"
+        position = found + len(piece)
+
+
+def test_plain_text_key_warning_is_what_a_run_prints(tmp_path):
+    root = library(tmp_path, "roots: [models]\noutput: config.yaml\nllama_swap: {apiKeys: [sk-plain]}\n")
+    rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
+    assert rc == 0
+    (line,) = [ln for ln in err.splitlines() if "plain text" in ln]
+    line = line.replace(str(root / "config.yaml"), "config.yaml")
+    prose = " ".join(TEXT.split())
+    assert f"`{line}`" in prose, line
+
+
+def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
+    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
+    root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+    main = block(blocks, "yaml", "# config.yaml")
+    (root / "config.yaml").write_text(main)
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
+    monkeypatch.chdir(root)
+    transcript = block(blocks, "text", "$ swapgen && head -n 2 conf.d/50-swapgen.yaml").splitlines()
+    rc, _, err = run(["--settings", "swapgen.yaml"])
+    assert rc == 0, err
+    assert (root / "config.yaml").read_text() == main, "the main file is never touched"
+    assert (root / "conf.d/50-swapgen.yaml").read_text().splitlines()[:2] == transcript[1:3]
+    command = transcript[3]
+    assert command == "$ swapgen validate config.yaml --config-dir conf.d"
+    rc, out, _ = run(command.split()[2:])
+    assert rc == 0 and out.splitlines() == [transcript[4]]
+    assert re.fullmatch(r"\$ llama-swap --config config\.yaml --config-dir conf\.d .*", transcript[5])
+
+
+@pytest.mark.parametrize("heading", ["## Your own llama-swap settings",
+                                     "## A config-dir fragment (`output_mode: fragment`)"])
+def test_sections_are_linked_from_the_contents(heading):
+    anchor = re.sub(r"[^a-z0-9 _-]", "", heading.lstrip("# ").lower()).replace(" ", "-")
+    assert f"(#{anchor})" in TEXT
