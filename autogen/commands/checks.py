@@ -18,7 +18,6 @@ from autogen.discovery.rows import ModelRow
 from autogen.discovery.walk import Discovery
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
-from autogen.router.passthrough import plain_text_keys
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
@@ -126,7 +125,11 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
 def llama_swap_warnings(settings: Settings) -> list[str]:
     """Secrets written as text, and `health_check_timeout` where a fragment does not write it."""
     where = os.path.basename(settings.source) or "settings"
-    problems = [f"{where}: {p}" for p in plain_text_keys(settings)]
+    problems = []
+    if settings.llama_swap:
+        from autogen.router.passthrough import plain_text_keys  # noqa: PLC0415 - lazy: only with such keys
+
+        problems += [f"{where}: {p}" for p in plain_text_keys(settings)]
     default = attrs.fields(Settings).health_check_timeout.default
     if settings.output_mode == "fragment" and settings.health_check_timeout != default:
         problems.append(f"{where}: health_check_timeout is not written in output_mode: fragment; set "

@@ -46,7 +46,6 @@ from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, passthrough_hint, write_config
-from autogen.router.passthrough import settings_problems
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Settings
 
@@ -324,6 +323,11 @@ def load(settings_path: str | None = None, *, lock: bool = True, notify=None) ->
 def check_llama_swap_keys(settings: Settings) -> None:
     """The settings' `llama_swap:` keys as llama-swap's schema reads them (`router.passthrough`);
     a mistake is a settings error at its line, before anything runs."""
+    if not (settings.llama_swap or any(ov.llama_swap for ov in settings.overrides)):
+        return
+    # deliberate lazy import: the schema tables load only for settings that have such keys
+    from autogen.router.passthrough import settings_problems  # noqa: PLC0415
+
     problems = settings_problems(settings)
     if problems:
         from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error

@@ -18,10 +18,9 @@ from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError
 from autogen.fsutil import write_if_changed
 from autogen.resolve.gpus import card_vram_gb, eligible, inventory
-from autogen.router.fragments import comment_text, quote, render_plan
+from autogen.router.fragments import comment_text, quote, render_data, render_plan
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix
-from autogen.router.passthrough import render_top_level
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import Settings
 
@@ -113,6 +112,11 @@ def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> l
         lines.append("    members:")
         lines.extend(f"      - {quote(m)}" for m in coexist[name])
     return lines
+
+
+def render_top_level(block: dict[str, Any]) -> str:
+    """The settings' top-level `llama_swap:` keys, in their order, as YAML text."""
+    return "".join(line + "\n" for key, value in block.items() for line in render_data(key, value, ""))
 
 
 def passthrough_hint(settings: Settings) -> str:

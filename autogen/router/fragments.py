@@ -17,7 +17,6 @@ from typing import Any
 from autogen.cmdline import render_cmd
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.numfmt import format_g
-from autogen.router.yamllines import plain_scalar
 
 INDENT = "  "
 
@@ -66,14 +65,14 @@ def _capabilities(cap: Capabilities) -> list[str]:
 # --- plain YAML data as the user wrote it (`llama_swap:` blocks) ------------------------------
 
 _BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-#: Words a YAML 1.1 reader (PyYAML, older tools) takes for booleans or null: quoted too.
-_YAML11_WORDS = frozenset(("y", "n", "yes", "no", "on", "off", "true", "false", "null"))
+#: Words a YAML reader takes for booleans or null (yaml.v3's YAML 1.2 ones in any case, and
+#: YAML 1.1's `yes`/`on`/…, which PyYAML and older tools still read so): quoted.
+_YAML_WORDS = frozenset(("y", "n", "yes", "no", "on", "off", "true", "false", "null"))
 
 
 def yaml_key(key: str) -> str:
-    """A mapping key: bare when any YAML reader gives back the same string, else JSON-quoted."""
-    bare = _BARE_KEY.fullmatch(key) and plain_scalar(key) == key and key.lower() not in _YAML11_WORDS
-    return key if bare else quote(key)
+    """A mapping key: bare when every YAML reader gives back the same string, else JSON-quoted."""
+    return key if _BARE_KEY.fullmatch(key) and key.lower() not in _YAML_WORDS else quote(key)
 
 
 def _data_scalar(value: Any) -> str:

@@ -15,7 +15,6 @@ import math
 from typing import Any
 
 from autogen.errors import did_you_mean
-from autogen.router.fragments import render_data
 from autogen.router.llamaswap_schema import MODEL_SPEC, TOP_SPEC, check, macro_entries
 from autogen.router.yamllines import LineMap, LineSeq
 from autogen.settings.schema import Settings
@@ -148,8 +147,6 @@ def model_problems(settings: Settings) -> list[str]:
 
 def settings_problems(settings: Settings) -> list[str]:
     """Every `place: message` of the settings' llama-swap keys (empty when they are fine)."""
-    if not settings.llama_swap and not any(ov.llama_swap for ov in settings.overrides):
-        return []
     return top_level_problems(settings) + model_problems(settings)
 
 
@@ -169,9 +166,4 @@ def plain_text_keys(settings: Settings) -> list[str]:
             found.append(f"llama_swap.peers.{name}.apiKey")
     return [f"{where}: an API key in plain text ends up in {settings.output} (and in git); write "
             '"${env.LLAMA_SWAP_API_KEY}" and set that variable where llama-swap runs' for where in found]
-
-
-def render_top_level(block: dict[str, Any]) -> str:
-    """The user's top-level keys, in their order, as YAML text (empty when there are none)."""
-    return "".join(line + "\n" for key, value in block.items() for line in render_data(key, value, ""))
 
