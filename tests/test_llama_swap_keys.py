@@ -8,7 +8,8 @@ import textwrap
 import pytest
 import yaml
 
-from autogen.emit.llama_swap_keys import bind_proxy, engine_slots, flag_value
+from autogen.emit.entry import Entry, Plan
+from autogen.emit.llama_swap_keys import bind_proxy, engine_slots, finish_plan, flag_value
 from autogen.errors import SettingsError
 from autogen.router.validate import validate_text
 from tests.builders import SETTINGS
@@ -288,3 +289,30 @@ class TestWhatRuns:
     def test_the_users_limit_replaces_the_slot_count(self, library):
         run(library, "overrides:\n  - {match: '*Alpha*', parallel: 2, llama_swap: {concurrencyLimit: 8}}\n")
         assert written(library)["models"]["alpha-q4_k_m"]["concurrencyLimit"] == 8
+
+
+class TestEngineClashes:
+    """Keys an engine's entry sets itself are not the user's to give (`Plan.conflicts`)."""
+
+    def plan(self, **entry):
+        base = Entry(id="m", argv=("sd-server", "-l", "127.0.0.1", "--listen-port", "${PORT}"), **entry)
+        return lambda block: finish_plan(Plan(model_id="m", entries=(base,)), "sd", block, "overrides[0].llama_swap")
+
+    def test_check_endpoint_and_use_model_name_clash_where_the_engine_sets_them(self):
+        finish = self.plan(check_endpoint="/", use_model_name="kokoro")
+        plan = finish({"checkEndpoint": "/health", "useModelName": "tts-1"})
+        assert plan.conflicts == (
+            "overrides[0].llama_swap.checkEndpoint: swapgen sets checkEndpoint '/' for 'm' (its engine's readiness "
+            "path)",
+            "overrides[0].llama_swap.useModelName: swapgen sets useModelName 'kokoro' for 'm' (the name its engine "
+            "answers to)")
+        assert plan.entries[0].check_endpoint == "/", "swapgen's value stays"
+
+    def test_they_are_the_users_where_the_engine_sets_none(self):
+        plan = self.plan()({"checkEndpoint": "none"})
+        assert plan.conflicts == () and plan.entries[0].llama_swap == (("checkEndpoint", "none"),)
+
+    def test_a_device_variable_swapgen_sets_clashes(self):
+        plan = self.plan(env=("CUDA_VISIBLE_DEVICES=0",))({"env": ["CUDA_VISIBLE_DEVICES=1", "OMP_NUM_THREADS=4"]})
+        assert plan.conflicts == ("overrides[0].llama_swap.env[0]: swapgen sets CUDA_VISIBLE_DEVICES for 'm' "
+                                  "(CUDA_VISIBLE_DEVICES=0)",)
