@@ -3,6 +3,7 @@ from what runs (`proxy`, `concurrencyLimit`), end to end on a two-model library.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -14,6 +15,7 @@ from autogen.errors import SettingsError
 from autogen.router.validate import validate_text
 from tests.builders import SETTINGS
 from tests.runs import generate
+from tests.shared import SCHEMA, require
 
 
 def settings_file(library, extra: str):
@@ -316,3 +318,32 @@ class TestEngineClashes:
         plan = self.plan(env=("CUDA_VISIBLE_DEVICES=0",))({"env": ["CUDA_VISIBLE_DEVICES=1", "OMP_NUM_THREADS=4"]})
         assert plan.conflicts == ("overrides[0].llama_swap.env[0]: swapgen sets CUDA_VISIBLE_DEVICES for 'm' "
                                   "(CUDA_VISIBLE_DEVICES=0)",)
+
+
+def test_upstream_json_schema_accepts_a_config_with_every_kind_of_key(library, monkeypatch):
+    """The user's keys, top level and per model, as llama-swap's own `config-schema.json` reads them."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(require(SCHEMA).read_text())
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-1")
+    rc, _ = run(library, TestModelKeys.OVERRIDE.rstrip(" ") + """\
+        groups: [{name: both, match: ["*"], coexist: true}]
+        llama_swap:
+          apiKeys: ["${env.LLAMA_SWAP_API_KEY}"]
+          logLevel: warn
+          startPort: 9000
+          macros: {threads: 8}
+          hooks: {on_startup: {preload: [alpha]}}
+          selectors:
+            chat: {strategy: spillover, targets: [alpha-q4_k_m, beta-q8_0], settings: {spillover: 2}}
+          profiles:
+            small: {description: one model, pins: {chat: beta-q8_0}}
+          peers:
+            far: {proxy: "http://far.lan:8080", apiKey: "${env.LLAMA_SWAP_API_KEY}", models: [remote]}
+          routing: {scheduler: {use: fifo, settings: {fifo: {priority: {alpha: 5}}}}}
+        """)
+    assert rc == 0
+    config = written(library)
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+              for e in jsonschema.Draft7Validator(schema).iter_errors(config)]
+    assert errors == []
+    assert [p for p in validate_text((library / "config.yaml").read_text()) if p.fatal] == []
