@@ -207,3 +207,9 @@ class TestFragmentMode:
         settings.write_text(self.SETTINGS.replace("output_mode: fragment", "output_mode: full"))
         assert generate(settings)[0] == 0
         assert (library / "conf.d" / "50-swapgen.yaml").read_text().splitlines()[1] == "healthCheckTimeout: 300"
+
+
+def test_an_empty_folder_is_an_empty_config(tmp_path):
+    """llama-swap loads empty sources as an empty document; the schema then asks for `models`."""
+    (tmp_path / "d").mkdir()
+    assert problems(None, tmp_path / "d") == [f"{tmp_path / 'd'}:1: missing required key 'models'"]

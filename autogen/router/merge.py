@@ -31,14 +31,16 @@ SPAN = 1 << 32
 class MergedReport:
     """Problems of several files; a line number carries its file (`SPAN`)."""
 
-    def __init__(self, sources: list[str]):
+    def __init__(self, sources: list[str], folder: str):
         self.sources = sources
-        self.source = " + ".join(sources)
+        #: Named by a problem of the merged document that no file has (an empty folder's).
+        self.folder = folder
         self.problems: list[Problem] = []
 
     def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
         index, at = divmod(line, SPAN) if line is not None else (0, None)
-        self.problems.append(Problem(at or None, message, self.sources[index], severity))
+        source = self.sources[index] if index < len(self.sources) else self.folder
+        self.problems.append(Problem(at or None, message, source, severity))
 
 
 def config_dir_files(folder: str) -> list[str]:
@@ -112,7 +114,6 @@ def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem
     """Every reason llama-swap would refuse `-config main -config-dir folder` (either may be
     None); the merged document when it could be built."""
     sources = [main] if main else []
-    report = MergedReport(sources)
     if folder:
         try:
             files = config_dir_files(folder)
@@ -122,7 +123,7 @@ def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem
             why = f"-config path {main} is also present in -config-dir {folder}; remove it from one"
             return [Problem(None, why, main)], None
         sources += files
-    report.sources = sources
+    report = MergedReport(sources, folder or main or "")
     merged: LineMap | None = None
     for index, path in enumerate(sources):
         try:
@@ -142,8 +143,9 @@ def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem
             merged = doc
         else:
             _merge_maps(merged, doc, "", path, report)
+    merged = merged if merged is not None else LineMap()  # only empty files: llama-swap's defaults
     if not any(p.fatal for p in report.problems):
-        check_document(merged if merged is not None else LineMap(), report)
+        check_document(merged, report)
     return sorted(report.problems, key=lambda p: (p.source, p.line or 0)), merged
 
 
