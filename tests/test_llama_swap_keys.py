@@ -347,3 +347,23 @@ def test_upstream_json_schema_accepts_a_config_with_every_kind_of_key(library, m
               for e in jsonschema.Draft7Validator(schema).iter_errors(config)]
     assert errors == []
     assert [p for p in validate_text((library / "config.yaml").read_text()) if p.fatal] == []
+
+
+def test_the_users_scheduler_joins_the_planned_router_under_one_routing_key(library):
+    """With `routing: auto` swapgen writes `routing.router`; the user's `routing.scheduler`
+    goes into the same mapping (a second `routing:` key would be a YAML error)."""
+    path = library / "swapgen.yaml"
+    path.write_text(SETTINGS.replace("card_vram_gb: 0", "card_vram_gb: 24") + textwrap.dedent("""\
+        routing: auto
+        llama_swap:
+          logLevel: info
+          routing: {scheduler: {settings: {fifo: {priority: {alpha-q4_k_m: 10}}}}}
+        """))
+    rc, _ = generate(path)
+    assert rc == 0
+    text = (library / "config.yaml").read_text()
+    assert text.count("\nrouting:\n") == 1
+    routing = yaml.safe_load(text)["routing"]
+    assert routing["scheduler"] == {"settings": {"fifo": {"priority": {"alpha-q4_k_m": 10}}}}
+    assert routing["router"]["use"] == "matrix"
+    assert [p for p in validate_text(text) if p.fatal] == []

@@ -29,7 +29,8 @@ OWNED_TOP: dict[str, str] = {
 }
 #: Keys under `routing` swapgen writes (legacy `groups` and `routing.router` exclude each other).
 OWNED_ROUTING: dict[str, str] = {
-    "router": "swapgen writes the router (its `groups:`); `routing.scheduler` is yours",
+    "router": "swapgen writes the router (its `groups:`, or the matrix of `routing: auto`); "
+              "`routing.scheduler` is yours",
 }
 #: Per-model keys swapgen writes for every entry, with what to use instead.
 OWNED_MODEL: dict[str, str] = {
