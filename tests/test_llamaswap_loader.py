@@ -1,0 +1,188 @@
+"""Generated configs as llama-swap itself loads them: its own config loader (with `-config-dir`
+merging) and its router constructors, run by `tools/llamaswap-loadcheck` on the sample library,
+every kind of `llama_swap:` key, a fragment beside a hand-written main file, and `routing: auto`
+on one and two cards. The checker is built by `tools/llamaswap-loadcheck/setup.sh`; without it
+these tests skip, naming where they looked."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autogen.commands import sample
+from tests.builders import SETTINGS
+from tests.runs import generate
+from tests.test_readme_llama_swap import block, section
+from tests.test_readme_llama_swap import library as readme_library
+from tests.test_routing import BASE as ROUTING_BASE
+from tests.test_routing import HOSTS as ROUTING_HOSTS
+
+REPO = Path(__file__).resolve().parents[1]
+CACHED = Path(os.environ.get("TMPDIR") or "/tmp") / "llamaswap-loadcheck" / "bin" / "swapgen-loadcheck"
+CHECKER = Path(os.environ.get("LLAMASWAP_LOADCHECK") or CACHED)
+#: every `${env.…}` the configs below use: llama-swap refuses a file whose variable is unset
+ENV = {"LLAMA_SWAP_API_KEY": "k-loadcheck"}
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not os.access(CHECKER, os.X_OK),
+                       reason=f"{CHECKER} is absent: build it with tools/llamaswap-loadcheck/setup.sh "
+                              "(needs the Go module proxy) or point $LLAMASWAP_LOADCHECK at it"),
+]
+
+
+def load(config: Path | None = None, config_dir: Path | None = None) -> tuple[int, str]:
+    """(exit code, output) of llama-swap's loader and router constructors on these files."""
+    argv = [str(CHECKER)]
+    if config is not None:
+        argv += ["-config", str(config)]
+    if config_dir is not None:
+        argv += ["-config-dir", str(config_dir)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, **ENV})
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+def accepted(config: Path | None = None, config_dir: Path | None = None) -> str:
+    rc, out = load(config, config_dir)
+    assert rc == 0 and out.startswith("OK "), f"llama-swap refuses {config or config_dir}:\n{out}"
+    return out
+
+
+def summary(out: str) -> dict[str, str]:
+    """`OK router=matrix models=3 …` as {'router': 'matrix', 'models': '3', …}."""
+    return dict(word.split("=", 1) for word in out.split()[1:])
+
+
+def test_the_checker_refuses_what_llama_swap_refuses(tmp_path):
+    """A hand-made config llama-swap rejects (a model in two groups) is reported with its error,
+    so an OK below means llama-swap's own code accepted the file."""
+    config = tmp_path / "config.yaml"
+    config.write_text(textwrap.dedent("""\
+        models:
+          a: {cmd: "llama-server --port ${PORT}"}
+        groups:
+          one: {members: [a]}
+          two: {members: [a]}
+        """))
+    rc, out = load(config)
+    assert rc == 1 and out.startswith("REJECTED: failed to load config: ") and "multiple groups" in out
+
+
+def test_the_sample_library(tmp_path):
+    shutil.copy2(REPO / "swapgen.yaml", tmp_path / "swapgen.yaml")
+    sample.ensure(tmp_path / sample.SAMPLE_DIR)
+    rc, _ = generate(tmp_path / "swapgen.yaml")
+    assert rc == 0
+    seen = summary(accepted(tmp_path / "config.yaml"))
+    assert seen["router"] == "group" and int(seen["models"]) > 5 and seen["groups"] != "0"
+
+
+def test_every_kind_of_llama_swap_key(library, monkeypatch):
+    """Top-level keys (secrets, macros, hooks, selectors, profiles, peers, the scheduler) and
+    every per-model key an override may carry, as tests/test_llama_swap_keys.py writes them."""
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", ENV["LLAMA_SWAP_API_KEY"])
+    (library / "swapgen.yaml").write_text(SETTINGS + textwrap.dedent("""\
+        groups: [{name: both, match: ["*"], coexist: true}]
+        overrides:
+          - match: "*Alpha*"
+            ctx_variants: [4096]
+            llama_swap:
+              aliases: [alpha]
+              name: Alpha 8B
+              description: the first model
+              filters:
+                stripParams: "top_k, min_p"
+                setParams: {temperature: 0.7}
+                setParamsByID: {alpha-cold: {temperature: 0}}
+              concurrencyLimit: 3
+              cmdStop: kill -TERM ${PID}
+              env: [OMP_NUM_THREADS=8]
+              macros: {who: alpha}
+              metadata: {team: research, tags: [a, b]}
+              unloadTimeout: 20
+              sendLoadingState: false
+        llama_swap:
+          apiKeys: ["${env.LLAMA_SWAP_API_KEY}"]
+          logLevel: warn
+          sendLoadingState: true
+          startPort: 9000
+          globalTTL: 0
+          includeAliasesInList: true
+          macros: {threads: 8, "on": "yes"}
+          hooks: {on_startup: {preload: [alpha]}}
+          selectors:
+            chat: {strategy: spillover, targets: [alpha-q4_k_m, beta-q8_0], settings: {spillover: 2}}
+            hot: {strategy: warm, targets: [beta-q8_0, alpha-q4_k_m-4k]}
+          profiles:
+            small: {description: one model, pins: {chat: beta-q8_0}}
+          peers:
+            far: {proxy: "http://far.lan:8080", apiKey: "${env.LLAMA_SWAP_API_KEY}", models: [remote]}
+          routing: {scheduler: {use: fifo, settings: {fifo: {priority: {alpha: 5}}}}}
+        """))
+    rc, _ = generate(library / "swapgen.yaml")
+    assert rc == 0
+    seen = summary(accepted(library / "config.yaml"))
+    assert (seen["models"], seen["peers"], seen["selectors"], seen["profiles"]) == ("3", "1", "2", "1")
+
+
+def test_the_readme_own_settings_example(tmp_path, monkeypatch):
+    blocks = section("## Your own llama-swap settings")
+    root = readme_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", ENV["LLAMA_SWAP_API_KEY"])
+    rc, _ = generate(root / "swapgen.yaml")
+    assert rc == 0
+    assert summary(accepted(root / "config.yaml"))["selectors"] == "1"
+
+
+def test_a_fragment_beside_the_readme_main_file(tmp_path, monkeypatch):
+    """README "A config-dir fragment": `llama-swap --config config.yaml --config-dir conf.d`."""
+    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
+    root = readme_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+    (root / "config.yaml").write_text(block(blocks, "yaml", "# config.yaml"))
+    monkeypatch.chdir(root)
+    rc, _ = generate(root / "swapgen.yaml")
+    assert rc == 0
+    assert summary(accepted(root / "config.yaml", root / "conf.d"))["models"] == "3"
+    assert summary(accepted(config_dir=root / "conf.d"))["models"] == "2", "the fragment alone loads too"
+
+
+def test_a_fragment_holding_the_matrix_beside_a_main_file(library):
+    """`routing: auto` in fragment mode: the matrix sits in the fragment, the main file's own
+    model runs alone (llama-swap's matrix router gives every model a process)."""
+    (library / "conf.d").mkdir()
+    (library / "swapgen.yaml").write_text(
+        SETTINGS.replace("card_vram_gb: 0", "card_vram_gb: 24")
+        + "output: conf.d/50-swapgen.yaml\noutput_mode: fragment\nrouting: auto\n")
+    (library / "main.yaml").write_text(textwrap.dedent("""\
+        healthCheckTimeout: 300
+        models:
+          whisper: {cmd: "whisper-server --port ${PORT}", proxy: "http://127.0.0.1:${PORT}"}
+        """))
+    rc, _ = generate(library / "swapgen.yaml")
+    assert rc == 0
+    seen = summary(accepted(library / "main.yaml", library / "conf.d"))
+    assert (seen["router"], seen["models"]) == ("matrix", "3") and seen["sets"] != "0"
+
+
+@pytest.fixture(scope="module")
+def sample_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("loadcheck-routing")
+    sample.build(root / "sample-library")
+    return root
+
+
+@pytest.mark.parametrize("host", ["pooled", "one-gpu", "two-gpus"])
+def test_routing_auto(sample_root, host):
+    """tests/test_routing.py's hosts: one pooled card, one declared GPU, two declared GPUs."""
+    settings = sample_root / f"{host}.settings.yaml"
+    settings.write_text(ROUTING_BASE.format(name=host) + ROUTING_HOSTS[host][0])
+    rc, _ = generate(settings)
+    assert rc == 0
+    seen = summary(accepted(sample_root / f"{host}.yaml"))
+    assert seen["router"] == "matrix" and int(seen["sets"]) > 0 and seen["groups"] == "0"
