@@ -1,8 +1,8 @@
 """Generated configs as llama-swap itself loads them: its own config loader (with `-config-dir`
 merging) and its router constructors, run by `tools/llamaswap-loadcheck` on the sample library,
-every kind of `llama_swap:` key, a fragment beside a hand-written main file, and `routing: auto`
-on one and two cards. The checker is built by `tools/llamaswap-loadcheck/setup.sh`; without it
-these tests skip, naming where they looked."""
+every kind of `llama_swap:` key, a fragment beside a hand-written main file, `routing: auto` on
+one and two cards, and README's front config with `peers:`. The checker is built by
+`tools/llamaswap-loadcheck/setup.sh`; without it these tests skip, naming where they looked."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 CACHED = Path(os.environ.get("TMPDIR") or "/tmp") / "llamaswap-loadcheck" / "bin" / "swapgen-loadcheck"
 CHECKER = Path(os.environ.get("LLAMASWAP_LOADCHECK") or CACHED)
 #: every `${env.…}` the configs below use: llama-swap refuses a file whose variable is unset
-ENV = {"LLAMA_SWAP_API_KEY": "k-loadcheck"}
+ENV = {"LLAMA_SWAP_API_KEY": "k-loadcheck", "GPU_A_KEY": "k-gpu-a"}
 
 pytestmark = [
     pytest.mark.slow,
@@ -168,6 +168,14 @@ def test_a_fragment_holding_the_matrix_beside_a_main_file(library):
     assert rc == 0
     seen = summary(accepted(library / "main.yaml", library / "conf.d"))
     assert (seen["router"], seen["models"]) == ("matrix", "3") and seen["sets"] != "0"
+
+
+def test_the_readme_front_config(tmp_path):
+    """README "Several GPU hosts": the front's `peers:` block as the section shows it."""
+    front = tmp_path / "config.yaml"
+    front.write_text(block(section("## Several GPU hosts"), "yaml", "# config.yaml"))
+    seen = summary(accepted(front))
+    assert (seen["models"], seen["peers"]) == ("0", "2")
 
 
 @pytest.fixture(scope="module")
