@@ -39,6 +39,7 @@ from autogen.resolve.context import EmitContext
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
+from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, listed_class, model_role
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
@@ -128,6 +129,8 @@ class Job:
     placement: Placement = NO_PLACEMENT
     #: The class users see (`roles.listed_class`), e.g. "tts" for an audio.cpp TTS model.
     model_class: str = ""
+    #: The hosts a multi-node vLLM model spans (`vllm_nodes`); None = this host alone.
+    nodes: MultiNode | None = None
 
     @property
     def engine(self) -> str:
@@ -139,21 +142,37 @@ class Job:
 
 
 def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
-             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None) -> Job:
-    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it."""
+             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None, fleet: Fleet | None = None) -> Job:
+    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it.
+    `fleet`: the hosts a run from a fleet front knows (`vllm_nodes` needs them)."""
     override = match_override(settings, row)
     role = model_role(row, meta)
     backend = None
     placement = NO_PLACEMENT
+    nodes = None
     if error is None:
         try:
             backend = resolve_for(settings, override, row, role, meta)
-            placement = _placement(settings, override, backend, gpus)
+            if override is not None and override.vllm_nodes:
+                nodes = _nodes(override, backend, fleet)
+            else:
+                placement = _placement(settings, override, backend, gpus)
         except ModelError as exc:
             error = str(exc)
-    return Job(row=row, override=override, role=role, backend=backend, error=error,
-               budget_gb=budget_for(settings, override, card_vram_gb, placement.gpus), card_vram_gb=card_vram_gb,
-               placement=placement, model_class=listed_class(role, meta))
+    budget = budget_for(settings, override, card_vram_gb, placement.gpus)
+    if nodes is not None and not (override is not None and override.vram_budget_gb):
+        budget = nodes.budget_gb
+    return Job(row=row, override=override, role=role, backend=backend, error=error, budget_gb=budget,
+               card_vram_gb=card_vram_gb, placement=placement, model_class=listed_class(role, meta), nodes=nodes)
+
+
+def _nodes(override: Override, backend: Resolved, fleet: Fleet | None) -> MultiNode:
+    """The multi-node layout of `vllm_nodes` (vLLM only: llama-server has no such mode here)."""
+    if backend.engine != Engine.VLLM:
+        raise ModelError(f"vllm_nodes needs a vllm backend; this model resolves to {backend.backend_id} "
+                         f"({backend.engine}); pin a vllm row with `backend:`")
+    tp, source = vllm_tensor_parallel(override)
+    return plan_nodes(override, fleet, tp if source else None)
 
 
 def _placement(settings: Settings, override: Override | None, backend: Resolved,
@@ -227,6 +246,7 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
         job.card_vram_gb if job.engine == "vllm" else None,
         component_state(settings, job.override) if job.role == Role.IMAGE else None,
         placement_key(job.placement),
+        job.nodes,
     ))
 
 
@@ -265,7 +285,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
     ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta) if meta is not None else None,
                       override=job.override, settings=settings, backend=job.backend,
                       budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
-                      taken_ids=frozenset(clashes), devices=job.placement.gpus,
+                      taken_ids=frozenset(clashes), devices=job.placement.gpus, nodes=job.nodes,
                       taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)))
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))

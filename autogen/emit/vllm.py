@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from autogen.cmdline import HOST
+from autogen.cmdline import HOST, quote_arg
 from autogen.discovery.walk import SHARD_NAME
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
@@ -78,7 +78,52 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", parser.parser]
     if sizing.tensor_parallel > 1 and extra.tensor_parallel is None:
         argv += ["--tensor-parallel-size", str(sizing.tensor_parallel)]
+    if ctx.nodes is not None:
+        argv += node_args(ctx, 0)
     return (*argv, *(ov.extra_args if ov else ()))
+
+
+def node_args(ctx: EmitContext, rank: int) -> list[str]:
+    """The multi-node flags of node `rank` (0 = the head): pipeline parallel over the nodes, and
+    Ray, or vLLM's own multiprocessing executor told the node count, this node's rank and the
+    head's address (`ParallelConfig.nnodes`, `node_rank`, `master_addr`, vllm/config/parallel.py)."""
+    nodes = ctx.nodes
+    args = ["--pipeline-parallel-size", str(nodes.pipeline_parallel), "--distributed-executor-backend", nodes.backend]
+    if nodes.backend == "mp":
+        args += ["--nnodes", str(len(nodes.nodes)), "--node-rank", str(rank), "--master-addr", nodes.master_addr]
+    return args
+
+
+#: A Ray cluster's default port (`ray start --head`).
+RAY_PORT = 6379
+
+
+def worker_commands(ctx: EmitContext, head_argv: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(host, shell command) that each node must run before the head's `vllm serve` can start;
+    swapgen starts none of them (README "A model across hosts"). Ray: the head's cluster and
+    each worker joining it. mp: each worker's headless `vllm serve` with the head's engine
+    flags, its own rank and `--headless` (vllm/entrypoints/cli/serve.py `run_headless`)."""
+    nodes = ctx.nodes
+    if nodes.backend == "ray":
+        head = nodes.nodes[0]
+        join = f"ray start --address={nodes.master_addr}:{RAY_PORT} --block"
+        return ((head.name, f"ray start --head --port={RAY_PORT}"), *((n.name, join) for n in nodes.nodes[1:]))
+    served = ("--host", HOST, "--port", "${PORT}", "--served-model-name", ctx.row.id)
+    engine = list(head_argv)
+    for i in range(len(engine) - len(served) + 1):
+        if tuple(engine[i:i + len(served)]) == served:
+            del engine[i:i + len(served)]
+            break
+    engine = [a for a in engine if a not in ("--enable-auto-tool-choice",)]
+    if "--tool-call-parser" in engine:
+        i = engine.index("--tool-call-parser")
+        del engine[i:i + 2]
+    rank_at = engine.index("--node-rank") + 1
+    out = []
+    for rank, node in enumerate(nodes.nodes[1:], start=1):
+        engine[rank_at] = str(rank)
+        out.append((node.name, " ".join(quote_arg(a) for a in (*engine, "--headless"))))
+    return tuple(out)
 
 
 def emit_vllm(ctx: EmitContext) -> Plan:
@@ -116,6 +161,12 @@ def emit_vllm(ctx: EmitContext) -> Plan:
         comment.append(f"tool-call parser {parser.parser} ({parser.note})")
     else:
         comment.append(f"no tool-call parser ({parser.note}): vllm rejects requests carrying tools")
+    argv = vllm_argv(ctx, sizing, parser)
+    if ctx.nodes is not None:
+        comment.append(f"{len(ctx.nodes.nodes)} nodes over {ctx.nodes.backend}: tensor parallel "
+                       f"{sizing.tensor_parallel} per node × pipeline parallel {sizing.pipeline_parallel}; "
+                       "start the workers first:")
+        comment += [f"on {host}: {command}" for host, command in worker_commands(ctx, argv)]
     if row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
         which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
         comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
@@ -130,20 +181,28 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     metadata.append(("est_vram_gb", sizing.est_vram_gb))
     if parser.parser and not extra_parser:
         metadata.append(("tool_parser", parser.parser))
+    if ctx.nodes is not None:
+        metadata.append(("nodes", ",".join(n.name for n in ctx.nodes.nodes)))
 
     tools = bool(parser.parser) or extra_parser
-    entry = Entry(id=row.id, argv=vllm_argv(ctx, sizing, parser), comment=tuple(comment),
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment),
                   metadata=tuple(metadata),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
                   ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
-    return Plan(model_id=row.id, entries=(entry,), notes=_notes(ctx, sizing, parser, row_version))
+    notes = _notes(ctx, sizing, parser, row_version)
+    if ctx.nodes is not None:
+        notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))
+    return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
 
 def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_version: str) -> tuple[str, ...]:
     """Every sizing number with its reason, for `swapgen show`."""
     card = ctx.card_vram_gb
     kv = ctx.kv
-    if ctx.devices:
+    if ctx.nodes is not None:
+        card_text = (f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
+                     f"{sizing.pipeline_parallel}, sized per GPU)")
+    elif ctx.devices:
         cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
         card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
     else:
@@ -173,7 +232,7 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
     lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")
     lines.append(f"gpu-memory-utilization {sizing.util_flag}: {sizing.util_note}")
     lines.append(f"est_vram_gb {format_g(sizing.est_vram_gb)}"
-                 + (" (utilization × each device's card)" if ctx.devices else
+                 + (" (utilization × each device's card)" if ctx.devices or ctx.nodes else
                     " (utilization × card)" if card else " (footprint, no card reading)"))
     lines.append(f"tool-call parser {parser.parser or 'none'}: {parser.note}")
     return tuple(lines)

@@ -11,6 +11,7 @@ from autogen.discovery.rows import ModelRow
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import Resolved
+from autogen.resolve.nodes import MultiNode
 from autogen.settings.schema import Gpu, Override, Settings
 
 
@@ -43,3 +44,5 @@ class EmitContext:
     #: profile clashes, `profiles_llama.profile_owners`); the others are model ids. Example:
     #: (("a-b-long", "a"),).
     taken_by: tuple[tuple[str, str], ...] = ()
+    #: The hosts a multi-node vLLM model spans (`resolve.nodes.plan_nodes`); None = one host.
+    nodes: MultiNode | None = None

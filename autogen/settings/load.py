@@ -158,7 +158,8 @@ def _parse_settings(path: Path) -> Settings:
     base = path.parent
     problems = (_duplicates(settings.backends, "backends", "id") + _duplicates(settings.groups, "groups", "name")
                 + _duplicates(settings.gpus or (), "gpus", "index"))
-    if not settings.roots:
+    problems += _duplicates(settings.hosts, "hosts", "name")
+    if not settings.roots and not settings.hosts:
         problems.append("roots: list at least one model folder")
     backends_file = _resolve(base, settings.backends_file) if settings.backends_file else None
     backends = settings.backends
@@ -181,6 +182,7 @@ def _parse_settings(path: Path) -> Settings:
         encoders=_resolve_paths(base, settings.encoders),
         overrides=tuple(_resolve_override(base, ov) for ov in settings.overrides),
         default_variants=tuple(_resolve_variant(base, v) for v in settings.default_variants),
+        hosts=tuple(attrs.evolve(h, settings=_resolve(base, h.settings)) for h in settings.hosts),
         source=str(path),
     )
 

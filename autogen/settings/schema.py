@@ -72,6 +72,12 @@ class Override:
     vllm_tokenizer: str | None = None
     #: "none" turns the tool-call parser off; anything else is used verbatim.
     vllm_tool_parser: str | None = None
+    #: Fleet hosts (names of the front's `hosts:`) whose GPUs run this vLLM model's workers,
+    #: node ranks 1, 2, … in this order; this host is the head (rank 0). Example: ("gpu-b",).
+    vllm_nodes: tuple[str, ...] = ()
+    #: How the nodes of `vllm_nodes` connect: "ray" (a Ray cluster) or "mp" (vLLM's own
+    #: `--nnodes`/`--headless` workers); None = ray.
+    vllm_distributed: str | None = None
     #: Appended verbatim; a flag here replaces our generated flag of the same meaning.
     extra_args: tuple[str, ...] = ()
     devices: tuple[int, ...] | None = None
@@ -161,6 +167,25 @@ class Gpu:
 
 
 @frozen
+class Host:
+    """One GPU host of a fleet, as the front's `hosts:` lists it.
+
+    Example: Host(name="gpu-a", settings="/repo/hosts/gpu-a/swapgen.yaml",
+    url="http://gpu-a.lan:8080", api_key_env="GPU_A_KEY").
+    """
+
+    #: The peer id in the front config, and the prefix of the host's tasks (`model:gpu-a/<id>`).
+    name: str
+    #: That host's swapgen settings file (relative to the front's settings file).
+    settings: str
+    #: How the front reaches the host's llama-swap (the peer's `proxy`).
+    url: str
+    #: Environment variable that holds the host's API key where the front runs; written as
+    #: `${env.NAME}`, never as the key itself.
+    api_key_env: str | None = None
+
+
+@frozen
 class Settings:
     """The whole settings file, paths already absolute."""
 
@@ -206,6 +231,8 @@ class Settings:
     llama_swap: dict[str, Any] = field(factory=dict, hash=False)
     #: "full": the whole llama-swap file; "fragment": only swapgen's part, for `-config-dir`.
     output_mode: str = "full"
+    #: A fleet front: the GPU hosts whose configs this run also generates, listed as peers.
+    hosts: tuple[Host, ...] = ()
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -231,6 +258,8 @@ CUSTOM_KIND = "custom"
 #: holds their widths, and a test keeps the two in step.
 LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 FLASH_ATTN_MODES = ("on", "off", "auto")
+#: `vllm_distributed:` values: a Ray cluster, or vLLM's multiprocessing executor over nodes.
+VLLM_DISTRIBUTED = ("ray", "mp")
 #: `mmproj:` keywords; any other non-empty string is a projector path.
 MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
 #: `routing:` values besides null (`Settings.routing`).

@@ -10,6 +10,7 @@ import re
 import shlex
 from pathlib import Path
 from typing import Any, get_args, get_origin
+from urllib.parse import urlsplit
 
 import attrs
 import cattrs
@@ -25,9 +26,11 @@ from autogen.settings.schema import (
     LLAMA_KV_TYPES,
     OUTPUT_MODES,
     ROUTING_MODES,
+    VLLM_DISTRIBUTED,
     BackendRow,
     Encoders,
     Gpu,
+    Host,
     Override,
     Settings,
     Variant,
@@ -167,6 +170,41 @@ def _kind(value: Any, type_: Any) -> str:
     raise ValueError(f"unknown kind {kind!r}{hint}; an engine swapgen does not know is kind {CUSTOM_KIND!r}")
 
 
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_host_name = _checked(_strict_str, lambda v: _HOST_NAME.fullmatch(v) is not None,
+                      "expected a host name of letters, digits, '.', '_' and '-' (it becomes the peer id "
+                      "and the `<host>/<model>` prefix)")
+
+
+def _env_name(value: Any, type_: Any) -> str | None:
+    """The name of the variable holding a key; the value is never echoed (it may be the key)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or _ENV_NAME.fullmatch(value) is None:
+        raise ValueError("expected the name of an environment variable (letters, digits, '_'), "
+                         "not the key itself (the value is not shown)")
+    return value
+
+
+_distributed = _checked(_strict_str, lambda v: v in VLLM_DISTRIBUTED, f"expected one of {', '.join(VLLM_DISTRIBUTED)}")
+
+
+def _host_url(value: Any, type_: Any) -> str:
+    """The front's `proxy` for the host: an http(s) URL with a host name, as llama-swap parses it."""
+    url = _strict_str(value, type_)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL of the host's llama-swap, got {url!r}")
+    return url
+
+
+def _host_names(value: Any, type_: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"expected a list of host names, got {describe(value)}")
+    return tuple(_host_name(v, str) for v in value)
+
+
 _LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
 
 _SD_HOOKS = {
@@ -193,6 +231,8 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "vram_budget_gb": _positive_float,
         "vllm_gpu_util": _fraction,
         "vllm_tensor_parallel": _positive_int,
+        "vllm_nodes": _host_names,
+        "vllm_distributed": _distributed,
         "parallel": _positive_int,
         "threads": _positive_int,
         "extra_args": _args,
@@ -203,6 +243,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
     Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
                              "t5xxl", "llm_text_encoder"), _nonblank),
     Gpu: {"vram_gb": _non_negative_float},
+    Host: {"name": _host_name, "settings": _nonblank, "url": _host_url, "api_key_env": _env_name},
     Settings: {
         "vram_budget_gb": _positive_float,
         "card_vram_gb": _non_negative_float,

@@ -35,6 +35,11 @@ declared or probed) is the one GPU vLLM runs on: the same cap and the same Skip 
 numbers equal those of `devices: [0]` on that card. Only a tensor-parallel pin without devices
 keeps the Go original's pooled numbers.
 
+Nodes (`ctx.nodes`, `vllm_nodes`): tensor parallel per node × pipeline parallel across nodes;
+each GPU holds `1 / (tp × pp)` of the weights, its tensor-parallel share of the KV heads of its
+stage's layers (`stage_share`, `stage_layout`), the overhead, against the smallest card used,
+with the same cap and Skip as devices.
+
 Where we differ from the original: the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 (bytes_per_token 0) gets its trained window and no pin; weights are the row's size rounded to
@@ -43,6 +48,7 @@ shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 
 from __future__ import annotations
 
+import attrs
 from attrs import field, frozen
 
 from autogen.errors import ModelError
@@ -137,6 +143,8 @@ class VllmSizing:
     #: One GPU's KV-cache layers as vLLM groups them (`vllm_memory`); None = every layer charged
     #: at the full context.
     layout: VllmKv | None = None
+    #: `--pipeline-parallel-size`: the number of nodes of a multi-node model, else 1.
+    pipeline_parallel: int = 1
 
 
 def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
@@ -163,21 +171,16 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     tp_pin = tp_pin if tp_source else None
     util_pin = ov.vllm_gpu_util if ov is not None and ov.vllm_gpu_util else None
     length_pin = extra.max_model_len or (ov.ctx if ov is not None and ov.ctx else None)
-    tp, ranks = tp_pin or 1, 1
-    if ctx.devices:
-        if tp_pin is not None and tp_pin > len(ctx.devices):
-            raise ModelError(f"{tp_source} {tp_pin} needs {tp_pin} GPUs; devices "
-                             f"{','.join(str(g.index) for g in ctx.devices)} give {len(ctx.devices)}")
-        tp = ranks = tp_pin or len(ctx.devices)
-        card = min(g.vram_gb for g in ctx.devices[:ranks])  # vLLM takes the first `tp` visible GPUs
-    of_card = "" if card is None else f"{card:.1f}GB card" if not ctx.devices else (
-        f"{card:.1f}GB card {ctx.devices[0].index}" if ranks == 1 else f"the smallest {card:.1f}GB card of {ranks}")
-    per_token = per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks)
+    tp, ranks, stages, card = _layout(ctx, tp_pin, tp_source, card)
+    world = ranks * stages
+    of_card = _card_text(ctx, card, world)
+    layers = ctx.meta.block_count if ctx.meta is not None else 0
+    per_token = stage_share(per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks), layers, stages)
     in_flight = CONCURRENT_BATCHES * (extra.max_num_batched_tokens or default_batched_tokens(card))
-    layout = vllm_kv(ctx.kv, ctx.meta, ranks, in_flight) if per_token else None
-    state = _state_bytes(layout, ctx.kv, per_token, ranks)
+    layout = stage_layout(vllm_kv(ctx.kv, ctx.meta, ranks, in_flight), layers, stages) if per_token else None
+    state = _state_bytes(layout, ctx.kv, per_token, ranks, stage=lambda b: stage_share(b, layers, stages))
     trained = ctx.meta.context_length if ctx.meta is not None else 0
-    share, rank_weights = budget / ranks, weights / ranks
+    share, rank_weights = budget / world, weights / world
 
     pin_note = _why_no_pin(bool(util_pin), extra, length_pin, per_token, version)
 
@@ -188,7 +191,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
 
     # the physical limit: vLLM cannot start past its utilization of the smallest card; a reading
     # without devices is the one card vLLM runs on (no tensor parallel), checked the same way
-    limit = (util_pin or MAX_UTIL) * card if card is not None and (ctx.devices or tp == 1) else None
+    limit = (util_pin or MAX_UTIL) * card if card is not None and (ctx.devices or ctx.nodes or tp == 1) else None
     if limit is not None:
         floor = min(n for n in (CTX_STEP, trained, length_pin) if n is not None and n > 0)
         need = rank_weights + kv_gib(floor) + OVERHEAD_GIB
@@ -209,7 +212,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
             room = (room - gib(PIN_PAD_BYTES + MIB)) * 10 / PIN_FACTOR_TENTHS if not pin_note else room
             fits = (rounded_ctx(_longest(layout, per_token, state, room, pool=True)), f"{limit:.1f}GB of {of_card}")
         max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
-                                           " per GPU" if ranks > 1 else "", state, layout)
+                                           " per GPU" if world > 1 else "", state, layout)
         if length_pin == AUTO:
             ctx_note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({ctx_note})"
     kv_gpu = _reserve(layout, per_token, state, max_len)
@@ -217,7 +220,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
 
     pin = pin_bytes(_check_bytes(layout, per_token, state, max_len)) if not pin_note and kv_gpu is not None else None
     if pin is not None:
-        pin_note = f"{_pin_what(layout, kv_gpu, state)}{' per GPU' if ranks > 1 else ''} × 1.10 + 0.25GB, whole MiB"
+        pin_note = f"{_pin_what(layout, kv_gpu, state)}{' per GPU' if world > 1 else ''} × 1.10 + 0.25GB, whole MiB"
 
     # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a pin,
     # since that is what the process holds)
@@ -235,28 +238,76 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
         util, util_note = DEFAULT_UTIL, "no GPU reading"
     else:
         util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / card, 2)))
-        what, per_gpu = ("weights+KV+overhead", "") if ranks == 1 else (f"weights/{ranks}+KV+overhead", " per GPU")
+        what, per_gpu = ("weights+KV+overhead", "") if world == 1 else (f"weights/{world}+KV+overhead", " per GPU")
         if footprint < share or pin is not None:
             util_note = (f"{footprint:.1f}GB needed ({what}) of {of_card}, "
                          f"{'under' if footprint <= share else 'over'} the {share:.1f}GB budget{per_gpu}")
         else:
             util_note = f"{footprint:.1f}GB budget{per_gpu} of {of_card}"
     # each rank takes `util` of its own card
-    cards = sum(g.vram_gb for g in ctx.devices[:ranks]) if ctx.devices else card
-    est = round_half_away(util * cards if cards is not None else footprint * ranks, 2)
+    cards = (sum(g.vram_gb for g in ctx.nodes.gpus) if ctx.nodes is not None
+             else sum(g.vram_gb for g in ctx.devices[:ranks]) if ctx.devices else card)
+    est = round_half_away(util * cards if cards is not None else footprint * world, 2)
     gpu_util = round_half_away(util, 2)
     return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
                       util_note=util_note, kv_pin_bytes=pin, pin_note=pin_note, est_vram_gb=est,
                       kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
-                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state, layout=layout)
+                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state, layout=layout,
+                      pipeline_parallel=stages)
 
 
-def _state_bytes(layout: VllmKv | None, kv: KvCost | None, per_token: int | None, ranks: int) -> int:
+def _state_bytes(layout: VllmKv | None, kv: KvCost | None, per_token: int | None, ranks: int, stage) -> int:
     """The recurrent state one GPU charges: vLLM's state pages where the layout is known, else one
-    sequence's state."""
+    sequence's state (of its pipeline stage's layers: `stage`)."""
     if layout is not None:
         return layout.state_bytes()
-    return per_gpu_state_bytes(kv, ranks) if per_token is not None else 0
+    return stage(per_gpu_state_bytes(kv, ranks)) if per_token is not None else 0
+
+
+def _layout(ctx: EmitContext, tp_pin: int | None, tp_source: str,
+            card: float | None) -> tuple[int, int, int, float | None]:
+    """(tensor parallel flag, ranks one GPU shares the heads with, pipeline stages, the card each
+    rank is sized against): the nodes' layout, else the devices', else the card reading."""
+    if ctx.nodes is not None:
+        return (ctx.nodes.tensor_parallel, ctx.nodes.tensor_parallel, ctx.nodes.pipeline_parallel,
+                min(g.vram_gb for g in ctx.nodes.gpus))
+    if not ctx.devices:
+        return tp_pin or 1, 1, 1, card
+    if tp_pin is not None and tp_pin > len(ctx.devices):
+        raise ModelError(f"{tp_source} {tp_pin} needs {tp_pin} GPUs; devices "
+                         f"{','.join(str(g.index) for g in ctx.devices)} give {len(ctx.devices)}")
+    ranks = tp_pin or len(ctx.devices)
+    return ranks, ranks, 1, min(g.vram_gb for g in ctx.devices[:ranks])  # vLLM takes the first `tp` visible GPUs
+
+
+def _card_text(ctx: EmitContext, card: float | None, world: int) -> str:
+    if card is None:
+        return ""
+    if ctx.nodes is not None:
+        return f"the smallest {card:.1f}GB card of {world} on {ctx.nodes.label}"
+    if not ctx.devices:
+        return f"{card:.1f}GB card"
+    return f"{card:.1f}GB card {ctx.devices[0].index}" if world == 1 else f"the smallest {card:.1f}GB card of {world}"
+
+
+def stage_share(per_rank: int | None, layers: int, stages: int) -> int | None:
+    """What one pipeline stage of `stages` holds of a per-rank cost spread over `layers` layers:
+    vLLM gives each stage a contiguous slice of the layers, some one layer longer when they do
+    not divide (`get_pp_indices`, vllm/distributed/utils.py), so the longest slice is charged;
+    rounded up."""
+    if per_rank is None or stages == 1 or layers <= 0:
+        return per_rank
+    return -(-per_rank * -(-layers // stages) // layers)
+
+
+def stage_layout(layout: VllmKv | None, layers: int, stages: int) -> VllmKv | None:
+    """`layout` for the longest pipeline stage: each kind of layer in the stage's share, rounded
+    up (a stage's slice may hold more of one kind than the average)."""
+    if layout is None or stages == 1 or layers <= 0:
+        return layout
+    return attrs.evolve(layout, full=stage_share(layout.full, layers, stages),
+                        sliding=stage_share(layout.sliding, layers, stages),
+                        mamba=stage_share(layout.mamba, layers, stages))
 
 
 def _check_bytes(layout: VllmKv | None, per_token: int | None, state: int, tokens: int) -> int:

@@ -1,0 +1,78 @@
+"""A fleet front's hosts: each `hosts:` entry's own settings file, loaded and checked against
+the others (README "Several GPU hosts").
+
+The front run generates every host's config from that host's settings, on the machine the
+front runs on, so a host must declare its GPUs (`gpus` or `card_vram_gb`): probing would read
+the front's cards, not the host's. Two hosts (or a host and the front) may not share an output
+or a cache folder: each run prunes the fragments its own models do not name.
+"""
+
+from __future__ import annotations
+
+from attrs import frozen
+
+from autogen.errors import did_you_mean
+from autogen.settings.load import load_settings
+from autogen.settings.schema import Host, Settings
+
+
+@frozen
+class FleetHost:
+    """One host of the fleet with its loaded settings.
+
+    Example: FleetHost(host=Host(name="gpu-a", settings="/repo/hosts/gpu-a/swapgen.yaml",
+    url="http://gpu-a.lan:8080"), settings=Settings(roots=("/srv/models",), ...)).
+    """
+
+    host: Host
+    settings: Settings
+
+
+def load_hosts(front: Settings) -> tuple[FleetHost, ...]:
+    """Every host's settings, in `hosts:` order. Raises SettingsError: a host's own file names
+    its problems; problems between files are the front's, at `hosts[i]`."""
+    hosts = tuple(FleetHost(h, load_settings(h.settings)) for h in front.hosts)
+    problems = _conflicts(front, hosts) + _node_problems(hosts)
+    if problems:
+        from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+        raise settings_error(front.source, problems)
+    return hosts
+
+
+def _conflicts(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
+    problems = []
+    outputs = {front.output: "the front"}
+    caches = {front.cache_dir: "the front"}
+    for i, fh in enumerate(hosts):
+        where, s = f"hosts[{i}]", fh.settings
+        if s.source == front.source or s.hosts:
+            problems.append(f"{where}.settings: {s.source} is a fleet front itself (it has `hosts:`); "
+                            "a host's settings list its own model folders")
+            continue
+        if s.gpus is None and s.card_vram_gb is None:
+            problems.append(f"{where}.settings: {s.source} declares no GPUs (`gpus` or `card_vram_gb`); the front "
+                            f"cannot probe the cards of {fh.host.name}")
+        for path, seen, what in ((s.output, outputs, "output"), (s.cache_dir, caches, "cache_dir")):
+            if path in seen:
+                problems.append(f"{where}.settings: {fh.host.name}'s {what} {path} is also {seen[path]}'s; "
+                                f"give each host its own {what}")
+            seen.setdefault(path, f"{fh.host.name} (hosts[{i}])")
+    return problems
+
+
+def _node_problems(hosts: tuple[FleetHost, ...]) -> list[str]:
+    """`vllm_nodes` must name other hosts of this fleet (a typo would otherwise be a skip)."""
+    names = [fh.host.name for fh in hosts]
+    problems = []
+    for i, fh in enumerate(hosts):
+        for j, ov in enumerate(fh.settings.overrides):
+            for node in ov.vllm_nodes:
+                if node == fh.host.name:
+                    problems.append(f"hosts[{i}]: {fh.settings.source}: overrides[{j}].vllm_nodes: {node!r} is this "
+                                    "host, the head; list only the worker hosts")
+                elif node not in names:
+                    problems.append(f"hosts[{i}]: {fh.settings.source}: overrides[{j}].vllm_nodes: no host {node!r} "
+                                    f"in the fleet{did_you_mean(node, names)} (hosts: {', '.join(names)})")
+    return problems
+
