@@ -199,12 +199,6 @@ def _host_url(value: Any, type_: Any) -> str:
     return url
 
 
-def _host_names(value: Any, type_: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError(f"expected a list of host names, got {describe(value)}")
-    return tuple(_host_name(v, str) for v in value)
-
-
 _LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
 
 _SD_HOOKS = {
@@ -231,7 +225,6 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "vram_budget_gb": _positive_float,
         "vllm_gpu_util": _fraction,
         "vllm_tensor_parallel": _positive_int,
-        "vllm_nodes": _host_names,
         "vllm_distributed": _distributed,
         "parallel": _positive_int,
         "threads": _positive_int,
