@@ -14,15 +14,17 @@ from autogen.errors import SwapgenError
 from autogen.settings.load import load_settings
 
 DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpdb", "strace"}
+#: Task names (`model:ID`, `config`, a fleet's `config:HOST` and `front`).
+TASKS = {"model", "config", "front"}
 
 COMMANDS = """commands:
   run (default)            generate the config: run the out-of-date model tasks, then config
-  model:ID | config        run one task
+  model:ID | config        run one task (a fleet: model:HOST/ID, config:HOST, front)
   info model:ID            one task's status, input files and fragment
   forget [model:ID]        forget doit's recorded state (all, or one model)
   clean                    delete fragments and caches (the config stays)
   list [--json]            one line per model
-  show ID [--json]         one model's plan and why
+  show ID [--json]         one model's plan and why (a fleet host's: HOST/ID)
   validate [FILE ...]      check any llama-swap config (default: the settings' output)
   validate [FILE] --config-dir DIR
                            check FILE and DIR's files merged as llama-swap -config-dir merges them
@@ -48,6 +50,10 @@ def _list(settings: str | None, as_json: bool) -> int:
 def _show(settings: str | None, model_id: str, as_json: bool) -> int:
     graph = tasks.load(settings)
     try:
+        # in a fleet, `HOST/ID` (as `swapgen list` and the front name it) is a host's model
+        for host in graph.hosts:
+            if model_id.startswith(host.prefix):
+                return show.main(host.library, model_id.removeprefix(host.prefix), as_json)
         return show.main(graph.library, model_id, as_json)
     finally:
         graph.close()
@@ -123,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
 
             return main_backends(opts.settings, rest[1:])
-        if command in DOIT_COMMANDS or command.startswith("model") or command == "config" or command.startswith("-"):
+        if command in DOIT_COMMANDS or command.split(":")[0] in TASKS or command.startswith("-"):
             return _run_doit(opts.settings, rest)
         parser.error(f"unknown command {command!r}")
     except SwapgenError as exc:

@@ -25,6 +25,7 @@ from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.gpus import card_vram_gb, inventory
+from autogen.resolve.nodes import Fleet
 from autogen.settings.schema import Settings
 
 
@@ -40,10 +41,10 @@ class LoadMemo:
 
     FILE = "load-memo.pickle"
 
-    def __init__(self, settings: Settings, card: float | None):
+    def __init__(self, settings: Settings, card: float | None, fleet: Fleet | None = None):
         self.path = os.path.join(settings.cache_dir, self.FILE)
         self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
-                                 walk_signature(settings.roots))))
+                                 fleet, walk_signature(settings.roots))))
 
     def load(self) -> tuple | None:
         try:
@@ -79,27 +80,29 @@ class Library:
         self.profile_owners = profile_owners(jobs, settings)
 
     @classmethod
-    def load(cls, settings: Settings) -> Library:
+    def load(cls, settings: Settings, fleet: Fleet | None = None) -> Library:
         """From the memo when nothing it was computed from changed, else by discovery; the
-        warnings of discovery are printed either way."""
+        warnings of discovery are printed either way. `fleet`: the hosts a run from a fleet
+        front knows (multi-node models need them)."""
         check_roots(settings)
         card = card_vram_gb(settings)
-        memo = LoadMemo(settings, card)
+        memo = LoadMemo(settings, card, fleet)
         loaded = memo.load()
         if loaded is None:
-            library = cls._discover(settings, card)
+            library = cls._discover(settings, card, fleet)
             memo.store(library.discovery, library.metas, library.jobs, library.stamps)
         else:
             library = cls(settings, card, *loaded)
+        where = f"{fleet.host}: " if fleet is not None else ""
         for problem in library.discovery.problems:
-            print(f"swapgen: warning: {problem}", file=sys.stderr)
+            print(f"swapgen: warning: {where}{problem}", file=sys.stderr)
         check_vanished(settings, library.discovery)
         for problem in unmatched_settings(settings, library.discovery.models):
-            print(f"swapgen: warning: {problem}", file=sys.stderr)
+            print(f"swapgen: warning: {where}{problem}", file=sys.stderr)
         return library
 
     @classmethod
-    def _discover(cls, settings: Settings, card: float | None) -> Library:
+    def _discover(cls, settings: Settings, card: float | None, fleet: Fleet | None) -> Library:
         """Walk the roots, read metadata through the cache and resolve every model."""
         cache = MetaCache(settings.cache_dir)
         discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors)
@@ -114,7 +117,7 @@ class Library:
                 except ModelError as exc:
                     error = str(exc)
             metas[row.id] = meta
-            jobs.append(make_job(settings, row, meta, error, card))
+            jobs.append(make_job(settings, row, meta, error, card, fleet=fleet))
         cache.save()
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
         return cls(settings, card, discovery, metas, jobs, stamps, cache)

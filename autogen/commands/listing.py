@@ -19,7 +19,13 @@ from autogen.router.assemble import Fragment
 
 
 def rows(graph: TaskGraph) -> list[dict[str, Any]]:
+    """The front's (or the one host's) models, then each fleet host's, `host` naming it."""
+    return [row for g in graph.graphs for row in _rows(g)]
+
+
+def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
     library = graph.library
+    host = graph.host.name if graph.host is not None else None
     downloads = library.discovery.downloads
     out = []
     for job in library.jobs:
@@ -40,7 +46,8 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
             skip, entries = SKIPPED_BY_OVERRIDE, []
         out.append({
             "id": job.row.id,
-            "task": f"model:{job.row.id}",
+            "host": host,
+            "task": graph.task_name(job),
             "class": job.model_class,
             "role": job.role.value,
             "engine": job.engine,
@@ -54,8 +61,9 @@ def rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "download": _download(downloads.get(job.row.id)),
         })
     for item in library.discovery.ignored:
-        out.append({"id": None, "task": None, "class": "ignored", "engine": "-", "backend": "-", "why": "",
-                    "path": item.path, "manifest": None, "size_gb": None, "entries": [], "skipped": item.reason,
+        out.append({"id": None, "host": host, "task": None, "class": "ignored", "engine": "-", "backend": "-",
+                    "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
+                    "skipped": item.reason,
                     "download": None})
     return out
 
@@ -78,7 +86,8 @@ def _progress(download: dict[str, float | None] | None) -> str:
 def table(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no models found\n"
-    cols = [("id", lambda r: r["id"] or "-"), ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
+    cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
+            ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
             ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
             ("status", lambda r: "SKIPPED" if r["skipped"] and r["class"] != "ignored" else
              ("ignored" if r["class"] == "ignored" else "ok"))]

@@ -30,16 +30,22 @@ def task_doc(library, job: Job) -> str:
 
 
 def summary_line(graph) -> str:
-    """`swapgen: 9 models (7 served, 2 skipped); 1 re-emitted, 8 unchanged; config.yaml written`"""
+    """`swapgen: 9 models (7 served, 2 skipped); 1 re-emitted, 8 unchanged; config.yaml written`;
+    in a fleet, `swapgen: gpu-a: …` per host and `swapgen: front: …, 2 peers, 1 selector; …`."""
     settings = graph.library.settings
+    fleet = ""
     try:
         with open(os.path.join(settings.cache_dir, SUMMARY), encoding="utf-8") as f:
             counts = json.load(f)
         served = f"{counts['served']} served, {counts['skipped']} skipped"
+        if graph.hosts:
+            fleet = (f", {counts['peers']} peer{'s' if counts['peers'] != 1 else ''}, "
+                     f"{counts['selectors']} selector{'s' if counts['selectors'] != 1 else ''}")
     except (OSError, ValueError, KeyError):
         served = "not assembled"
+    label = f"{graph.host.name}: " if graph.host is not None else "front: " if graph.hosts else ""
     total, emitted = len(graph.library.jobs), graph.stats["emitted"]
-    return (f"swapgen: {total} models ({served}); {emitted} re-emitted, {total - emitted} unchanged; "
+    return (f"swapgen: {label}{total} models ({served}){fleet}; {emitted} re-emitted, {total - emitted} unchanged; "
             f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}")
 
 
@@ -78,4 +84,5 @@ class SummaryReporter(ConsoleReporter):
         with self._to_stderr():
             super().complete_run()
         if self.graph is not None and not self.failures and not shown:
-            self.write(summary_line(self.graph) + "\n")
+            for graph in (*self.graph.hosts, self.graph):
+                self.write(summary_line(graph) + "\n")

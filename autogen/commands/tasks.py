@@ -16,6 +16,7 @@ bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock →
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -44,10 +45,13 @@ from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
+from autogen.resolve.nodes import fleet_of
 from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, passthrough_hint, write_config
+from autogen.router.fleet import Peer, render_front
+from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
-from autogen.settings.schema import Settings
+from autogen.settings.schema import Host, Settings
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
@@ -114,11 +118,21 @@ def clean_caches(cache_dir: str) -> None:
 
 class TaskGraph:
     """The doit side of one run: the task creators, their actions and the record of which
-    inputs each fragment was emitted from. Holds the run lock until `close`."""
+    inputs each fragment was emitted from. Holds the run locks until `close`.
 
-    def __init__(self, library: Library, lock=None, sigterm=None):
+    A fleet front's graph also holds one graph per host (`hosts`): their model tasks are
+    `model:<host>/<id>`, their config tasks `config:<host>`, and the front's own config is the
+    task `front`, which runs after them and lists each host's served ids as a peer."""
+
+    def __init__(self, library: Library, lock=None, sigterm=None, *, host: Host | None = None,
+                 hosts: tuple[TaskGraph, ...] = ()):
         self.library = library
-        self._lock = lock
+        #: The fleet host this graph generates (None: a single host or the front).
+        self.host = host
+        self.hosts = hosts
+        #: Task-name prefix of this graph's models: `<host>/` for a fleet host.
+        self.prefix = f"{host.name}/" if host is not None else ""
+        self._locks = [lock] if lock is not None else []
         #: The SIGTERM handler `load` replaced, restored by `close` (None: nothing to restore).
         self._sigterm = sigterm
         #: id → the fragment file its current inputs name.
@@ -130,12 +144,30 @@ class TaskGraph:
         self.reporter = type("SummaryReporter", (SummaryReporter,), {"graph": self})
 
     def _head(self, path: str, size: int, mtime_ns: int) -> str:
-        return self.library.cache.head(path, size, mtime_ns)
+        return self._owner(path).library.cache.head(path, size, mtime_ns)
+
+    def _owner(self, path: str) -> TaskGraph:
+        """The graph whose library has `path` among its inputs (the doit checker is run-wide)."""
+        for graph in self.hosts:
+            if path in graph.inputs:
+                return graph
+        return self
+
+    @functools.cached_property
+    def inputs(self) -> frozenset[str]:
+        return frozenset(p for job in self.library.jobs for p in job.row.inputs)
+
+    @property
+    def graphs(self) -> tuple[TaskGraph, ...]:
+        """This graph and its hosts' (one graph when not a fleet front)."""
+        return (self, *self.hosts)
+
+    def task_name(self, job: Job) -> str:
+        return f"model:{self.prefix}{job.row.id}"
 
     def close(self) -> None:
-        if self._lock is not None:
-            self._lock.__exit__(None, None, None)
-            self._lock = None
+        while self._locks:
+            self._locks.pop().__exit__(None, None, None)
         if self._sigterm is not None:
             signal.signal(signal.SIGTERM, self._sigterm)
             self._sigterm = None
@@ -175,12 +207,20 @@ class TaskGraph:
             return TaskFailed(f"{settings_error(self.library.settings.source, conflicts)}\nNothing was written.")
         text = assemble(self.library.settings, fragments,
                         warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
+        counts = {}
+        try:
+            if self.hosts:
+                part = render_front(self.peers(), {m[0] for f in fragments for m in f.members})
+                text += part.text
+                counts = {"peers": part.peers, "selectors": part.selectors}
+        except SwapgenError as exc:
+            return TaskFailed(str(exc))
         digest_ = xxhash.xxh3_128_hexdigest(text.encode())
         served = sum(1 for f in fragments if f.members)
         # before the config: a summary that names the config's digest describes it (`output_intact`)
         write_if_changed(os.path.join(self.library.settings.cache_dir, SUMMARY),
-                         json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served}).encode(),
-                         durable=False)
+                         json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served,
+                                     **counts}).encode(), durable=False)
         try:
             written = write_config(self.library.settings.output, text, passthrough_hint(self.library.settings))
         except SwapgenError as exc:
@@ -192,6 +232,13 @@ class TaskGraph:
         for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE):
             remove_stale_temps(os.path.join(settings.cache_dir, name))
         return {"digest": digest_}
+
+    def peers(self) -> list[Peer]:
+        """Each host with the ids its config serves: its fragments' entries, as `config:<host>`
+        assembled them (that task ran first)."""
+        return [Peer(name=g.host.name, url=g.host.url, api_key_env=g.host.api_key_env,
+                     models=tuple(sorted(m[0] for job in g.library.jobs for m in g._load_fragment(job).members)))
+                for g in self.hosts]
 
     def _side_files_intact(self, job: Job) -> bool:
         """Files the model writes beside its fragment hold what the fragment recorded: a run
@@ -238,9 +285,13 @@ class TaskGraph:
 
     def task_model(self):
         """One router fragment per discovered model (class, engine, backend, path)."""
+        for graph in self.graphs:
+            yield from graph._model_tasks()
+
+    def _model_tasks(self):
         for job in self.library.jobs:
             yield {
-                "name": job.row.id,
+                "name": self.prefix + job.row.id,
                 "doc": task_doc(self.library, job),
                 "file_dep": list(job.row.inputs),
                 # the fragment's name is its inputs' key: it exists exactly when it is current
@@ -258,28 +309,45 @@ class TaskGraph:
 
     def task_config(self):
         """Assemble, validate and write the llama-swap config (only when its bytes change)."""
+        if not self.hosts:
+            return self._config_task()
+        return ({"name": g.host.name, "doc": f"the config of host {g.host.name}: {g.library.settings.output}",
+                 **g._config_task()} for g in self.hosts)
+
+    def task_front(self):
+        """The front's config: its own models, each host as a peer, selectors for shared ids."""
+        task = self._config_task()
+        # the hosts' fragments give the peers' lists; their configs are written first, so the
+        # front never lists a model a host's (failed) config does not serve
+        task["file_dep"] += [g.fragments[job.row.id] for g in self.hosts for job in g.library.jobs]
+        task["task_dep"] = [f"config:{g.host.name}" for g in self.hosts]
+        return task
+
+    def _config_task(self):
         settings = self.library.settings
         router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
                            settings.source, settings.output, self._routing_inputs(),
-                           settings.output_mode, settings.llama_swap))
+                           settings.output_mode, settings.llama_swap, *([settings.hosts] if settings.hosts else [])))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],
-            "targets": [self.library.settings.output],
+            "targets": [settings.output],
             "uptodate": [config_changed(digest(router_key)), self.output_intact],
             # `doit clean` removes fragments and caches, never the config llama-swap is serving
-            "clean": [(clean_caches, [self.library.settings.cache_dir])],
+            "clean": [(clean_caches, [settings.cache_dir])],
         }
 
     def namespace(self) -> dict[str, Any]:
         """What a dodo file exposes: DOIT_CONFIG and the task creators."""
-        os.makedirs(os.path.join(self.library.settings.cache_dir, FRAGMENTS), exist_ok=True)
+        for graph in self.graphs:
+            os.makedirs(os.path.join(graph.library.settings.cache_dir, FRAGMENTS), exist_ok=True)
+        fleet = {"task_front": self.task_front} if self.hosts else {}
         return {
             "DOIT_CONFIG": {
                 "backend": "sqlite3",
                 "dep_file": os.path.join(self.library.settings.cache_dir, DOIT_STATE),
                 "check_file_uptodate": self.checker,
-                "default_tasks": ["model", "config"],
+                "default_tasks": ["model", "config", *(["front"] if self.hosts else [])],
                 "reporter": self.reporter,
                 # doit's default is the sys.stdout of the moment doit was imported
                 "outfile": sys.stdout,
@@ -290,6 +358,7 @@ class TaskGraph:
             },
             "task_model": self.task_model,
             "task_config": self.task_config,
+            **fleet,
         }
 
 
@@ -303,17 +372,25 @@ def load(settings_path: str | None = None, *, lock: bool = True, notify=None) ->
     sigterm = None
     if threading.current_thread() is threading.main_thread():
         sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
-    held = None
+    held = graph = None
     try:
         path = find_settings(settings_path)
         ensure_for_settings(path, Path(__file__).resolve().parents[2])
         settings = load_settings(path)
         check_llama_swap_keys(settings)
+        hosts = load_hosts(settings) if settings.hosts else ()
+        for fh in hosts:
+            check_llama_swap_keys(fh.settings)
         held = _acquire(settings, notify) if lock else None
-        return TaskGraph(Library.load(settings), held, sigterm)
+        graph = TaskGraph(Library.load(settings), held, sigterm)
+        if hosts:
+            graph.hosts = _host_graphs(hosts, graph, notify if lock else False)
+        return graph
     except BaseException:
-        # a failed load keeps neither the lock nor the handler (an in-process caller may retry)
-        if held is not None:
+        # a failed load keeps neither the locks nor the handler (an in-process caller may retry)
+        if graph is not None:
+            graph.close()
+        elif held is not None:
             held.__exit__(None, None, None)
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
@@ -333,6 +410,18 @@ def check_llama_swap_keys(settings: Settings) -> None:
         from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
         raise settings_error(settings.source, problems)
+
+
+def _host_graphs(hosts, front: TaskGraph, notify) -> tuple[TaskGraph, ...]:
+    """One graph per fleet host, each holding its host's lock (taken into `front`'s, released
+    by its `close`); `notify` False = no locks."""
+    known = {fh.host.name: (fh.host, fh.settings) for fh in hosts}
+    graphs = []
+    for fh in hosts:
+        if notify is not False:
+            front._locks.append(_acquire(fh.settings, notify))
+        graphs.append(TaskGraph(Library.load(fh.settings, fleet_of(fh.host.name, known)), host=fh.host))
+    return tuple(graphs)
 
 
 def _acquire(settings: Settings, notify):
