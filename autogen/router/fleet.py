@@ -107,6 +107,8 @@ def render_front(peers: Sequence[Peer], local_ids: Container[str]) -> FrontPart:
         selector_lines.append("    targets:")
         selector_lines.extend(f"      - {quote(qualified(h, model))}" for h in hosts)
         count += 1
-    if selector_lines:
+    if count:
         text += "selectors:\n" + "\n".join(selector_lines) + "\n"
+    else:  # only comments: a `selectors:` key without entries would be null
+        text += "".join(line.lstrip() + "\n" for line in selector_lines)
     return FrontPart(text=text, peers=len(served), selectors=count)

@@ -9,6 +9,8 @@ or a cache folder: each run prunes the fragments its own models do not name.
 
 from __future__ import annotations
 
+import os
+
 from attrs import frozen
 
 from autogen.errors import did_you_mean
@@ -42,8 +44,9 @@ def load_hosts(front: Settings) -> tuple[FleetHost, ...]:
 
 def _conflicts(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
     problems = []
-    outputs = {front.output: "the front"}
-    caches = {front.cache_dir: "the front"}
+    # compared as the file system resolves them: `../gpu-a/cache` is gpu-a's cache
+    outputs = {os.path.realpath(front.output): "the front"}
+    caches = {os.path.realpath(front.cache_dir): "the front"}
     for i, fh in enumerate(hosts):
         where, s = f"hosts[{i}]", fh.settings
         if s.source == front.source or s.hosts:
@@ -54,10 +57,11 @@ def _conflicts(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
             problems.append(f"{where}.settings: {s.source} declares no GPUs (`gpus` or `card_vram_gb`); the front "
                             f"cannot probe the cards of {fh.host.name}")
         for path, seen, what in ((s.output, outputs, "output"), (s.cache_dir, caches, "cache_dir")):
-            if path in seen:
-                problems.append(f"{where}.settings: {fh.host.name}'s {what} {path} is also {seen[path]}'s; "
+            real = os.path.realpath(path)
+            if real in seen:
+                problems.append(f"{where}.settings: {fh.host.name}'s {what} {real} is also {seen[real]}'s; "
                                 f"give each host its own {what}")
-            seen.setdefault(path, f"{fh.host.name} (hosts[{i}])")
+            seen.setdefault(real, f"{fh.host.name} (hosts[{i}])")
     return problems
 
 
