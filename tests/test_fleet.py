@@ -299,3 +299,16 @@ def test_an_interrupt_at_every_step_leaves_every_config_consistent(fleet, tmp_pa
         assert got == fresh, f"after a SIGKILL at step {point}"
         assert not [p for p in tmp_path.rglob("*.tmp")], f"temp files after a SIGKILL at step {point}"
     assert stopped >= 8  # gpu-b: metadata, load memo, fragment, summary, config; front: summary, config; doit
+
+
+def test_a_front_owns_peers_and_selectors(fleet):
+    fleet.write_text(FRONT_SETTINGS + "llama_swap:\n  peers: {x: {proxy: 'http://x', models: [a]}}\n")
+    assert problems(fleet) == ["llama_swap.peers: a key swapgen owns (a fleet front writes one peer per entry "
+                               "of `hosts:`)"]
+
+
+def test_front_llama_swap_keys_are_kept(fleet, tmp_path):
+    fleet.write_text(FRONT_SETTINGS + "llama_swap:\n  apiKeys: ['${env.FRONT_KEY}']\n")
+    run(fleet)
+    front = load_yaml(configs(tmp_path)["front"])
+    assert front["apiKeys"] == ["${env.FRONT_KEY}"] and list(front["peers"]) == ["gpu-a", "gpu-b"]

@@ -112,6 +112,9 @@ def top_level_problems(settings: Settings) -> list[str]:
     owned = dict(OWNED_TOP)
     if settings.output_mode == "fragment":
         del owned["healthCheckTimeout"]
+    if settings.hosts:  # a fleet front: README "Several GPU hosts"
+        owned["peers"] = "a fleet front writes one peer per entry of `hosts:`"
+        owned["selectors"] = "a fleet front writes the selectors of models several hosts serve"
     problems = _data_problems(block, path)
     for key, value in block.items() if not problems else ():
         if key in owned:
