@@ -17,6 +17,7 @@ from ruamel.yaml import YAML
 from autogen.commands import cli, tasks
 from autogen.errors import SettingsError
 from autogen.router.validate import validate_text
+from tests import test_llamaswap_loader as loader
 from tests.builders import GIB, add_model
 from tests.fleet_fixtures import FRONT_SETTINGS, HOST_SETTINGS, LIBRARIES, build_fleet
 from tests.runs import generate
@@ -312,3 +313,26 @@ def test_front_llama_swap_keys_are_kept(fleet, tmp_path):
     run(fleet)
     front = load_yaml(configs(tmp_path)["front"])
     assert front["apiKeys"] == ["${env.FRONT_KEY}"] and list(front["peers"]) == ["gpu-a", "gpu-b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# llama-swap's own loader (tools/llamaswap-loadcheck)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.access(loader.CHECKER, os.X_OK), reason=f"{loader.CHECKER} is absent: build it with "
+                    "tools/llamaswap-loadcheck/setup.sh or point $LLAMASWAP_LOADCHECK at it")
+def test_llama_swap_loads_the_front_and_every_host(tmp_path):
+    front = build_fleet(tmp_path)
+    run(front)
+    seen = loader.summary(loader.accepted(configs(tmp_path)["front"]))
+    assert (seen["models"], seen["peers"], seen["selectors"]) == ("0", "2", "1")
+    for host in LIBRARIES:
+        loader.accepted(configs(tmp_path)[host])
+    # a front with models of its own: local ids beside peers and selectors
+    add_model(tmp_path / "front-models", "x/Solo-GGUF/Solo-Q4_K_M.gguf")
+    front.write_text(FRONT_SETTINGS.replace("roots: []", "roots: [front-models]\nbackends:\n"
+                                            "  - {id: llama, kind: llama, path: llama-server, default: true}"))
+    run(front)
+    seen = loader.summary(loader.accepted(configs(tmp_path)["front"]))
+    assert (seen["models"], seen["peers"], seen["selectors"]) == ("1", "2", "1")
