@@ -502,7 +502,7 @@ class TestVllm:
         kv = 196_608 * 8192  # 1.5 GiB over both ranks
         pin = mib_ceil(kv / 2 * 1.1 + GIB / 4)
         per_gpu = 8 / 2 + pin / GIB + 1.5
-        assert sizing.tensor_parallel == 2 and sizing.kv_pin_bytes == pin
+        assert sizing.tensor_parallel == 2 and sizing.kv_cache_bytes == pin
         assert sizing.footprint_gb == pytest.approx(per_gpu)
         assert sizing.util == math.ceil(per_gpu / 12 * 100) / 100 == 0.55
         assert sizing.est_vram_gb == pytest.approx(0.55 * 36)
@@ -515,7 +515,7 @@ class TestVllm:
 
     def test_fewer_kv_heads_than_ranks_are_replicated(self):
         one_head = size_vllm(vllm_ctx(PAIR, kv_heads=1), (0, 11, 0))
-        assert one_head.kv_pin_bytes == mib_ceil(196_608 * 8192 * 1.1 + GIB / 4)
+        assert one_head.kv_cache_bytes == mib_ceil(196_608 * 8192 * 1.1 + GIB / 4)
 
     def test_pinned_tensor_parallel_wins_and_too_many_ranks_is_a_skip(self):
         ov = Override(match="*", ctx=8192, vllm_tensor_parallel=1)

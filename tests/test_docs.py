@@ -140,5 +140,5 @@ class TestTheChecksThemselves:
     def test_upstream_docs_paths_are_not_repo_cites(self, tmp_path):
         f = tmp_path / "m.py"
         f.write_text("# llama.cpp docs/build.md, audio.cpp's `docs/integrators.md`, vLLM `docs/features/x.md`\n"
-                     "# docs/sizing.md#vllm-kv-pin\n")
-        assert [(n, name, a) for n, name, a, _ in cites(f)] == [(2, "sizing.md", "vllm-kv-pin")]
+                     "# docs/sizing.md#vllm-kv-cache-size\n")
+        assert [(n, name, a) for n, name, a, _ in cites(f)] == [(2, "sizing.md", "vllm-kv-cache-size")]

@@ -1,5 +1,5 @@
 """vLLM sizing (`vllm_sizing`): worked examples A–D number for number
-(docs/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV pin (docs/sizing.md#vllm-kv-pin), sizing per
+(docs/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV-cache size (docs/sizing.md#vllm-kv-cache-size), sizing per
 GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
 
 import json
@@ -30,7 +30,7 @@ from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
-from autogen.sizing.vllm import MAX_UTIL, per_gpu_bytes_per_token, pin_bytes, size_vllm
+from autogen.sizing.vllm import MAX_UTIL, kv_cache_flag_bytes, per_gpu_bytes_per_token, size_vllm
 from tests.shared import HF_CONFIGS, require
 
 
@@ -134,9 +134,9 @@ class TestExampleD_HFParityWithGguf:
         assert size_vllm(ctx, BASE_V).max_model_len == 61440
 
 
-class TestKvPin:
+class TestKvCacheFlag:
     def test_small_model_pin_numbers(self):
-        """docs/sizing.md#vllm-worked-examples "KV pin"; the pin is rounded up to 679 MiB."""
+        """docs/sizing.md#vllm-worked-examples "KV-cache size"; the pin is rounded up to 679 MiB."""
         ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8,
                        version="0.10.2")
         entry = entry_of(ctx)
@@ -149,7 +149,7 @@ class TestKvPin:
 
     def test_budget_sized_model_pin_is_uncapped(self):
         sizing = size_vllm(make_ctx(), (0, 11, 0))
-        assert sizing.kv_pin_bytes == 7015 * 2**20  # 6.0 GiB × 1.10 + 0.25 = 6.85 GiB = 7014.4 MiB
+        assert sizing.kv_cache_bytes == 7015 * 2**20  # 6.0 GiB × 1.10 + 0.25 = 6.85 GiB = 7014.4 MiB
         assert sizing.footprint_gb == pytest.approx(8 + 7015 / 1024 + 1.5)
         assert sizing.footprint_gb > 16
         assert sizing.util == 0.69
@@ -215,7 +215,7 @@ class TestKvPin:
     def test_state_space_model_gets_trained_window_and_no_pin(self):
         ssm = KvCost(bytes_per_token=0, note="no attention layers")
         sizing = size_vllm(make_ctx(kv=ssm, trained=1_048_576), (0, 11, 0))
-        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (1_048_576, None)
+        assert (sizing.max_model_len, sizing.kv_cache_bytes) == (1_048_576, None)
 
 
 class TestTensorParallelSizedPerGpu:
@@ -227,8 +227,8 @@ class TestTensorParallelSizedPerGpu:
         assert sizing.tensor_parallel == 2
         assert sizing.kv_reserve_gb == 31_104 * sizing.max_model_len / GIB  # the whole latent per GPU
         # vLLM's check: one request plus the null block, one block being 16 tokens of all 27 layers
-        assert sizing.kv_pin_bytes == pin_bytes(31_104 * (sizing.max_model_len + 16))
-        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(31_104 * (sizing.max_model_len + 16))
+        assert sizing.footprint_gb == 15 + sizing.kv_cache_bytes / GIB + 1.5 <= MAX_UTIL * 24
         assert sizing.util == 0.95 and sizing.max_model_len == 188_416
         assert sizing.ctx_note == ("sized to 7.5GB free of budget per GPU, cut to fit 22.8GB of the smallest "
                                    "24.0GB card of 2")
@@ -238,7 +238,7 @@ class TestTensorParallelSizedPerGpu:
         sizing = size_vllm(device_ctx(DSV2, budget=40.0), (0, 11, 0))
         assert sizing.max_model_len == 118_784 == 120_823 // 4096 * 4096
         assert sizing.ctx_note == "sized to 3.5GB free of budget per GPU"
-        assert sizing.footprint_gb == 15 + pin_bytes(31_104 * (118_784 + 16)) / GIB + 1.5  # the pin's margin over 20
+        assert sizing.footprint_gb == 15 + kv_cache_flag_bytes(31_104 * (118_784 + 16)) / GIB + 1.5  # the pin's margin over 20
         assert sizing.util == 0.86
 
     @pytest.mark.parametrize(("kv_heads", "per_gpu", "window"), [(1, 24_576, 282_624), (8, 98_304, 69_632)])
@@ -248,11 +248,11 @@ class TestTensorParallelSizedPerGpu:
         sizing = size_vllm(ctx, (0, 11, 0))
         assert per_gpu_bytes_per_token(ctx.kv, ctx.meta, 2) == per_gpu
         assert sizing.max_model_len == window == int(6.5 * GIB // per_gpu) // 4096 * 4096
-        assert sizing.kv_pin_bytes == pin_bytes(per_gpu * (window + 16))  # + the null block
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(per_gpu * (window + 16))  # + the null block
 
     def test_baseline_version_without_a_pin_is_cut_to_the_card_too(self):
         sizing = size_vllm(device_ctx(DSV2), (0, 10, 1))
-        assert sizing.kv_pin_bytes is None
+        assert sizing.kv_cache_bytes is None
         assert sizing.footprint_gb <= MAX_UTIL * 24 and sizing.max_model_len == 217_088
 
     def test_a_model_over_the_card_at_the_floor_is_skipped(self):
@@ -335,7 +335,7 @@ class TestExtraArgsPins:
     def test_their_length_beats_the_overrides_ctx(self):
         ov = Override(match="*", ctx=200_000, extra_args=("--max-m=16k",))
         sizing = size_vllm(make_ctx(override=ov), (0, 11, 0))
-        assert (sizing.max_model_len, sizing.kv_pin_bytes) == (16_000, pin_bytes(196_608 * 16_000))
+        assert (sizing.max_model_len, sizing.kv_cache_bytes) == (16_000, kv_cache_flag_bytes(196_608 * 16_000))
         assert "--max-model-len" not in entry_of(make_ctx(override=ov)).argv
 
     @pytest.mark.parametrize("value", ["auto", "-1"])
@@ -416,7 +416,7 @@ class TestRecurrentStateInTheKvReserve:
         assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.46GB recurrent state"
         reserve = 54_525_952 * (-(-98_304 // 832) + 9)
         assert sizing.kv_reserve_gb == reserve / GIB
-        assert sizing.kv_pin_bytes == pin_bytes(reserve + 54_525_952) == 7635 * MIB
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(reserve + 54_525_952) == 7635 * MIB
         assert sizing.footprint_gb == 16 + 7635 / 1024 + 1.5
         assert sizing.util == 0.78
 
@@ -432,14 +432,14 @@ class TestRecurrentStateInTheKvReserve:
         assert sizing.layout.block_bytes == block == 169_082_880
         reserve = block * (2 + 6 * 3)
         assert sizing.kv_reserve_gb == reserve / GIB
-        assert pin_bytes(40_960 * 8192 + 919_240_704) < reserve
-        assert sizing.kv_pin_bytes == pin_bytes(reserve + block) == 3981 * MIB
+        assert kv_cache_flag_bytes(40_960 * 8192 + 919_240_704) < reserve
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(reserve + block) == 3981 * MIB
         assert sizing.footprint_gb == 30 + 3981 / 1024 + 1.5 and sizing.util == 0.74
 
     def test_without_a_pin_the_footprint_still_carries_the_state(self):
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, version=BASELINE)
         sizing = size_vllm(ctx, BASE_V)
-        assert sizing.kv_pin_bytes is None
+        assert sizing.kv_cache_bytes is None
         assert sizing.footprint_gb == 30 + 169_082_880 * 21 / GIB + 1.5  # the pool vLLM's check asks
 
     def test_state_is_split_over_ranks_like_its_heads(self):
@@ -449,15 +449,15 @@ class TestRecurrentStateInTheKvReserve:
         assert sizing.tensor_parallel == 2 and layout.mamba_bytes == 16_900_096 // 2
         assert layout.token_bytes == 2048  # 8 KV heads: 4 per rank
         assert sizing.state_bytes == 18 * layout.block_bytes
-        assert sizing.kv_pin_bytes == pin_bytes(layout.check_bytes(8192))
-        assert sizing.footprint_gb == 15 + sizing.kv_pin_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(layout.check_bytes(8192))
+        assert sizing.footprint_gb == 15 + sizing.kv_cache_bytes / GIB + 1.5 <= MAX_UTIL * 24
 
     def test_the_window_cut_to_a_card_leaves_room_for_the_state(self):
         ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=24, devices=(Gpu(index=0, vram_gb=24.0),))
         sizing = size_vllm(ctx, (0, 11, 0))
         assert sizing.ctx_note.endswith(", less 0.46GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
         assert sizing.footprint_gb <= MAX_UTIL * 24
-        bigger = pin_bytes(sizing.layout.check_bytes(sizing.max_model_len + 4096))
+        bigger = kv_cache_flag_bytes(sizing.layout.check_bytes(sizing.max_model_len + 4096))
         assert 16 + bigger / GIB + 1.5 > MAX_UTIL * 24  # the next step would not fit
 
     def test_comment_and_notes_say_the_state_is_charged(self):
@@ -481,14 +481,14 @@ class TestSlidingWindowLayersByTheirWindow:
         assert sizing.max_model_len == 57_344 and sizing.ctx_note == "sized to 1.5GB free of budget"
         layout = sizing.layout
         assert layout.needed(57_344) <= 1.5 * GIB < layout.needed(57_344 + 4096)
-        assert sizing.kv_pin_bytes == pin_bytes(layout.check_bytes(57_344))
+        assert sizing.kv_cache_bytes == kv_cache_flag_bytes(layout.check_bytes(57_344))
 
     @pytest.mark.parametrize(("card", "in_flight"), [(24, 4096), (80, 16_384), (192, 32_768), (None, 32_768)])
     def test_tokens_in_flight_follow_the_cards_batch_default(self, card, in_flight):
         """`get_batch_defaults`: 2048 below 70 GiB, 8192 from 70, 16384 from 160; the largest unread."""
         sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=20, card=card), (0, 11, 0))
         assert sizing.layout.in_flight == in_flight
-        assert f"12 sliding-window layers at window 128 + {in_flight} in flight" in sizing.pin_note
+        assert f"12 sliding-window layers at window 128 + {in_flight} in flight" in sizing.kv_cache_note
 
     def test_a_max_num_batched_tokens_in_extra_args_is_what_vllm_holds_in_flight(self):
         ctx = attrs.evolve(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24),

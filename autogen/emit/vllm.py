@@ -1,6 +1,6 @@
 """The vLLM emitter: one `vllm serve` entry per GGUF file or HF folder, sized from the budget.
 
-The numbers (`--max-model-len`, the KV-pool pin, `--gpu-memory-utilization`, the estimate)
+The numbers (`--max-model-len`, the KV-cache size, `--gpu-memory-utilization`, the estimate)
 come from `vllm_sizing.size_vllm`; what `extra_args` pin or replace, from `vllm_args`. This
 module turns them into the argv, the comment, the metadata and the `swapgen show` notes. A
 `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
@@ -67,8 +67,8 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
     if ctx.row.format == "gguf":
         argv += ["--quantization", "gguf"]
     argv += ["--gpu-memory-utilization", sizing.util_flag]
-    if sizing.kv_pin_bytes is not None:
-        argv += ["--kv-cache-memory-bytes", str(sizing.kv_pin_bytes)]
+    if sizing.kv_cache_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(sizing.kv_cache_bytes)]
     if extra.max_model_len is None:
         argv += ["--max-model-len", str(sizing.max_model_len)]
     tokenizer = (ov.vllm_tokenizer or "").strip() if ov else ""
@@ -151,10 +151,10 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     comment = [f"vllm · {arch or '?'} · {format_g(sizing.weights_gb)} GB · max-model-len "
                f"{sizing.max_model_len} ({sizing.ctx_note})",
                f"gpu-memory-utilization {sizing.util_flag} ({sizing.util_note})"]
-    if sizing.kv_pin_bytes is not None:
-        comment.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes} ({sizing.pin_note})")
+    if sizing.kv_cache_bytes is not None:
+        comment.append(f"kv-cache-memory-bytes {sizing.kv_cache_bytes} ({sizing.kv_cache_note})")
     else:
-        comment.append(f"KV pool not pinned: {sizing.pin_note}")
+        comment.append(f"KV pool not pinned: {sizing.kv_cache_note}")
     if extra_parser:
         comment.append("tool-call parser set by extra_args")
     elif parser.parser:
@@ -174,8 +174,8 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     metadata: list[tuple[str, MetaValue]] = [
         ("backend", ctx.backend.backend_id), ("engine", "vllm"), ("arch", arch), ("size_gb", sizing.weights_gb),
         ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
-    if sizing.kv_pin_bytes is not None:
-        metadata.append(("kv_cache_bytes", sizing.kv_pin_bytes))
+    if sizing.kv_cache_bytes is not None:
+        metadata.append(("kv_cache_bytes", sizing.kv_cache_bytes))
     if per_token is not None:
         metadata.append(("kv_bytes_per_token", per_token))
     metadata.append(("est_vram_gb", sizing.est_vram_gb))
@@ -227,8 +227,8 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
     else:
         lines.append("vLLM's start-up check: every layer charged at max-model-len "
                      "(layers of different widths are not grouped here; never less than vLLM)")
-    lines.append(f"kv-cache-memory-bytes {sizing.kv_pin_bytes}: {sizing.pin_note}"
-                 if sizing.kv_pin_bytes is not None else f"no KV pin: {sizing.pin_note}")
+    lines.append(f"kv-cache-memory-bytes {sizing.kv_cache_bytes}: {sizing.kv_cache_note}"
+                 if sizing.kv_cache_bytes is not None else f"no --kv-cache-memory-bytes: {sizing.kv_cache_note}")
     lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")
     lines.append(f"gpu-memory-utilization {sizing.util_flag}: {sizing.util_note}")
     lines.append(f"est_vram_gb {format_g(sizing.est_vram_gb)}"

@@ -1,4 +1,4 @@
-"""How much of a card one vLLM entry takes: `--max-model-len`, the KV-pool pin,
+"""How much of a card one vLLM entry takes: `--max-model-len`, the KV-cache size,
 `--gpu-memory-utilization` and the estimate, each with the note that explains it.
 
 vLLM preallocates: its KV pool comes from `--max-model-len` and its share of the card from
@@ -9,9 +9,9 @@ docs/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm
 in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
 follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
 
-KV-pool pin (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-pin): `(KvReserve(ctx) + 1 block)
+KV-cache size (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-cache-size): `(KvReserve(ctx) + 1 block)
 × 1.10 + 0.25 GiB`, computed in integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the
-footprint then charges the rounded pin, uncapped by the budget. `--max-model-len` is not shrunk
+footprint then charges the rounded KV-cache size, uncapped by the budget. `--max-model-len` is not shrunk
 to make room for the 10 % + 0.25 GiB margin, which keeps the Go original's numbers
 (docs/sizing.md#vllm-worked-examples).
 
@@ -19,16 +19,16 @@ KvReserve(ctx) is what vLLM's start-up check charges one request of `ctx` tokens
 (`vllm_memory.VllmKv.needed`, vLLM's `_max_memory_usage_bytes_from_groups`): full-attention
 and MLA layers at `ctx`, sliding-window layers at their window plus the tokens in flight,
 recurrent layers at their padded state pages; the check keeps one block more back (the null
-block), which the pin adds. vLLM refuses to start unless its pool holds that, so the window is
-the longest whose KvReserve fits the room, and the footprint and the pin carry it. Models whose
+block), which the KV-cache size adds. vLLM refuses to start unless its pool holds that, so the window is
+the longest whose KvReserve fits the room, and the footprint and the KV-cache size carry it. Models whose
 layers vLLM groups in ways not modelled there keep the Go original's `slope·ctx + const`: every
 layer at `ctx` plus one sequence's recurrent state (`KvCost.state_bytes_per_seq`).
 
-Devices (`ctx.devices`): vLLM's utilization and KV pin are per GPU, so on devices every number
+Devices (`ctx.devices`): vLLM's utilization and KV-cache size are per GPU, so on devices every number
 is one rank's, against the smallest card: weights / TP, the KV one rank holds
 (`per_gpu_bytes_per_token`: heads fewer than ranks and MLA latents are copied to every rank),
 the overhead, and `max-model-len` from the budget's share per card. There the window is also
-capped to what fits 0.95 of the card (pin margin included), and a model that does not fit even
+capped to what fits 0.95 of the card (the KV-cache margin included), and a model that does not fit even
 at the 4096 floor is a Skip: vLLM could not start it. `--tensor-parallel-size` is the device
 count unless pinned. Without devices, a card reading (`card_vram_gb`, or the one eligible GPU
 declared or probed) is the one GPU vLLM runs on: the same cap and the same Skip apply, so the
@@ -42,7 +42,7 @@ with the same cap and Skip as devices.
 
 Where we differ from the original: the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
-(bytes_per_token 0) gets its trained window and no pin; weights are the row's size rounded to
+(bytes_per_token 0) gets its trained window and no KV-cache size; weights are the row's size rounded to
 2 decimals, as the original's `SizeGB`.
 """
 
@@ -68,9 +68,9 @@ OVERHEAD_GIB = 1.5
 FALLBACK_CTX = 32768
 CTX_STEP = 4096
 
-#: The pin's margin: paged blocks and hybrid page sizes do not match our cost byte for byte.
-PIN_FACTOR_TENTHS = 11  # × 1.10
-PIN_PAD_BYTES = GIB // 4  # + 0.25 GiB
+#: The KV-cache size's margin: paged blocks and hybrid page sizes do not match our cost byte for byte.
+KV_CACHE_FACTOR_TENTHS = 11  # × 1.10
+KV_CACHE_PAD_BYTES = GIB // 4  # + 0.25 GiB
 MIB = 1 << 20
 
 #: `--kv-cache-memory-bytes` first shipped in vLLM 0.10.2 (vllm-project/vllm#21489).
@@ -98,10 +98,10 @@ def per_gpu_bytes_per_token(kv: KvCost | None, meta: ModelMeta | None, tp: int) 
     return -(-total * sum(max(1, h // tp) for h in heads) // sum(heads))
 
 
-def pin_bytes(kv_bytes: int) -> int:
+def kv_cache_flag_bytes(kv_bytes: int) -> int:
     """`--kv-cache-memory-bytes` for `kv_bytes` of KV: × 1.10 + 0.25 GiB, rounded up to a whole
     MiB, in integers so no float noise reaches the argv."""
-    tenths = kv_bytes * PIN_FACTOR_TENTHS + PIN_PAD_BYTES * 10
+    tenths = kv_bytes * KV_CACHE_FACTOR_TENTHS + KV_CACHE_PAD_BYTES * 10
     return -(-tenths // (10 * MIB)) * MIB
 
 
@@ -111,7 +111,7 @@ class VllmSizing:
 
     Example: VllmSizing(max_model_len=32768, ctx_note="sized to 6.5GB free of budget",
     footprint_gb=15.5, util=0.65, util_note="15.5GB needed … of 24.0GB card, under the 16.0GB
-    budget", kv_pin_bytes=None, pin_note="vLLM 0.10.1 lacks --kv-cache-memory-bytes",
+    budget", kv_cache_bytes=None, kv_cache_note="vLLM 0.10.1 lacks --kv-cache-memory-bytes",
     est_vram_gb=15.6, kv_reserve_gb=6.0, tensor_parallel=1, weights_gb=8.0, gpu_util=0.65,
     util_flag="0.65", extra=ExtraArgs()).
     """
@@ -122,9 +122,9 @@ class VllmSizing:
     footprint_gb: float
     util: float
     util_note: str
-    #: `--kv-cache-memory-bytes`; None = not pinned (see pin_note).
-    kv_pin_bytes: int | None
-    pin_note: str
+    #: `--kv-cache-memory-bytes`; None = not pinned (see kv_cache_note).
+    kv_cache_bytes: int | None
+    kv_cache_note: str
     est_vram_gb: float
     #: f16 KV of `max_model_len` tokens plus one sequence's recurrent state, on one GPU, in GiB;
     #: None = no KV cost model.
@@ -137,7 +137,7 @@ class VllmSizing:
     gpu_util: float = 0.0
     util_flag: str = ""
     extra: ExtraArgs = field(factory=ExtraArgs)
-    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the pin):
+    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the KV-cache size):
     #: vLLM's state pages where `layout` is known.
     state_bytes: int = 0
     #: One GPU's KV-cache layers as vLLM groups them (`vllm_memory`); None = every layer charged
@@ -155,7 +155,7 @@ def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
 
 
 def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
-    """`--max-model-len`, the KV pin, the footprint, `--gpu-memory-utilization`, the estimate.
+    """`--max-model-len`, the KV-cache size, the footprint, `--gpu-memory-utilization`, the estimate.
 
     On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
     card reading is one GPU, unless a tensor-parallel pin makes it the pooled reading (then the
@@ -182,12 +182,12 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     share, rank_weights = budget / world, weights / world
 
-    pin_note = _why_no_pin(bool(util_pin), extra, length_pin, per_token, version)
+    kv_cache_note = _why_no_kv_cache_flag(bool(util_pin), extra, length_pin, per_token, version)
 
     def kv_gib(tokens: int) -> float:
-        """What one GPU charges for the KV of `tokens`: the pin, else the pool vLLM's check asks."""
+        """What one GPU charges for the KV of `tokens`: the KV-cache size, else the pool vLLM's check asks."""
         kv = _check_bytes(layout, per_token, state, tokens)
-        return gib(pin_bytes(kv) if not pin_note else kv)
+        return gib(kv_cache_flag_bytes(kv) if not kv_cache_note else kv)
 
     # the physical limit: vLLM cannot start past its utilization of the smallest card; a reading
     # without devices is the one card vLLM runs on (no tensor parallel), checked the same way
@@ -207,9 +207,9 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     else:
         fits = None
         if limit is not None and per_token:
-            # KV room under the limit, less the pin's margin and its whole-MiB rounding, and the state
+            # KV room under the limit, less the KV-cache margin and its whole-MiB rounding, and the state
             room = limit - rank_weights - OVERHEAD_GIB
-            room = (room - gib(PIN_PAD_BYTES + MIB)) * 10 / PIN_FACTOR_TENTHS if not pin_note else room
+            room = (room - gib(KV_CACHE_PAD_BYTES + MIB)) * 10 / KV_CACHE_FACTOR_TENTHS if not kv_cache_note else room
             fits = (rounded_ctx(_longest(layout, per_token, state, room, pool=True)), f"{limit:.1f}GB of {of_card}")
         max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
                                            " per GPU" if world > 1 else "", state, layout)
@@ -218,14 +218,16 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     kv_gpu = _reserve(layout, per_token, state, max_len)
     kv_reserve = gib(kv_gpu) if kv_gpu is not None else None
 
-    pin = pin_bytes(_check_bytes(layout, per_token, state, max_len)) if not pin_note and kv_gpu is not None else None
-    if pin is not None:
-        pin_note = f"{_pin_what(layout, kv_gpu, state)}{' per GPU' if world > 1 else ''} × 1.10 + 0.25GB, whole MiB"
+    kv_cache = (kv_cache_flag_bytes(_check_bytes(layout, per_token, state, max_len))
+                if not kv_cache_note and kv_gpu is not None else None)
+    if kv_cache is not None:
+        per_gpu = " per GPU" if world > 1 else ""
+        kv_cache_note = f"{_kv_cache_margin_base(layout, kv_gpu, state)}{per_gpu} × 1.10 + 0.25GB, whole MiB"
 
-    # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a pin,
+    # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a KV-cache size,
     # since that is what the process holds)
-    if pin is not None:
-        footprint = rank_weights + gib(pin) + OVERHEAD_GIB
+    if kv_cache is not None:
+        footprint = rank_weights + gib(kv_cache) + OVERHEAD_GIB
     elif kv_reserve is None:
         footprint = share
     else:
@@ -239,7 +241,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     else:
         util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / card, 2)))
         what, per_gpu = ("weights+KV+overhead", "") if world == 1 else (f"weights/{world}+KV+overhead", " per GPU")
-        if footprint < share or pin is not None:
+        if footprint < share or kv_cache is not None:
             util_note = (f"{footprint:.1f}GB needed ({what}) of {of_card}, "
                          f"{'under' if footprint <= share else 'over'} the {share:.1f}GB budget{per_gpu}")
         else:
@@ -250,7 +252,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     est = round_half_away(util * cards if cards is not None else footprint * world, 2)
     gpu_util = round_half_away(util, 2)
     return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
-                      util_note=util_note, kv_pin_bytes=pin, pin_note=pin_note, est_vram_gb=est,
+                      util_note=util_note, kv_cache_bytes=kv_cache, kv_cache_note=kv_cache_note, est_vram_gb=est,
                       kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
                       util_flag=format_g(gpu_util), extra=extra, state_bytes=state, layout=layout,
                       pipeline_parallel=stages)
@@ -333,8 +335,8 @@ def _reserve(layout: VllmKv | None, per_token: int | None, state: int, tokens: i
     return per_token * tokens + state if per_token is not None else None
 
 
-def _pin_what(layout: VllmKv | None, kv: int, state: int) -> str:
-    """What the pin's margin multiplies, for its note."""
+def _kv_cache_margin_base(layout: VllmKv | None, kv: int, state: int) -> str:
+    """What the KV-cache margin multiplies, for its note."""
     if layout is None:
         return (f"KV {gib(kv):.2f}GB" if not state else
                 f"(KV {gib(kv - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
@@ -346,9 +348,9 @@ def _pin_what(layout: VllmKv | None, kv: int, state: int) -> str:
     return f"({what} + 1 block)"
 
 
-def _why_no_pin(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
+def _why_no_kv_cache_flag(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
                 version: tuple[int, ...] | None) -> str:
-    """Why no KV-pool pin is written (docs/sizing.md#vllm-kv-pin); "" = it is."""
+    """Why no KV-cache size is written (docs/sizing.md#vllm-kv-cache-size); "" = it is."""
     if util_pinned:
         return "utilization pinned (vLLM fills its share)"
     if extra.sets_memory:
