@@ -158,6 +158,15 @@ def test_an_unknown_node_is_a_settings_error(fleet, tmp_path):
                                            "(did you mean 'gpu-b'?) (hosts: gpu-a, gpu-b)")
 
 
+def test_a_node_listed_twice_is_a_settings_error(fleet, tmp_path):
+    (tmp_path / "hosts" / "gpu-a" / "swapgen.yaml").write_text(HOST_SETTINGS + MULTI_NODE.replace("[gpu-b]",
+                                                                                                 "[gpu-b, gpu-b]"))
+    with pytest.raises(SettingsError) as info:
+        tasks.load(str(fleet))
+    assert info.value.problems == [f"hosts[0]: {tmp_path / 'hosts' / 'gpu-a' / 'swapgen.yaml'}: overrides[0].vllm_nodes: "
+                                   "'gpu-b' is listed twice; each host is one node (one rank)"]
+
+
 def test_a_change_on_a_worker_host_re_emits_the_head_model(fleet, tmp_path):
     assert generate(fleet)[0] == 0
     (tmp_path / "hosts" / "gpu-b" / "swapgen.yaml").write_text(HOST_SETTINGS.replace("vram_budget_gb: 22",

@@ -66,13 +66,17 @@ def _conflicts(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
 
 
 def _node_problems(hosts: tuple[FleetHost, ...]) -> list[str]:
-    """`vllm_nodes` must name other hosts of this fleet (a typo would otherwise be a skip)."""
+    """`vllm_nodes` must name other hosts of this fleet, each once (a typo would otherwise be a skip,
+    a repeat a second node rank on the same GPUs)."""
     names = [fh.host.name for fh in hosts]
     problems = []
     for i, fh in enumerate(hosts):
         for j, ov in enumerate(fh.settings.overrides):
-            for node in ov.vllm_nodes:
-                if node == fh.host.name:
+            for k, node in enumerate(ov.vllm_nodes):
+                if node in ov.vllm_nodes[:k]:
+                    problems.append(f"hosts[{i}]: {fh.settings.source}: overrides[{j}].vllm_nodes: {node!r} is listed "
+                                    "twice; each host is one node (one rank)")
+                elif node == fh.host.name:
                     problems.append(f"hosts[{i}]: {fh.settings.source}: overrides[{j}].vllm_nodes: {node!r} is this "
                                     "host, the head; list only the worker hosts")
                 elif node not in names:
