@@ -59,7 +59,15 @@ def test_every_node_runs_as_many_ranks_as_the_smallest():
     small = Node("gpu-c", "gpu-c.lan", (Gpu(0, 24.0),), None)
     nodes = plan_nodes(Override(match="*", vllm_nodes=("gpu-c",)), fleet_of(A, small))
     assert (nodes.tensor_parallel, nodes.pipeline_parallel) == (1, 2)
-    assert [g.index for g in nodes.gpus] == [0, 0] and nodes.budget_gb == 22.0 + 24.0
+    assert [g.index for g in nodes.gpus] == [0, 0] and nodes.budget_gb == 22.0 * 2  # gpu-a's budget on each
+
+
+def test_every_gpu_gets_the_tightest_budget_of_the_nodes():
+    """Every rank takes the same share, so a roomy head cannot lend budget to a tight worker."""
+    roomy = Node("gpu-a", "gpu-a.lan", (Gpu(0, 80.0), Gpu(1, 80.0)), 78.0)
+    tight = Node("gpu-c", "gpu-c.lan", (Gpu(0, 16.0), Gpu(1, 16.0)), 14.0)
+    nodes = plan_nodes(Override(match="*", vllm_nodes=("gpu-c",)), fleet_of(roomy, tight))
+    assert nodes.budget_gb / len(nodes.gpus) == 14.0
 
 
 def test_a_tensor_parallel_pin_above_a_node_is_refused():

@@ -79,7 +79,8 @@ class MultiNode:
     pipeline_parallel: int
     #: The GPUs the ranks use: the first `tensor_parallel` of each node.
     gpus: tuple[Gpu, ...]
-    #: VRAM budget over those GPUs: each card up to its host's `vram_budget_gb`.
+    #: VRAM budget over those GPUs: the tightest card's (its host's `vram_budget_gb`, else the card)
+    #: on each of them, since every rank holds the same share.
     budget_gb: float
 
     @property
@@ -117,7 +118,10 @@ def plan_nodes(override: Override, fleet: Fleet | None, tp_pin: int | None = Non
                          f"{smallest.name} has {per_node}")
     tp = tp_pin or per_node
     gpus = tuple(g for n in nodes for g in n.gpus[:tp])
-    budget = sum(min(g.vram_gb, n.budget_gb) if n.budget_gb else g.vram_gb for n in nodes for g in n.gpus[:tp])
+    # every rank holds the same share (one --gpu-memory-utilization, one KV pin), so the tightest
+    # card budget is every card's
+    per_gpu = min(min(g.vram_gb, n.budget_gb) if n.budget_gb else g.vram_gb for n in nodes for g in n.gpus[:tp])
+    budget = per_gpu * len(gpus)
     return MultiNode(backend=override.vllm_distributed or DEFAULT_DISTRIBUTED, nodes=tuple(nodes),
                      tensor_parallel=tp, pipeline_parallel=len(nodes), gpus=gpus, budget_gb=budget)
 
