@@ -169,6 +169,12 @@ def test_doit_list_names_each_host_task(fleet, tmp_path, capsys):
         graph.close()
 
 
+def test_show_of_a_bare_id_names_the_hosts_that_serve_it(fleet, capsys):
+    assert cli.main(["--settings", str(fleet), "show", "qwen3-8b-q4_k_m"]) == 1
+    assert capsys.readouterr().err == ("swapgen: no model 'qwen3-8b-q4_k_m'; the fleet's hosts have "
+                                       "gpu-a/qwen3-8b-q4_k_m, gpu-b/qwen3-8b-q4_k_m\n")
+
+
 def test_one_host_task_runs_alone(fleet, tmp_path):
     run(fleet, "config:gpu-b")
     assert configs(tmp_path)["gpu-b"].exists()

@@ -54,7 +54,7 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
         for host in graph.hosts:
             if model_id.startswith(host.prefix):
                 return show.main(host.library, model_id.removeprefix(host.prefix), as_json)
-        return show.main(graph.library, model_id, as_json)
+        return show.main(graph.library, model_id, as_json, [(host.prefix, host.library) for host in graph.hosts])
     finally:
         graph.close()
 

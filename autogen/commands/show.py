@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 
 import attrs
 
@@ -84,10 +85,13 @@ def _memory_lines(entry: dict) -> list[str]:
     return lines
 
 
-def main(library: Library, model_id: str, as_json: bool) -> int:
+def main(library: Library, model_id: str, as_json: bool, hosts: Sequence[tuple[str, Library]] = ()) -> int:
+    """`hosts`: a fleet front's (prefix, library) per host, to name the hosts that serve a bare id."""
     job = _find(library, model_id)
     if job is None:
-        print(f"swapgen: no model {model_id!r}; `swapgen list` shows the ids", file=sys.stderr)
+        named = [prefix + model_id for prefix, lib in hosts if _find(lib, model_id) is not None]
+        where = f"; the fleet's hosts have {', '.join(named)}" if named else "; `swapgen list` shows the ids"
+        print(f"swapgen: no model {model_id!r}{where}", file=sys.stderr)
         return 1
     data = report(library, job)
     if as_json:
