@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -119,6 +121,16 @@ class TestCommands:
         err = capsys.readouterr().err
         assert "ttl: expected an integer, got 'soon'" in err and "Traceback" not in err
         assert not (library / "config.yaml").exists()
+
+    def test_a_reader_that_stops_early_gets_no_traceback(self, library):
+        """`swapgen list | head -1`: the pipe closes while swapgen still writes."""
+        assert cli.main(["--settings", str(library / "swapgen.yaml")]) == 0
+        proc = subprocess.Popen([sys.executable, "-m", "autogen.commands.cli", "--settings",
+                                 str(library / "swapgen.yaml"), "list"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc.stdout.close()  # the reader is gone before the first line
+        err = proc.stderr.read().decode()
+        assert proc.wait() == 141 and "Traceback" not in err and "BrokenPipe" not in err
 
     def test_help_lists_the_commands(self, capsys):
         with pytest.raises(SystemExit) as exit_:

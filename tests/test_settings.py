@@ -22,6 +22,12 @@ def write(tmp_path, text: str, name: str = "swapgen.yaml"):
     return path
 
 
+def test_vllm_distributed_without_nodes_is_an_error(tmp_path):
+    assert problems(tmp_path, "roots: [m]\noverrides: [{match: '*big*', vllm_distributed: ray}]\n") == [
+        "overrides[0].vllm_distributed: 'ray' needs vllm_nodes (the hosts the model spans); add them or remove "
+        "vllm_distributed"]
+
+
 def problems(tmp_path, text: str) -> list[str]:
     with pytest.raises(SettingsError) as info:
         load_settings(write(tmp_path, text))

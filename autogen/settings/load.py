@@ -147,6 +147,14 @@ def _routing_problems(settings: Settings) -> list[str]:
             f"with groups; remove `groups` ({len(settings.groups)} declared) or set `routing: null`"]
 
 
+def _distributed_problems(settings: Settings) -> list[str]:
+    """`vllm_distributed` says how a model spans the hosts `vllm_nodes` names; alone it would
+    quietly do nothing."""
+    return [f"overrides[{i}].vllm_distributed: {ov.vllm_distributed!r} needs vllm_nodes (the hosts the model "
+            "spans); add them or remove vllm_distributed"
+            for i, ov in enumerate(settings.overrides) if ov.vllm_distributed and not ov.vllm_nodes]
+
+
 def _parse_settings(path: Path) -> Settings:
     # lazy: a run served from the settings cache never loads ruamel or cattrs
     from autogen.settings.structure import read_yaml, settings_error, structure  # noqa: PLC0415
@@ -168,7 +176,7 @@ def _parse_settings(path: Path) -> Settings:
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
             backends = file_rows
-    problems += _budget_problems(settings) + _routing_problems(settings)
+    problems += _budget_problems(settings) + _routing_problems(settings) + _distributed_problems(settings)
     if problems:
         raise settings_error(str(path), problems)
     return attrs.evolve(
