@@ -101,6 +101,20 @@ class TestTopLevelKeys:
         assert message in err and "the previous file is kept" in err and "`llama_swap:` keys" in err
         assert (library / "config.yaml").read_bytes() == before
 
+    def test_a_name_no_generated_model_has_is_also_shown_at_its_settings_line(self, library, capsys):
+        """The config's line says what llama-swap would read; the settings' line is what to edit."""
+        rc, _ = run(library, """\
+            llama_swap:
+              logLevel: info
+              selectors:
+                chat:
+                  strategy: pin
+                  targets: [alpha-q4_k_m, gamma]
+            """)
+        assert rc != 0
+        err = capsys.readouterr().err
+        assert f"\n  {library / 'swapgen.yaml'}:11: llama_swap.selectors.chat.targets[1]" in err
+
     @pytest.mark.parametrize(("block", "line", "message"), [
         ("models: {}", 7, "llama_swap.models: a key swapgen owns (swapgen writes every model entry"),
         ("groups: {}", 7, "llama_swap.groups: a key swapgen owns (swapgen writes the groups"),
@@ -162,9 +176,11 @@ class TestSecrets:
             """)
         assert rc == 0 and written(library)["apiKeys"] == ["sk-plain"]
         err = capsys.readouterr().err
-        assert ("swapgen: warning: swapgen.yaml: llama_swap.apiKeys[0]: an API key in plain text ends up in "
+        assert ("swapgen: warning: swapgen.yaml:7: llama_swap.apiKeys[0]: an API key in plain text ends up in "
                 f"{library / 'config.yaml'} (and in git); write \"${{env.LLAMA_SWAP_API_KEY}}\"") in err
-        assert "llama_swap.peers.far.apiKey: an API key in plain text" in err
+        # a peer's key is the peer's own, so it gets a variable of its own
+        assert ("swapgen: warning: swapgen.yaml:8: llama_swap.peers.far.apiKey: an API key in plain text ends up "
+                f"in {library / 'config.yaml'} (and in git); write \"${{env.FAR_API_KEY}}\"") in err
 
 
 # --- per-model keys -----------------------------------------------------------------------------

@@ -129,7 +129,14 @@ def llama_swap_warnings(settings: Settings) -> list[str]:
     if settings.llama_swap:
         from autogen.router.passthrough import plain_text_keys  # noqa: PLC0415 - lazy: only with such keys
 
-        problems += [f"{where}: {p}" for p in plain_text_keys(settings)]
+        plain = plain_text_keys(settings)
+        if plain and settings.source:
+            from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only with such keys
+
+            lines = settings_error(settings.source, plain).lines
+        else:
+            lines = [None] * len(plain)
+        problems += [f"{where}:{line}: {p}" if line else f"{where}: {p}" for p, line in zip(plain, lines, strict=True)]
     default = attrs.fields(Settings).health_check_timeout.default
     if settings.output_mode == "fragment" and settings.health_check_timeout != default:
         problems.append(f"{where}: health_check_timeout is not written in output_mode: fragment; set "

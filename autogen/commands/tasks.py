@@ -222,7 +222,8 @@ class TaskGraph:
                          json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served,
                                      **counts}).encode(), durable=False)
         try:
-            written = write_config(self.library.settings.output, text, passthrough_hint(self.library.settings))
+            written = write_config(self.library.settings.output, text,
+                                   lambda problems: passthrough_hint(self.library.settings, problems))
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"

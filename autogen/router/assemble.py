@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from attrs import frozen
@@ -121,13 +121,29 @@ def render_top_level(block: dict[str, Any]) -> str:
     return "".join(line + "\n" for key, value in block.items() for line in render_data(key, value, ""))
 
 
-def passthrough_hint(settings: Settings) -> str:
-    """The last line of an invalid config's error when the settings carry llama-swap keys."""
+def passthrough_hint(settings: Settings, problems: Sequence[str] = ()) -> str:
+    """The last lines of an invalid config's error when the settings carry llama-swap keys: for
+    each problem at a top-level key the settings' `llama_swap:` wrote (`selectors.a.targets[0]`),
+    where that key is in the settings file."""
     if not settings.llama_swap and not any(ov.llama_swap for ov in settings.overrides):
         return ""
     source = settings.source or "the settings"
+    ours = [f"llama_swap.{place}: " for place in map(_problem_place, problems)
+            if place and place.split(".")[0].split("[")[0] in settings.llama_swap]
+    located = ""
+    if ours and settings.source:
+        from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
+
+        error = settings_error(settings.source, ours)
+        located = "".join(f"\n  {source}:{line}: {place.rstrip(': ')}" if line else f"\n  {place.rstrip(': ')}"
+                          for place, line in zip(ours, error.lines, strict=True))
     return (f"\n(the `llama_swap:` keys of {source} are written as given; a name they use must be a model, "
-            "an alias or a peer model of this config)")
+            f"an alias or a peer model of this config){located}")
+
+
+def _problem_place(problem: str) -> str:
+    """`selectors.a.targets[0]` of `selectors.a.targets[0] references unknown model 'x'`."""
+    return problem.split(" ", 1)[0].rstrip(":")
 
 
 def assemble(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None] | None = None) -> str:
@@ -201,16 +217,18 @@ def _written_sets(plan, lines: list[str]) -> list[frozenset[str]]:
     return [members for name, _ in sets for members in expand(roots[name], roots)]
 
 
-def write_config(path: str, text: str, hint: str = "") -> bool:
+def write_config(path: str, text: str, hint: Callable[[list[str]], str] | None = None) -> bool:
     """Validate, then write atomically only when the bytes differ. True = written. `hint` ends
-    the error (where the keys written as the user gave them come from)."""
+    the error, given the problems' messages (where the keys written as the user gave them come
+    from)."""
     from autogen.router.validate import validate_text  # noqa: PLC0415 (lazy: a no-op run writes nothing)
 
     problems = [p for p in validate_text(text, path) if p.fatal]
     if problems:
         listing = "\n".join(f"  {p}" for p in problems[:50])
+        ending = hint([p.message for p in problems[:50]]) if hint else ""
         raise SwapgenError(f"{path}: the generated config is not valid for llama-swap; "
-                           f"the previous file is kept.\n{listing}{hint}")
+                           f"the previous file is kept.\n{listing}{ending}")
     try:
         return write_if_changed(path, text.encode("utf-8"))
     except OSError as exc:

@@ -12,6 +12,7 @@ profile pin, a preload naming a model) is checked on the assembled config before
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from autogen.errors import did_you_mean
@@ -158,16 +159,18 @@ def plain_text_keys(settings: Settings) -> list[str]:
     """API keys written in the settings as text (they would sit in the config, and in git):
     `apiKeys` items and peers' `apiKey` without `${env.…}`."""
     block = settings.llama_swap
-    found = []
+    found = []  # (place, the variable to read the key from)
     keys = block.get("apiKeys")
     for i, key in enumerate(keys if isinstance(keys, list) else ()):
         if isinstance(key, str) and key and ENV_MACRO not in key:
-            found.append(f"llama_swap.apiKeys[{i}]")
+            found.append((f"llama_swap.apiKeys[{i}]", "LLAMA_SWAP_API_KEY"))
     peers = block.get("peers")
     for name, peer in (peers.items() if isinstance(peers, dict) else ()):
         key = peer.get("apiKey") if isinstance(peer, dict) else None
         if isinstance(key, str) and key and ENV_MACRO not in key:
-            found.append(f"llama_swap.peers.{name}.apiKey")
+            # the peer's own key, not this llama-swap's: a variable of its own
+            variable = re.sub(r"[^A-Z0-9]+", "_", str(name).upper()).strip("_") + "_API_KEY"
+            found.append((f"llama_swap.peers.{name}.apiKey", variable))
     return [f"{where}: an API key in plain text ends up in {settings.output} (and in git); write "
-            '"${env.LLAMA_SWAP_API_KEY}" and set that variable where llama-swap runs' for where in found]
+            f'"${{env.{variable}}}" and set that variable where llama-swap runs' for where, variable in found]
 
