@@ -92,6 +92,21 @@ class TestMergeRules:
         write(folder / "10.yaml", 'healthCheckTimeout: "300"\n')
         assert "conflict at \"healthCheckTimeout\"" in problems(main, folder)[0]
 
+    @pytest.mark.parametrize(("text", "conflict"), [
+        ("macros: {threads: 0x8}", True), ("macros: {threads: +8}", True), ("macros: {threads: 08}", True),
+        ("macros: {threads: 8.0}", True), ("macros: {threads: !!int 8}", False),
+        ("logLevel: !!str info", False), ("logLevel: 'info'", False), ("logLevel: |-\n  info", False),
+        ("logLevel: ~", True), ("logLevel: null", True), ("logLevel:", False), ("macros: ~", True),
+    ])
+    def test_scalars_compare_as_written_with_their_tag(self, pair, text, conflict):
+        """merge.go compares yaml.v3's `Value` and `Tag`, not the values they decode to: `0x8` is
+        not `8`, and only an empty null yields (`~` is the text "~")."""
+        main, folder = pair
+        write(folder / "10.yaml", text + "\n")
+        found = problems(main, folder)
+        assert bool(found) == conflict, found
+        assert all("conflict at" in p for p in found)
+
     def test_lists_concatenate_and_null_yields(self, pair):
         main, folder = pair
         write(folder / "10.yaml", "apiKeys: [k-dir]\nlogLevel:\nmacros: {ctx: 4096}\n")

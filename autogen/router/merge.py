@@ -3,7 +3,8 @@ config (mostlygeek/llama-swap `internal/config/merge.go`, v230 and later).
 
 The main file comes first, then every `*.yml` / `*.yaml` directly in the folder in name order.
 Each file has its `${env.X}` substituted before it is parsed. Mappings merge key by key, lists
-concatenate, a scalar two files set differently is refused (null yields to a value), and in
+concatenate, a scalar two files write differently (its text or its tag: `0x8` is not `8`) is
+refused (an empty null yields to a value; `~` is compared as text), and in
 the identity maps (`models`, `groups`, `profiles`, `selectors`, `peers`, `matrix` and the
 routing block's `groups` / `matrix`) an id two files define is refused. The merged document
 then goes through the same checks as one file (`validate.check_document`); every problem
@@ -36,6 +37,11 @@ class MergedReport:
         #: Named by a problem of the merged document that no file has (an empty folder's).
         self.folder = folder
         self.problems: list[Problem] = []
+        #: `(id(mapping), key) → (text, tag)` of the scalars of every file's mappings
+        #: (`yamllines.Converter`): merge.go compares two scalars by their text and tag.
+        self.scalars: dict = {}
+        #: Every file's document, alive until the merge is done (`scalars` is keyed by id).
+        self.documents: list = []
 
     def add(self, line: int | None, message: str, severity: str = ERROR) -> None:
         index, at = divmod(line, SPAN) if line is not None else (0, None)
@@ -67,12 +73,17 @@ def _merge_maps(dst: LineMap, src: LineMap, path: str, source: str, report: Merg
     for key, value in src.items():
         child = f"{path}.{key}" if path else key
         line = src.lines[key]
+        scalars = report.scalars
         if key not in dst:
             dst[key], dst.lines[key] = value, line
+            scalars[id(dst), key] = scalars.get((id(src), key))
         elif child in IDENTITY_MAPS:
             _merge_identity(dst[key], value, child, key, source, line, report)
         else:
-            dst[key] = _merge_value(dst[key], value, child, source, line, report)
+            raw = (scalars.get((id(dst), key)), scalars.get((id(src), key)))
+            dst[key] = _merge_value(dst[key], value, child, source, line, report, raw)
+            if dst[key] is value:
+                scalars[id(dst), key] = raw[1]
 
 
 def _merge_identity(dst, src, path: str, name: str, source: str, line, report: MergedReport) -> None:
@@ -88,8 +99,14 @@ def _merge_identity(dst, src, path: str, name: str, source: str, line, report: M
             dst[key], dst.lines[key] = value, src.lines[key]
 
 
-def _merge_value(dst, src, path: str, source: str, line, report: MergedReport):
-    """mergeValue: the merged value of one shared key."""
+def _is_null(value, raw) -> bool:
+    """merge.go `isNullScalar`: only an empty null yields (`~` and `null` are compared as text)."""
+    return value is None and (raw is None or raw[0] == "")
+
+
+def _merge_value(dst, src, path: str, source: str, line, report: MergedReport, raw=(None, None)):
+    """mergeValue: the merged value of one shared key. `raw`: the (text, tag) of each side when
+    it is a scalar of a file (None when not known)."""
     if isinstance(dst, LineMap) and isinstance(src, LineMap):
         _merge_maps(dst, src, path, source, report)
         return dst
@@ -97,13 +114,17 @@ def _merge_value(dst, src, path: str, source: str, line, report: MergedReport):
         dst.extend(src)
         dst.lines = [*dst.lines, *src.lines]
         return dst
-    if dst is None:
+    if _is_null(dst, raw[0]):
         return src
-    if src is None:
+    if _is_null(src, raw[1]):
         return dst
     if isinstance(dst, (LineMap, LineSeq)) or isinstance(src, (LineMap, LineSeq)):
         why = f"incompatible YAML node kinds ({show(dst)} vs {show(src)})"
         report.add(line, f'conflict at "{path}": {why} introduced by {source}')
+    elif raw[0] is not None and raw[1] is not None:
+        if raw[0] != raw[1]:  # merge.go: same Value and Tag, or a conflict (`0x8` is not `8`)
+            report.add(line, f'conflict at "{path}": {source} sets a different value than a previous source '
+                             f"({show(dst)} before, {show(src)} here)")
     elif type(dst) is not type(src) or dst != src:
         report.add(line, f'conflict at "{path}": {source} sets a different value than a previous source '
                          f"({show(dst)} before, {show(src)} here)")
@@ -132,7 +153,8 @@ def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem
             report.problems.append(Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path))
             continue
         one = _FileReport(path, report)
-        doc = parse_document(text, one)
+        doc = parse_document(text, one, report.scalars)
+        report.documents.append(doc)
         if doc is None or doc is False:
             continue  # an empty file adds nothing; one that does not parse is already reported
         if not isinstance(doc, LineMap):

@@ -620,17 +620,18 @@ def _env_substituted(text: str, report: _Report) -> str:
     return text
 
 
-def parse_document(text: str, report) -> LineMap | bool | None:
+def parse_document(text: str, report, scalars: dict | None = None) -> LineMap | bool | None:
     """One file as llama-swap reads it before merging: `${env.X}` substituted, then YAML. The
     document (a LineMap or another value), None for an empty file, False when it does not parse.
-    `report` is anything with `source` and `add(line, message, severity=ERROR)`."""
+    `report` is anything with `source` and `add(line, message, severity=ERROR)`; `scalars`, when
+    given, receives the text and tag of every scalar (`yamllines.Converter`)."""
     if "${env." in text:
         text = _env_substituted(text, report)
     root = compose(text, report.add)
     if root is None or root is False:
         return root
     try:
-        return Converter(report.add).value(root)
+        return Converter(report.add, scalars).value(root)
     except TooBig:
         report.add(None, "YAML aliases expand to too many values")
     except RecursionError:

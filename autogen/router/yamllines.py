@@ -61,12 +61,31 @@ def plain_scalar(text: str):
     return text
 
 
+_GO_TAGS = {type(None): "!!null", bool: "!!bool", int: "!!int", float: "!!float", str: "!!str"}
+
+
+def node_scalar(node, value) -> tuple[str, str]:
+    """A scalar node's text and tag as yaml.v3's parser sets `Node.Value` and `Node.Tag`
+    (parser.go `node`): an explicit tag shortened, `!!str` when quoted or a block, else the tag
+    its plain text resolves to."""
+    if node.tag and node.tag != "!":
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+    elif node.style:
+        tag = "!!str"
+    else:
+        tag = _GO_TAGS[type(value)]
+    return node.value, tag
+
+
 class Converter:
     """Node tree → `LineMap`/`LineSeq`/scalars, recording duplicate keys as problems."""
 
-    def __init__(self, add: AddProblem):
+    def __init__(self, add: AddProblem, scalars: dict | None = None):
         self.add = add
         self.count = 0
+        #: When given, `(id(mapping), key) → (text, tag)` of every scalar value of a mapping, as
+        #: yaml.v3's Node holds it (`Value`, `Tag`): llama-swap's merge compares scalars by them.
+        self.scalars = scalars
 
     def value(self, node):
         self.count += 1
@@ -99,6 +118,8 @@ class Converter:
                 continue
             out[key] = self.value(value_node)
             lines[key] = line
+            if self.scalars is not None and value_node.id == "scalar":
+                self.scalars[id(out), key] = node_scalar(value_node, out[key])
         for merged_node in merges:  # `<<: *anchor`: explicit keys win
             if merged_node.id != "mapping":
                 self.add(merged_node.start_mark.line + 1, "'<<' must merge a mapping")
