@@ -12,6 +12,7 @@ import yaml
 from autogen.emit.entry import Entry, Plan
 from autogen.emit.llama_swap_keys import bind_proxy, engine_slots, finish_plan, flag_value
 from autogen.errors import SettingsError
+from autogen.router.fragments import render_data
 from autogen.router.validate import validate_text
 from tests.builders import SETTINGS
 from tests.runs import generate
@@ -67,6 +68,20 @@ class TestTopLevelKeys:
             "  on_startup:", "    preload:", '      - "alpha-q4_k_m"', "apiKeys:", '  - "${env.LLAMA_SWAP_API_KEY}"']
         assert written(library)["macros"] == {"threads": 8, "on": "yes"}
         assert [p for p in validate_text(text) if p.fatal] == []
+
+    def test_a_whole_float_stays_a_float(self, library):
+        """`1.0` written as `1` would reach llama-swap as an int (a `setParams` value sent as 1,
+        a macro that no longer equals the main file's `1.0` under `-config-dir`)."""
+        rc, _ = run(library, """\
+            llama_swap:
+              macros: {temp: 1.0, big: 1.0e+20, n: 3}
+            """)
+        assert rc == 0
+        assert "  temp: 1.0\n" in (library / "config.yaml").read_text()
+        macros = written(library)["macros"]
+        assert macros == {"temp": 1.0, "big": 1e20, "n": 3}
+        assert [type(v) for v in macros.values()] == [float, float, int]
+        assert render_data("cap", float("-inf"), "") == ["cap: -.inf"]  # a float, not the text "-inf"
 
     def test_selectors_and_profiles_naming_generated_models_are_written(self, library):
         rc, _ = run(library, """\

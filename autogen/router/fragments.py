@@ -76,7 +76,16 @@ def yaml_key(key: str) -> str:
 
 
 def _data_scalar(value: Any) -> str:
-    return "null" if value is None else scalar(value)
+    if value is None:
+        return "null"
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
+    text = scalar(value)
+    if isinstance(value, float) and "." not in text:
+        # a float keeps a point: `1` would be an int, and YAML 1.1 readers take `1e+20` for text
+        mantissa, e, exponent = text.partition("e")
+        return f"{mantissa}.0{e}{exponent}"
+    return text
 
 
 def render_data(key: str, value: Any, indent: str) -> list[str]:
