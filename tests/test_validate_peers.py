@@ -85,6 +85,22 @@ class TestSelectors:
               s: {strategy: spillover, targets: [a, b]}
             """) == ["selectors.s spillover targets must share one routing group"]
 
+    @pytest.mark.parametrize(("sets", "ok"), [
+        ({"s1": "a & b"}, True),
+        ({"s1": "c & (a | b)", "s2": "a"}, False),  # a and b are alternatives, never together
+        ({"s1": "a", "s2": "b"}, False),
+        ({"s1": "c & (+s2)", "s2": "a & b"}, True),  # through a reference
+        ({"s1": "(a | m1) & (b | m2) & (c | m3) & (m4 | m5) & (m6 | m7 | m8)"}, True),
+    ])
+    def test_spillover_targets_under_a_matrix_must_share_an_expanded_set(self, sets, ok):
+        """selectors.go validateSpilloverCoexistence, matrix branch (`CanContainAll`)."""
+        models = "".join(f"  {m}:\n    cmd: srv --port ${{PORT}}\n" for m in ["c", *(f"m{i}" for i in range(1, 9))])
+        lines = "".join(f'          {name}: "{text}"\n' for name, text in sets.items())
+        found = messages("routing:\n  router:\n    use: matrix\n    settings:\n      matrix:\n        vars: {va: a}\n        sets:\n"
+                         + lines + "selectors:\n  s: {strategy: spillover, targets: [alias-a, b, remote-model]}\n",
+                         BASE.replace("peers:", models + "peers:"))
+        assert found == ([] if ok else ["selectors.s.targets must all appear together in one expanded matrix set"])
+
     def test_spillover_with_a_single_local_target_needs_no_group(self):
         assert messages("selectors:\n  s: {strategy: spillover, targets: [a, remote-model]}\n") == []
 

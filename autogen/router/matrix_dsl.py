@@ -182,3 +182,24 @@ def expand(node: Node, roots: dict[str, Node]) -> set[frozenset[str]]:
     for part in parts:
         combined = {a | b for a in combined for b in part}
     return combined
+
+
+def can_contain_all(roots: dict[str, Node], models: list[str]) -> bool:
+    """program.go `CanContainAll`: some expanded set holds every one of `models`. Sets are
+    expanded over `models` only (another leaf adds nothing), so a wide `a | b | …` stays small."""
+    keep = frozenset(models)
+
+    def over(node: Node) -> set[frozenset[str]]:
+        if node.kind == LEAF:
+            return {frozenset((node.name,)) & keep}
+        if node.kind == REF:
+            return over(roots[node.name])
+        parts = [over(child) for child in node.children]
+        if node.kind == OR:
+            return set().union(*parts)
+        combined = {frozenset()}
+        for part in parts:
+            combined = {a | b for a in combined for b in part}
+        return combined
+
+    return any(keep <= found for root in roots.values() for found in over(root))

@@ -19,7 +19,7 @@ from attrs import frozen
 from autogen.cmdline import split_command, strip_comment_lines
 from autogen.numfmt import format_g
 from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
-from autogen.router.matrix_dsl import DslError, compile_sets
+from autogen.router.matrix_dsl import DslError, can_contain_all, compile_sets
 from autogen.router.yamllines import Converter, LineMap, TooBig, compose
 
 
@@ -336,6 +336,20 @@ def _check_matrix(path: str, matrix, line, models, report: _Report) -> None:
         report.add(at, f"{path}: {exc}")
 
 
+def _matrix_roots(doc: LineMap, models):
+    """The compiled sets of the matrix llama-swap uses (set name → expression), or None when
+    there is none or it does not compile (`_check_matrix` says why)."""
+    found = _effective_matrix(doc)
+    if found is None:
+        return None
+    names = {k: v for k, v in _at(found[1], "vars").items() if isinstance(v, str)}
+    texts = [(name, text) for name, text in _at(found[1], "sets").items() if isinstance(text, str)]
+    try:
+        return compile_sets(texts, lambda ident: names.get(ident, ident if ident in models else None))
+    except DslError:
+        return None
+
+
 def _effective_matrix(doc: LineMap):
     """(path, matrix, line) of the matrix llama-swap compiles (load.go: the legacy top-level key,
     else `routing.router.settings.matrix` when `use: matrix`), or None."""
@@ -496,9 +510,14 @@ def _group_of(doc: LineMap, models) -> dict[str, tuple[str, bool]]:
 
 
 def _spillover_coexist(doc: LineMap, where: str, local: list[str], models, line, report: _Report) -> None:
-    """validateSpilloverCoexistence for the group router: every local target in one group with
-    swap: false (a matrix router's sets are checked with the matrix rules)."""
-    if len(local) < 2 or _at(doc, "routing", "router").get("use") == "matrix" or doc.get("matrix") is not None:
+    """validateSpilloverCoexistence: with the matrix router, one expanded set holds every local
+    target; with groups, every local target is in one group with swap: false."""
+    if len(local) < 2:
+        return
+    if _at(doc, "routing", "router").get("use") == "matrix" or doc.get("matrix") is not None:
+        roots = _matrix_roots(doc, models)
+        if roots is not None and not can_contain_all(roots, local):
+            report.add(line, f"{where}.targets must all appear together in one expanded matrix set")
         return
     group_of = _group_of(doc, models)
     group, swap = group_of.get(local[0], ("", True))
