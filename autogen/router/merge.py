@@ -123,8 +123,10 @@ def _merge_value(dst, src, path: str, source: str, line, report: MergedReport, r
         report.add(line, f'conflict at "{path}": {why} introduced by {source}')
     elif raw[0] is not None and raw[1] is not None:
         if raw[0] != raw[1]:  # merge.go: same Value and Tag, or a conflict (`0x8` is not `8`)
+            # equal values written differently: show the texts and tags that differ
+            before, here = (show(dst), show(src)) if dst != src else (" ".join(raw[0]), " ".join(raw[1]))
             report.add(line, f'conflict at "{path}": {source} sets a different value than a previous source '
-                             f"({show(dst)} before, {show(src)} here)")
+                             f"({before} before, {here} here)")
     elif type(dst) is not type(src) or dst != src:
         report.add(line, f'conflict at "{path}": {source} sets a different value than a previous source '
                          f"({show(dst)} before, {show(src)} here)")

@@ -128,6 +128,8 @@ class Converter:
             for key, val in merged.items():
                 if key not in lines:
                     out[key], lines[key] = val, merged.lines[key]
+                    if self.scalars is not None:  # every scalar of `out` has its own entry
+                        self.scalars[id(out), key] = self.scalars.get((id(merged), key))
         return out
 
 
