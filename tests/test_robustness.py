@@ -239,3 +239,17 @@ def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     assert run(library) == 1
     monkeypatch.undo()
     assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]
+
+
+def test_a_no_op_run_removes_the_temp_files_a_killed_run_left(library):
+    """A kill between writing a cache file and renaming it leaves a temp file; the next run may
+    have no task to run, and still leaves the folder clean."""
+    assert run(library) == 0
+    cache = library / "cache"
+    stale = [cache / ".load-memo.pickle.k1ll3d.tmp", cache / ".metadata.json.k1ll3d.tmp",
+             cache / ".gpus.json.k1ll3d.tmp", library / ".config.yaml.k1ll3d.tmp"]
+    for path in stale:
+        path.write_bytes(b"half a write")
+    before = (library / "config.yaml").read_bytes()
+    assert run(library) == 0
+    assert [p for p in stale if p.exists()] == [] and (library / "config.yaml").read_bytes() == before

@@ -228,10 +228,6 @@ class TaskGraph:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
         self._prune_fragments(set(self.fragments.values()))
-        settings = self.library.settings
-        remove_stale_temps(settings.output)
-        for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE):
-            remove_stale_temps(os.path.join(settings.cache_dir, name))
         return {"digest": digest_}
 
     def peers(self) -> list[Peer]:
@@ -432,6 +428,11 @@ def _acquire(settings: Settings, notify):
     except OSError as exc:
         raise SwapgenError(f"{settings.cache_dir}: cannot use the cache folder ({exc.strerror or exc}); "
                            "check `cache_dir` in the settings file") from None
+    # Under the lock no write is in flight: a temp file beside the output or a cache file is what
+    # a killed run left between writing and renaming it, whichever tasks this run goes on to skip.
+    remove_stale_temps(settings.output)
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE):
+        remove_stale_temps(os.path.join(settings.cache_dir, name))
     return held
 
 
