@@ -66,7 +66,7 @@ class Library:
 
     def __init__(self, settings: Settings, card: float | None, discovery: Discovery,
                  metas: dict[str, ModelMeta | None], jobs: list[Job], stamps: dict[str, str],
-                 cache: MetaCache | None = None):
+                 keys: dict[str, str] | None = None, cache: MetaCache | None = None):
         self.settings = settings
         self.card_vram_gb = card
         self.discovery = discovery
@@ -74,6 +74,8 @@ class Library:
         self.jobs = jobs
         #: id → the size and head hash of each of its input files (`_inputs_stamp`).
         self.stamps = stamps
+        #: id → `model_key`, computed once per load and kept in the memo with what it is made of.
+        self._keys = {} if keys is None else keys
         self._cache = cache
         self.settings_key = digest(global_inputs(settings))
         #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
@@ -90,7 +92,8 @@ class Library:
         loaded = memo.load()
         if loaded is None:
             library = cls._discover(settings, card, fleet)
-            memo.store(library.discovery, library.metas, library.jobs, library.stamps)
+            keys = {job.row.id: library.model_key(job) for job in library.jobs}
+            memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys)
         else:
             library = cls(settings, card, *loaded)
         where = f"{fleet.host}: " if fleet is not None else ""
@@ -120,7 +123,7 @@ class Library:
             jobs.append(make_job(settings, row, meta, error, card, fleet=fleet))
         cache.save()
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
-        return cls(settings, card, discovery, metas, jobs, stamps, cache)
+        return cls(settings, card, discovery, metas, jobs, stamps, cache=cache)
 
     @property
     def cache(self) -> MetaCache:
@@ -136,8 +139,12 @@ class Library:
 
     def model_key(self, job: Job) -> str:
         """Digest of everything the model's fragment depends on besides its files."""
-        return digest(model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
-                      + self.stamps[job.row.id])
+        key = self._keys.get(job.row.id)
+        if key is None:
+            key = self._keys[job.row.id] = digest(
+                model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
+                + self.stamps[job.row.id])
+        return key
 
 
 def _inputs_stamp(cache: MetaCache, job: Job) -> str:
