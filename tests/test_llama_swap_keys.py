@@ -351,27 +351,39 @@ class TestEngineClashes:
                                   "(CUDA_VISIBLE_DEVICES=0)",)
 
 
+#: Every kind of user key, top level and per model (the per-model ones as `TestModelKeys`
+#: writes them, plus two the schema knows); llama-swap's own loader reads the same text
+#: (tests/test_llamaswap_loader.py).
+EVERY_KIND_OF_KEY = textwrap.dedent(TestModelKeys.OVERRIDE) + textwrap.dedent("""\
+          unloadTimeout: 20
+          sendLoadingState: false
+    groups: [{name: both, match: ["*"], coexist: true}]
+    llama_swap:
+      apiKeys: ["${env.LLAMA_SWAP_API_KEY}"]
+      logLevel: warn
+      sendLoadingState: true
+      startPort: 9000
+      globalTTL: 0
+      includeAliasesInList: true
+      macros: {threads: 8, "on": "yes"}
+      hooks: {on_startup: {preload: [alpha]}}
+      selectors:
+        chat: {strategy: spillover, targets: [alpha-q4_k_m, beta-q8_0], settings: {spillover: 2}}
+        hot: {strategy: warm, targets: [beta-q8_0, alpha-q4_k_m-4k]}
+      profiles:
+        small: {description: one model, pins: {chat: beta-q8_0}}
+      peers:
+        far: {proxy: "http://far.lan:8080", apiKey: "${env.LLAMA_SWAP_API_KEY}", models: [remote]}
+      routing: {scheduler: {use: fifo, settings: {fifo: {priority: {alpha: 5}}}}}
+    """)
+
+
 def test_upstream_json_schema_accepts_a_config_with_every_kind_of_key(library, monkeypatch):
     """The user's keys, top level and per model, as llama-swap's own `config-schema.json` reads them."""
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(require(SCHEMA).read_text())
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-1")
-    rc, _ = run(library, TestModelKeys.OVERRIDE.rstrip(" ") + """\
-        groups: [{name: both, match: ["*"], coexist: true}]
-        llama_swap:
-          apiKeys: ["${env.LLAMA_SWAP_API_KEY}"]
-          logLevel: warn
-          startPort: 9000
-          macros: {threads: 8}
-          hooks: {on_startup: {preload: [alpha]}}
-          selectors:
-            chat: {strategy: spillover, targets: [alpha-q4_k_m, beta-q8_0], settings: {spillover: 2}}
-          profiles:
-            small: {description: one model, pins: {chat: beta-q8_0}}
-          peers:
-            far: {proxy: "http://far.lan:8080", apiKey: "${env.LLAMA_SWAP_API_KEY}", models: [remote]}
-          routing: {scheduler: {use: fifo, settings: {fifo: {priority: {alpha: 5}}}}}
-        """)
+    rc, _ = run(library, EVERY_KIND_OF_KEY)
     assert rc == 0
     config = written(library)
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"

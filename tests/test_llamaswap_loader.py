@@ -17,6 +17,7 @@ import pytest
 from autogen.commands import sample
 from tests.builders import SETTINGS
 from tests.runs import generate
+from tests.test_llama_swap_keys import EVERY_KIND_OF_KEY
 from tests.test_readme_llama_swap import block, section
 from tests.test_readme_llama_swap import library as readme_library
 from tests.test_routing import BASE as ROUTING_BASE
@@ -87,44 +88,7 @@ def test_every_kind_of_llama_swap_key(library, monkeypatch):
     """Top-level keys (secrets, macros, hooks, selectors, profiles, peers, the scheduler) and
     every per-model key an override may carry, as tests/test_llama_swap_keys.py writes them."""
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", ENV["LLAMA_SWAP_API_KEY"])
-    (library / "swapgen.yaml").write_text(SETTINGS + textwrap.dedent("""\
-        groups: [{name: both, match: ["*"], coexist: true}]
-        overrides:
-          - match: "*Alpha*"
-            ctx_variants: [4096]
-            llama_swap:
-              aliases: [alpha]
-              name: Alpha 8B
-              description: the first model
-              filters:
-                stripParams: "top_k, min_p"
-                setParams: {temperature: 0.7}
-                setParamsByID: {alpha-cold: {temperature: 0}}
-              concurrencyLimit: 3
-              cmdStop: kill -TERM ${PID}
-              env: [OMP_NUM_THREADS=8]
-              macros: {who: alpha}
-              metadata: {team: research, tags: [a, b]}
-              unloadTimeout: 20
-              sendLoadingState: false
-        llama_swap:
-          apiKeys: ["${env.LLAMA_SWAP_API_KEY}"]
-          logLevel: warn
-          sendLoadingState: true
-          startPort: 9000
-          globalTTL: 0
-          includeAliasesInList: true
-          macros: {threads: 8, "on": "yes"}
-          hooks: {on_startup: {preload: [alpha]}}
-          selectors:
-            chat: {strategy: spillover, targets: [alpha-q4_k_m, beta-q8_0], settings: {spillover: 2}}
-            hot: {strategy: warm, targets: [beta-q8_0, alpha-q4_k_m-4k]}
-          profiles:
-            small: {description: one model, pins: {chat: beta-q8_0}}
-          peers:
-            far: {proxy: "http://far.lan:8080", apiKey: "${env.LLAMA_SWAP_API_KEY}", models: [remote]}
-          routing: {scheduler: {use: fifo, settings: {fifo: {priority: {alpha: 5}}}}}
-        """))
+    (library / "swapgen.yaml").write_text(SETTINGS + EVERY_KIND_OF_KEY)
     rc, _ = generate(library / "swapgen.yaml")
     assert rc == 0
     seen = summary(accepted(library / "config.yaml"))
