@@ -98,13 +98,28 @@ def _unknown(key: str, known, path: str, what: str) -> str:
     return f"{path}.{key}: unknown {what} llama-swap key{did_you_mean(key, sorted(known))}"
 
 
-def _routing_problems(value: Any, path: str) -> list[str]:
+def _routing_problems(value: Any, spec, path: str) -> list[str]:
     """`routing`: the scheduler is the user's; the router is swapgen's."""
     if not isinstance(value, dict):
-        return _spec_problems(value, TOP_SPEC.fields["routing"], path)
+        return _spec_problems(value, spec, path)
     problems = [_owned(k, OWNED_ROUTING, path) for k in value if k in OWNED_ROUTING]
     rest = {k: v for k, v in value.items() if k not in OWNED_ROUTING}
-    return problems + _spec_problems(rest, TOP_SPEC.fields["routing"], path)
+    return problems + _spec_problems(rest, spec, path)
+
+
+def _block_problems(block: Any, path: str, owned: dict[str, str], spec, what: str,
+                    checks: dict | None = None) -> list[str]:
+    """One `llama_swap:` block: each key refused when swapgen owns it or llama-swap does not know
+    it, else checked by its schema entry (or by `checks[key]`, called as the schema check is)."""
+    problems = _data_problems(block, path)
+    for key, value in block.items() if not problems else ():
+        if key in owned:
+            problems.append(_owned(key, owned, path))
+        elif key not in spec.fields:
+            problems.append(_unknown(key, spec.fields, path, what))
+        else:
+            problems += (checks or {}).get(key, _spec_problems)(value, spec.fields[key], f"{path}.{key}")
+    return problems
 
 
 def top_level_problems(settings: Settings) -> list[str]:
@@ -116,16 +131,7 @@ def top_level_problems(settings: Settings) -> list[str]:
     if settings.hosts:  # a fleet front: README "Several GPU hosts"
         owned["peers"] = "a fleet front writes one peer per entry of `hosts:`"
         owned["selectors"] = "a fleet front writes the selectors of models several hosts serve"
-    problems = _data_problems(block, path)
-    for key, value in block.items() if not problems else ():
-        if key in owned:
-            problems.append(_owned(key, owned, path))
-        elif key not in TOP_SPEC.fields:
-            problems.append(_unknown(key, TOP_SPEC.fields, path, "top-level"))
-        elif key == "routing":
-            problems += _routing_problems(value, f"{path}.routing")
-        else:
-            problems += _spec_problems(value, TOP_SPEC.fields[key], f"{path}.{key}")
+    problems = _block_problems(block, path, owned, TOP_SPEC, "top-level", {"routing": _routing_problems})
     keys = block.get("apiKeys") if not problems else None
     for i, key in enumerate(keys if isinstance(keys, list) else ()):
         if isinstance(key, str) and " " in key:  # load.go: the one loader rule of a lone key
@@ -135,19 +141,9 @@ def top_level_problems(settings: Settings) -> list[str]:
 
 def model_problems(settings: Settings) -> list[str]:
     """Each override's `llama_swap:` block: per-model keys swapgen does not own."""
-    problems: list[str] = []
-    for i, ov in enumerate(settings.overrides):
-        block, path = ov.llama_swap, f"overrides[{i}].llama_swap"
-        found = _data_problems(block, path)
-        for key, value in block.items() if not found else ():
-            if key in OWNED_MODEL:
-                found.append(_owned(key, OWNED_MODEL, path))
-            elif key not in MODEL_SPEC.fields:
-                found.append(_unknown(key, MODEL_SPEC.fields, path, "per-model"))
-            else:
-                found += _spec_problems(value, MODEL_SPEC.fields[key], f"{path}.{key}")
-        problems += found
-    return problems
+    return [problem for i, ov in enumerate(settings.overrides)
+            for problem in _block_problems(ov.llama_swap, f"overrides[{i}].llama_swap", OWNED_MODEL, MODEL_SPEC,
+                                           "per-model")]
 
 
 def settings_problems(settings: Settings) -> list[str]:
