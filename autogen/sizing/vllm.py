@@ -67,6 +67,8 @@ MIN_UTIL, MAX_UTIL = 0.10, 0.95
 OVERHEAD_GIB = 1.5
 FALLBACK_CTX = 32768
 CTX_STEP = 4096
+#: Upper end of the search for the longest window that fits (tokens): far past any trained length.
+LONGEST_SEARCHED = 1 << 30
 
 #: The KV-cache size's margin: paged blocks and hybrid page sizes do not match our cost byte for byte.
 KV_CACHE_FACTOR_TENTHS = 11  # × 1.10
@@ -324,7 +326,7 @@ def _longest(layout: VllmKv | None, per_token: int, state: int, room_gib: float,
     """The longest window (before rounding) whose KV fits `room_gib`: as vLLM's check counts a
     `pool` (with its null block), else one request's reservation out of the budget."""
     if layout is not None:
-        return layout.longest(int(room_gib * GIB), 1 << 30, null_block=pool)
+        return layout.longest(int(room_gib * GIB), LONGEST_SEARCHED, null_block=pool)
     return int((room_gib * GIB - state) // per_token)
 
 
