@@ -26,7 +26,8 @@ COMMANDS = """commands:
   clean                    delete fragments and caches (the config stays)
   list [--json]            one line per model
   show ID [--json]         one model's plan and why (a fleet host's: HOST/ID)
-  validate [FILE ...]      check any llama-swap config (default: the settings' output)
+  validate [FILE ...]      check any llama-swap config or llama.cpp models preset (FILE.ini;
+                           default: the settings' output)
   validate [FILE] --config-dir DIR
                            check FILE and DIR's files merged as llama-swap -config-dir merges them
   backends detect [--dry-run] [--json]
@@ -58,6 +59,22 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
         return show.main(graph.library, model_id, as_json, [(host.prefix, host.library) for host in graph.hosts])
     finally:
         graph.close()
+
+
+def _validate_presets(settings: str | None, presets: list[str], configs: list[str]) -> int:
+    """Presets checked against the llama-server the settings resolve (its `--help`), else the
+    recorded b11434 arguments; any llama-swap configs given too as usual."""
+    # lazy: generating never loads the validators
+    from autogen.resolve.backends import llama_router_exe  # noqa: PLC0415
+    from autogen.router.preset_check import build_keys, main_validate_presets  # noqa: PLC0415
+    from autogen.router.validate import main_validate  # noqa: PLC0415
+
+    try:
+        exe = llama_router_exe(load_settings(settings))
+    except SwapgenError:  # no settings here: the recorded arguments
+        exe = None
+    failed = main_validate_presets(presets, build_keys(exe))
+    return max(failed, main_validate(configs) if configs else 0)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
                 return main_validate_merged(files[0] if files else None, folder)
             if not files:
                 files = [load_settings(opts.settings).output]
+            presets = [f for f in files if f.lower().endswith(".ini")]
+            if presets:
+                return _validate_presets(opts.settings, presets, [f for f in files if f not in presets])
             return main_validate(files)
         if command == "list":
             _only_json_option(parser, command, rest[1:])

@@ -31,13 +31,20 @@ def task_doc(library, job: Job) -> str:
 
 def summary_line(graph) -> str:
     """`swapgen: 9 models (7 served, 2 skipped); 1 re-emitted, 8 unchanged; config.yaml written`;
-    in a fleet, `swapgen: gpu-a: …` per host and `swapgen: front: …, 2 peers, 1 selector; …`."""
+    in a fleet, `swapgen: gpu-a: …` per host and `swapgen: front: …, 2 peers, 1 selector; …`.
+    A models preset (`target: llama-server`) adds one line per model no llama-server serves
+    and the command that starts llama.cpp's router on it."""
     settings = graph.library.settings
-    fleet = ""
+    fleet = router = ""
     try:
         with open(os.path.join(settings.cache_dir, SUMMARY), encoding="utf-8") as f:
             counts = json.load(f)
         served = f"{counts['served']} served, {counts['skipped']} skipped"
+        if "router" in counts:
+            name = os.path.basename(settings.output)
+            router = "".join(f"\nswapgen: not in {name}: {json.dumps(mid, ensure_ascii=False)}: {why}"
+                             for mid, why in counts["left_out"])
+            router += f"\nswapgen: start llama.cpp's router: {counts['router']}"
         if graph.hosts:
             fleet = (f", {counts['peers']} peer{'s' if counts['peers'] != 1 else ''}, "
                      f"{counts['selectors']} selector{'s' if counts['selectors'] != 1 else ''}")
@@ -46,7 +53,7 @@ def summary_line(graph) -> str:
     label = f"{graph.host.name}: " if graph.host is not None else "front: " if graph.hosts else ""
     total, emitted = len(graph.library.jobs), graph.stats["emitted"]
     return (f"swapgen: {label}{total} models ({served}){fleet}; {emitted} re-emitted, {total - emitted} unchanged; "
-            f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}")
+            f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}{router}")
 
 
 class SummaryReporter(ConsoleReporter):

@@ -1,6 +1,6 @@
 """`swapgen show ID`: one model's paths, class, backend and why, metadata, KV derivation,
 the devices it runs on and why, every sizing note, the env and argv one flag per line and the
-YAML fragment."""
+YAML fragment (with `target: llama-server`, its preset sections)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from autogen.commands import fit_params
 from autogen.commands.library import Library
 from autogen.emit.dispatch import Job
 from autogen.metadata.kvcost import kv_cost
+from autogen.resolve.backends import llama_router_exe
 from autogen.router.fragments import render_plan
+from autogen.router.preset import LLAMA_SERVER, preset_plan, render_section, render_skip
 
 
 def _find(library: Library, model_id: str):
@@ -51,8 +53,18 @@ def report(library: Library, job: Job) -> dict:
         "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env), "memory": dict(e.memory),
                      "engine_estimate": _engine_estimate(job, e)} for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
-        "fragment": "".join(text for _, text in sorted(render_plan(plan))),
+        "fragment": _fragment(library, job, plan),
     }
+
+
+def _fragment(library: Library, job: Job, plan) -> str:
+    """The model's part of the output: YAML blocks, or with `target: llama-server` its preset
+    sections (every key, before `[*]` takes the shared ones) and skip lines."""
+    if library.settings.target != LLAMA_SERVER:
+        return "".join(text for _, text in sorted(render_plan(plan)))
+    served, sections, _ = preset_plan(plan, job.engine, llama_router_exe(library.settings))
+    blocks = [(s.id, render_section(s)) for s in sections] + [(k.id, render_skip(k)) for k in served.skips]
+    return "".join(text for _, text in sorted(blocks))
 
 
 def _engine_estimate(job: Job, entry) -> dict | None:

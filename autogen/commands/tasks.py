@@ -44,11 +44,13 @@ from autogen.emit.entry import Plan
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
+from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
 from autogen.resolve.nodes import fleet_of
 from autogen.resolve.roles import Role
-from autogen.router.assemble import Fragment, assemble, passthrough_hint, write_config
+from autogen.router.assemble import Fragment, assemble, assemble_preset, passthrough_hint, write_config
 from autogen.router.fleet import Peer, render_front
+from autogen.router.preset import LLAMA_SERVER, preset_plan
 from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Host, Settings
@@ -178,6 +180,12 @@ class TaskGraph:
 
     # -- actions ------------------------------------------------------------------------------
 
+    @functools.cached_property
+    def router_exe(self) -> str | None:
+        """`target: llama-server`: the binary llama.cpp's router runs every model with."""
+        settings = self.library.settings
+        return llama_router_exe(settings) if settings.target == LLAMA_SERVER else None
+
     def emit_model(self, job: Job) -> bool:
         try:
             plan = self.library.plan(job)
@@ -185,14 +193,18 @@ class TaskGraph:
             traceback.print_exc(file=sys.stderr)
             plan = Plan.skip(job.row.id, f"internal error while planning ({type(exc).__name__}: {exc}); "
                                          "please report it")
+        sections, left_out = (), ()
+        if self.router_exe is not None:
+            plan, sections, left_out = preset_plan(plan, job.engine, self.router_exe)
         summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
                    "why": job.backend.why if job.backend else "", "path": job.row.path,
                    "entries": [e.id for e in plan.entries],
                    "skips": [[s.id, s.reason] for s in plan.skips],
-                   "conflicts": list(plan.conflicts)}
+                   "conflicts": list(plan.conflicts),
+                   **({"left_out": [[s.id, s.reason] for s in left_out]} if left_out else {})}
         for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
             write_if_changed(path, text.encode("utf-8"))
-        fragment = Fragment.from_plan(plan, summary)
+        fragment = Fragment.from_plan(plan, summary, self.library.settings.target, sections)
         self.stats["emitted"] += 1
         if write_if_changed(self.fragments[job.row.id], fragment.to_json(), durable=False):
             self.stats["written"] += 1
@@ -205,10 +217,16 @@ class TaskGraph:
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
             return TaskFailed(f"{settings_error(self.library.settings.source, conflicts)}\nNothing was written.")
-        text = assemble(self.library.settings, fragments,
-                        warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
-        counts = {}
+        counts: dict[str, Any] = {}
         try:
+            if self.router_exe is not None:
+                preset = assemble_preset(self.library.settings, fragments, self.router_exe)
+                text = preset.text
+                counts = {"router": preset.command,
+                          "left_out": [item for f in fragments for item in f.summary.get("left_out") or ()]}
+            else:
+                text = assemble(self.library.settings, fragments,
+                                warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
             if self.hosts:
                 part = render_front(self.peers(), {m[0] for f in fragments for m in f.members})
                 text += part.text
@@ -222,8 +240,9 @@ class TaskGraph:
                          json.dumps({"config": digest_, "served": served, "skipped": len(fragments) - served,
                                      **counts}).encode(), durable=False)
         try:
-            written = write_config(self.library.settings.output, text,
-                                   lambda problems: passthrough_hint(self.library.settings, problems))
+            # a preset holds no `llama_swap:` keys as given: no hint points to them
+            hint = None if self.router_exe else (lambda problems: passthrough_hint(self.library.settings, problems))
+            written = write_config(self.library.settings.output, text, hint, self.router_exe)
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
@@ -300,12 +319,15 @@ class TaskGraph:
             }
 
     def _routing_inputs(self) -> tuple | None:
-        """What `routing: auto` plans against besides the fragments: the cards."""
+        """What `routing: auto` and a preset's `--models-max` plan against besides the
+        fragments: the cards (and the router's binary, whose `--help` checks a preset)."""
         settings = self.library.settings
-        return (settings.routing, inventory(settings), self.library.card_vram_gb) if settings.routing else None
+        if not (settings.routing or self.router_exe):
+            return None
+        return settings.routing, inventory(settings), self.library.card_vram_gb, self.router_exe
 
     def task_config(self):
-        """Assemble, validate and write the llama-swap config (only when its bytes change)."""
+        """Assemble, validate and write the router config (only when its bytes change)."""
         if not self.hosts:
             return self._config_task()
         return ({"name": g.host.name, "doc": f"the config of host {g.host.name}: {g.library.settings.output}",
@@ -324,7 +346,8 @@ class TaskGraph:
         settings = self.library.settings
         router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
                            settings.source, settings.output, self._routing_inputs(),
-                           settings.output_mode, settings.llama_swap, *([settings.hosts] if settings.hosts else [])))
+                           settings.output_mode, settings.llama_swap, settings.target,
+                           *([settings.hosts] if settings.hosts else [])))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],

@@ -28,6 +28,7 @@ from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import (
     Engine,
     Resolved,
+    llama_router_exe,
     only_audiocpp,
     resolution_key,
     resolve_backend,
@@ -195,7 +196,9 @@ def global_inputs(settings: Settings) -> str:
                           overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
                           card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False,
                           routing=None, llama_swap={}, output_mode="full")
-    return f"{GENERATOR_VERSION}|{shared!r}"
+    # a models preset leaves out the entries of another build than the router's
+    router = f"|{llama_router_exe(settings)}" if settings.target == "llama-server" else ""
+    return f"{GENERATOR_VERSION}|{shared!r}{router}"
 
 
 def component_state(settings: Settings, override: Override | None) -> dict[str, int | None]:

@@ -332,6 +332,12 @@ def resolve_embedder(settings: Settings, override: Override | None) -> Resolved:
     return attrs.evolve(fallback, why=f"vllm '{resolved.backend_id}' cannot embed; {fallback.why}")
 
 
+def llama_router_exe(settings: Settings) -> str:
+    """The llama-server llama.cpp's router mode starts every model with (`target: llama-server`):
+    the build a GGUF chat model gets without a pin, never vLLM."""
+    return resolve_embedder(settings, None).exe
+
+
 def resolution_key(resolved: Resolved) -> dict[str, str]:
     """What a model's fragment depends on from its backend (doit `config_changed` input).
 

@@ -16,7 +16,18 @@ import xxhash
 from autogen import GENERATOR_VERSION, __version__
 from autogen.errors import SettingsError, did_you_mean
 from autogen.fsutil import code_stamp, write_if_changed
-from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Encoders, Override, Settings, Variant
+from autogen.settings.schema import (
+    DEFAULT_OUTPUT,
+    MMPROJ_MODES,
+    PRESET_LLAMA_SWAP_KEYS,
+    PRESET_MODEL_LLAMA_SWAP_KEYS,
+    SD_COMPONENT_FIELDS,
+    BackendRow,
+    Encoders,
+    Override,
+    Settings,
+    Variant,
+)
 
 SETTINGS_ENV = "SWAPGEN_SETTINGS"
 DEFAULT_SETTINGS_NAME = "swapgen.yaml"
@@ -147,6 +158,45 @@ def _routing_problems(settings: Settings) -> list[str]:
             f"with groups; remove `groups` ({len(settings.groups)} declared) or set `routing: null`"]
 
 
+#: Settings only llama-swap reads, refused with `target: llama-server` (key → what it is).
+LLAMA_SWAP_ONLY = {
+    "routing": "plans llama-swap's matrix router",
+    "groups": "are llama-swap groups",
+    "hosts": "make a fleet of llama-swap peers",
+}
+_PRESET_NOTE = ("target: llama-server writes a models preset for llama.cpp's router, which has no such setting; "
+                "remove it or use target: llama-swap")
+
+
+def _target_problems(settings: Settings) -> list[str]:
+    """With `target: llama-server`, every setting only llama-swap reads, named by its place."""
+    if settings.target != "llama-server":
+        return []
+    problems = [f"{key}: {what}; {_PRESET_NOTE}" for key, what in LLAMA_SWAP_ONLY.items() if getattr(settings, key)]
+    if settings.output_mode != "full":
+        problems.append(f"output_mode: {settings.output_mode!r} is a llama-swap -config-dir part; {_PRESET_NOTE}")
+    problems += _llama_swap_keys_problems("llama_swap", settings.llama_swap, PRESET_LLAMA_SWAP_KEYS)
+    hooks = settings.llama_swap.get("hooks")
+    if isinstance(hooks, dict):
+        problems += _llama_swap_keys_problems("llama_swap.hooks", hooks, ("on_startup",))
+        if isinstance(hooks.get("on_startup"), dict):
+            problems += _llama_swap_keys_problems("llama_swap.hooks.on_startup", hooks["on_startup"], ("preload",))
+    for i, ov in enumerate(settings.overrides):
+        problems += _llama_swap_keys_problems(f"overrides[{i}].llama_swap", ov.llama_swap,
+                                              PRESET_MODEL_LLAMA_SWAP_KEYS)
+        variants = [(f"overrides[{i}].variants[{j}]", v) for j, v in enumerate(ov.variants)]
+        problems += [f"{where}.unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
+                     for where, item in [(f"overrides[{i}]", ov), *variants] if item.unlisted]
+    problems += [f"default_variants[{j}].unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
+                 for j, v in enumerate(settings.default_variants) if v.unlisted]
+    return problems
+
+
+def _llama_swap_keys_problems(where: str, block: dict, allowed: tuple[str, ...]) -> list[str]:
+    return [f"{where}.{key}: a llama-swap key; {_PRESET_NOTE} (it takes {', '.join(allowed)})"
+            for key in block if key not in allowed]
+
+
 def _distributed_problems(settings: Settings) -> list[str]:
     """`vllm_distributed` says how a model spans the hosts `vllm_nodes` names; alone it would
     quietly do nothing."""
@@ -177,12 +227,13 @@ def _parse_settings(path: Path) -> Settings:
         if file_rows:
             backends = file_rows
     problems += _budget_problems(settings) + _routing_problems(settings) + _distributed_problems(settings)
+    problems += _target_problems(settings)
     if problems:
         raise settings_error(str(path), problems)
     return attrs.evolve(
         settings,
         roots=tuple(_resolve(base, r) for r in settings.roots),
-        output=_resolve(base, settings.output),
+        output=_resolve(base, settings.output if "output" in data else DEFAULT_OUTPUT[settings.target]),
         cache_dir=_resolve(base, settings.cache_dir),
         backends_file=backends_file,
         backends=backends,

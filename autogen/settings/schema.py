@@ -233,6 +233,9 @@ class Settings:
     output_mode: str = "full"
     #: A fleet front: the GPU hosts whose configs this run also generates, listed as peers.
     hosts: tuple[Host, ...] = ()
+    #: What `output` is: "llama-swap" (its YAML config) or "llama-server" (a models preset for
+    #: llama.cpp's own router, `llama-server --models-preset`).
+    target: str = "llama-swap"
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -264,6 +267,15 @@ VLLM_DISTRIBUTED = ("ray", "mp")
 MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
 #: `routing:` values besides null (`Settings.routing`).
 ROUTING_MODES = ("auto",)
+
+#: `target:` values: the router the output is written for.
+TARGETS = ("llama-swap", "llama-server")
+#: `output` when the settings do not name it, per target.
+DEFAULT_OUTPUT = {"llama-swap": "config.yaml", "llama-server": "models.ini"}
+#: With `target: llama-server`, the `llama_swap:` keys that have a router counterpart: the
+#: preloads (`load-on-startup`), the unload timeout (`stop-timeout`) and, per model, aliases.
+PRESET_LLAMA_SWAP_KEYS = ("hooks", "unloadTimeout")
+PRESET_MODEL_LLAMA_SWAP_KEYS = ("aliases", "unloadTimeout")
 
 #: `output_mode:` values: the whole llama-swap file, or a `-config-dir` fragment of it.
 OUTPUT_MODES = ("full", "fragment")

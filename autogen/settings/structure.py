@@ -26,6 +26,7 @@ from autogen.settings.schema import (
     LLAMA_KV_TYPES,
     OUTPUT_MODES,
     ROUTING_MODES,
+    TARGETS,
     VLLM_DISTRIBUTED,
     BackendRow,
     Encoders,
@@ -153,6 +154,7 @@ _mmproj = _checked(_strict_str, lambda v: v.strip() != "",
 _routing = _checked(_strict_str, lambda v: v in ROUTING_MODES,
                     f"expected {' or '.join(ROUTING_MODES)} (or null for groups)")
 _output_mode = _checked(_strict_str, lambda v: v in OUTPUT_MODES, "expected full or fragment")
+_target = _checked(_strict_str, lambda v: v in TARGETS, f"expected {' or '.join(TARGETS)}")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
 
@@ -250,6 +252,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "routing": _routing,
         "llama_swap": _key_map,
         "output_mode": _output_mode,
+        "target": _target,
     },
 }
 
