@@ -1,0 +1,188 @@
+"""A generated models preset really runs llama.cpp's router (llama-server b11434, CPU).
+
+Runs when `LLAMA_SERVER` points to a binary, or one is at `${E2E_WORK:-$TMPDIR/llama-e2e}/bin/
+llama-server` (the shared tools' `llama-server-check/run_llama_server_check.sh` builds it there);
+skips otherwise. The router starts on 127.0.0.1 with the file swapgen wrote; `GET /models` must
+list every section with exactly the arguments of the llama-swap entry of the same id (its
+`status.args`, read back through llama.cpp's own option table), the preloaded model loaded; a
+chat request through an alias loads and answers; the router is stopped by its PID, and so is any
+instance it left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from autogen.cmdline import split_command
+from autogen.commands import cli
+from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
+from tests.hf_fixtures import write_config, write_safetensors
+from tests.shared import TOOLS, require
+
+CHECK_TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS") or TOOLS / "llama-server-check")
+E2E_WORK = Path(os.environ.get("E2E_WORK") or Path(os.environ.get("TMPDIR") or "/tmp") / "llama-e2e")
+SERVER = os.environ.get("LLAMA_SERVER") or str(E2E_WORK / "bin" / "llama-server")
+START_TIMEOUT_S = 120
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not os.access(SERVER, os.X_OK),
+                                 reason=f"no llama-server at {SERVER}: set LLAMA_SERVER to a b11434 binary to run")]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
+    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("models") / "tiny.gguf"
+    assert module.main([str(out), "--ctx", "8192"]) == 0
+    return out
+
+
+def library(root: Path, model: Path, target: str) -> Path:
+    """Two llama models (one with a ctx profile, an alias and a preload), and an HF folder only
+    vLLM serves."""
+    models = root / "models"
+    for rel in ("pub lisher/Tiny Random-F32.gguf", "other/Small Chat-Q8_0.gguf"):  # a space, to prove quoting
+        (models / rel).parent.mkdir(parents=True, exist_ok=True)
+        if not (models / rel).exists():
+            shutil.copyfile(model, models / rel)  # two files: discovery serves one file once
+    folder = models / "meta-llama" / "Llama-3.2-3B-Instruct"
+    write_config(folder)
+    write_safetensors(folder / "model.safetensors", 1 << 30)
+    settings = root / f"{target}.yaml"
+    settings.write_text(
+        f"roots: [models]\ntarget: {target}\ncache_dir: cache-{target}\nvram_budget_gb: 2\ncard_vram_gb: 0\n"
+        "threads: 2\n"
+        f"backends:\n  - {{id: llama-cpu, kind: llama, path: {json.dumps(SERVER)}, variant: cpu, default: true}}\n"
+        "  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: 0.33.0}\n"
+        "overrides:\n  - match: '*Tiny*'\n    ctx_variants: [4096]\n    flash_attn: 'off'\n"
+        "    llama_swap: {aliases: [tiny]}\n"
+        + ("llama_swap:\n  hooks: {on_startup: {preload: [tiny]}}\n  unloadTimeout: 5\n"
+           if target == "llama-server" else ""))
+    return settings
+
+
+def generate(settings: Path) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main(["--settings", str(settings)]) == 0
+    return out.getvalue()
+
+
+def arguments(argv: list[str]) -> dict[str, str]:
+    """Preset key → value of a llama-server command line, as llama.cpp's table names them,
+    without what the router sets for every instance (address, name, log colours)."""
+    table = recorded_table()
+    found, i = {}, 1
+    while i < len(argv):
+        option = table.by_flag[argv[i]]
+        if option.values == 0:
+            value, i = ("false" if argv[i] in option.negatives else "true"), i + 1
+        else:
+            value, i = argv[i + 1], i + 2
+        if option.env not in ROUTER_OWNED and option.env != ALIAS_ENV:
+            found[option.key] = value
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request(url: str, body: dict | None = None, timeout: float = 5) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        assert resp.status == 200
+        return json.loads(resp.read() or b"{}")
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (the router's instances), from /proc."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def models_when_ready(proc: subprocess.Popen, base: str, log: Path, wanted: set[str]) -> list[dict]:
+    """`GET /models` once the preloaded models are loaded."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"llama-server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError):
+            data = request(f"{base}/models", timeout=2)["data"]
+            if wanted <= {m["id"] for m in data if m["status"]["value"] == "loaded"}:
+                return data
+        time.sleep(0.2)
+    pytest.fail(f"the router did not load {sorted(wanted)} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
+    yaml_settings = library(tmp_path, tiny_model, "llama-swap")
+    generate(yaml_settings)
+    config = YAML(typ="safe").load((tmp_path / "config.yaml").read_text())
+    settings = library(tmp_path, tiny_model, "llama-server")
+    printed = generate(settings)
+    preset = tmp_path / "models.ini"
+    command = next(line.split("router: ", 1)[1] for line in printed.splitlines() if "start llama.cpp's router" in line)
+    assert command.startswith(f"{SERVER} --models-preset {preset} --models-max ")
+    assert 'not in models.ini: "llama-3.2-3b-instruct-bf16"' in printed
+
+    served = {mid: model for mid, model in config["models"].items() if "llama-server" in model["cmd"]}
+    assert set(served) == {"tiny-random-f32", "tiny-random-f32-4k", "small-chat-q8_0"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "router.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+    instances: list[int] = []
+    try:
+        listed = {m["id"]: m for m in models_when_ready(proc, base, log, {"tiny-random-f32"})}
+        assert set(listed) == set(served)  # every section, and nothing else (the vLLM model is left out)
+        for mid, model in served.items():
+            assert arguments(listed[mid]["status"]["args"]) == arguments(split_command(model["cmd"])), mid
+            assert listed[mid]["aliases"] == model.get("aliases", [])
+        reply = request(f"{base}/v1/chat/completions", {
+            "model": "tiny", "max_tokens": 8, "seed": 1,
+            "messages": [{"role": "user", "content": "Say hello."}]}, timeout=120)
+        assert reply["model"] == "tiny-random-f32" and reply["choices"][0]["message"]["content"].strip()
+        request(f"{base}/v1/chat/completions", {
+            "model": "small-chat-q8_0", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]},
+            timeout=120)
+        instances = children(proc.pid)
+        assert len(instances) == 2
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid in instances:  # an instance the router did not stop is stopped by its PID too
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()[-3000:]
