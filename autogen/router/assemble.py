@@ -79,7 +79,7 @@ class Fragment:
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
                    members=tuple(tuple(m) for m in data["members"]), summary=data["summary"],
                    files=tuple(tuple(f) for f in data["files"]), loads=loads,
-                   sections=tuple(Section.from_json(s) for s in data["sections"]))
+                   sections=tuple(Section.from_json(s) for s in data.get("sections", ())))  # older fragments: none
 
 
 def header(settings: Settings) -> str:

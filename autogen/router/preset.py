@@ -161,7 +161,7 @@ def section_of(entry: Entry, router_exe: str, table: OptionTable | None = None) 
         if "," in alias or not alias.strip():
             raise PresetError(f"alias {alias!r}: the router reads a comma-separated list of names")
     if entry.aliases:
-        keys["alias"] = _checked_value("alias", ",".join(entry.aliases))
+        keys[table.by_env[ALIAS_ENV].key] = _checked_value("alias", ",".join(entry.aliases))
     stop = dict(entry.llama_swap).get("unloadTimeout")
     if stop is not None:
         keys[STOP_TIMEOUT] = str(stop)
