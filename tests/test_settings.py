@@ -277,8 +277,9 @@ MINIMAL = {Settings: {"roots": ["m"]}, Override: {"match": "a"}, Group: {"name":
 
 
 def list_fields(cls) -> list[str]:
-    """Fields typed `tuple[...]` (or `tuple[...] | None`), extra_args aside."""
-    return [name for name, hint in typing.get_type_hints(cls).items() if name != "extra_args"
+    """Fields typed `tuple[...]` (or `tuple[...] | None`), extra_args and path_map (a YAML
+    mapping kept as ordered pairs) aside."""
+    return [name for name, hint in typing.get_type_hints(cls).items() if name not in ("extra_args", "path_map")
             and any(typing.get_origin(t) is tuple for t in (hint, *typing.get_args(hint)))]
 
 

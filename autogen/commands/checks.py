@@ -99,7 +99,8 @@ def check_vanished(settings: Settings, discovery: Discovery) -> None:
 
 def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list[str]:
     """One line per override or group pattern that matches no model, and per backend row whose
-    absolute `path` does not exist (llama-swap could not start what it serves)."""
+    absolute `path` does not exist (llama-swap could not start what it serves); with a
+    `path_map`, backend paths are the container's and not looked for here."""
     where = os.path.basename(settings.source) or "settings"
     paths = [row.match_path for row in models]
     problems = []
@@ -115,7 +116,7 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
         for j, text in enumerate(group.match):
             if not any(glob_pattern(text).match(model_id) for model_id in ids):
                 problems.append(f"{where}: groups[{i}].match[{j}] ({text!r}, group {group.name!r}) matches no model id")
-    for row in settings.backends:
+    for row in () if settings.path_map else settings.backends:
         exe = row.path.strip()
         if os.path.isabs(exe) and not os.path.exists(exe):
             problems.append(f"backend {row.id!r}: {exe} does not exist; llama-swap cannot start the models it serves")

@@ -55,7 +55,7 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from autogen.errors import SettingsError
+from autogen.errors import SettingsError, SwapgenError
 from autogen.fsutil import write_if_changed
 from autogen.resolve.backends import Engine, class_taken, engine_of
 from autogen.settings.load import find_settings, load_backends_file, load_settings
@@ -380,6 +380,11 @@ def _manual_rows(settings: Settings) -> tuple[BackendRow, ...]:
 
 def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_TIMEOUT) -> dict:
     """Find, probe, plan and (unless `dry_run`) write; returns the report `--json` prints."""
+    if settings.path_map:
+        raise SwapgenError(
+            f"{settings.source}: path_map is set, so backend paths are the executables as the container sees them; "
+            "detect finds and probes the host's engines and cannot check those. Write the rows under `backends:` "
+            "by hand (README: \"In a container\")")
     if not settings.backends_file:
         raise SettingsError(settings.source, [
             "backends_file: required by `swapgen backends detect`, which writes its rows there "

@@ -20,6 +20,7 @@ from autogen.commands.checks import check_roots, check_vanished, unmatched_setti
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
+from autogen.emit.served_paths import PathMap, plan_files, serve_plan
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
@@ -44,7 +45,7 @@ class LoadMemo:
     def __init__(self, settings: Settings, card: float | None, fleet: Fleet | None = None):
         self.path = os.path.join(settings.cache_dir, self.FILE)
         self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
-                                 fleet, walk_signature(settings.roots))))
+                                 fleet, walk_signature(settings.roots), PathMap.of(settings))))
 
     def load(self) -> tuple | None:
         try:
@@ -77,7 +78,10 @@ class Library:
         #: id → `model_key`, computed once per load and kept in the memo with what it is made of.
         self._keys = {} if keys is None else keys
         self._cache = cache
-        self.settings_key = digest(global_inputs(settings))
+        #: `path_map` with this run's links resolved; None = paths are served as they are.
+        self.path_map = PathMap.of(settings)
+        # the map (its resolved links included) is part of every fragment's key
+        self.settings_key = digest(global_inputs(settings) + repr(self.path_map))
         #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
         self.profile_owners = profile_owners(jobs, settings)
 
@@ -134,8 +138,12 @@ class Library:
         return self._cache
 
     def plan(self, job: Job) -> Plan:
-        return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
+        """The model's plan with its paths as the engine will see them (`path_map`)."""
+        plan = build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
                           self.profile_owners)
+        if self.path_map is None:
+            return plan
+        return serve_plan(plan, self.path_map, plan_files(job.row, job.override, self.settings, plan), job.row.inputs)
 
     def model_key(self, job: Job) -> str:
         """Digest of everything the model's fragment depends on besides its files."""

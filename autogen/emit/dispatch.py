@@ -43,7 +43,7 @@ from autogen.resolve.gpus import inventory
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, listed_class, model_role
 from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
+from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings, Watch
 from autogen.sizing.vllm_args import vllm_tensor_parallel
 
 DEFAULT_BUDGET_GB = 8.0
@@ -195,7 +195,7 @@ def global_inputs(settings: Settings) -> str:
     shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
                           overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
                           card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False,
-                          routing=None, llama_swap={}, output_mode="full")
+                          routing=None, llama_swap={}, output_mode="full", watch=Watch())
     # a models preset leaves out the entries of another build than the router's
     router = f"|{llama_router_exe(settings)}" if settings.target == "llama-server" else ""
     return f"{GENERATOR_VERSION}|{shared!r}{router}"

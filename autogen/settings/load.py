@@ -25,6 +25,7 @@ from autogen.settings.schema import (
     BackendRow,
     Encoders,
     Override,
+    PathMapping,
     Settings,
     Variant,
 )
@@ -205,6 +206,30 @@ def _distributed_problems(settings: Settings) -> list[str]:
             for i, ov in enumerate(settings.overrides) if ov.vllm_distributed and not ov.vllm_nodes]
 
 
+def _resolve_path_map(base: Path, pairs: tuple[PathMapping, ...]) -> tuple[PathMapping, ...]:
+    """Host folders resolved like `roots` and both sides normalised (`/mnt/models/` is
+    `/mnt/models`), so prefixes compare on whole path components."""
+    return tuple(PathMapping(host=os.path.normpath(_resolve(base, p.host)),
+                             served=None if p.served is None else os.path.normpath(p.served))
+                 for p in pairs)
+
+
+def _path_map_problems(pairs: tuple[PathMapping, ...]) -> list[str]:
+    """The first matching pair wins, so a folder listed twice, or below a folder listed before
+    it, would never be used: a mistake, not a preference."""
+    problems = []
+    for i, pair in enumerate(pairs):
+        for earlier in pairs[:i]:
+            if pair.host == earlier.host:
+                problems.append(f"path_map: {pair.host!r} is listed twice")
+                break
+            if earlier.host == "/" or pair.host.startswith(earlier.host + "/"):
+                problems.append(f"path_map: {pair.host!r} is never used: {earlier.host!r} above it matches "
+                                "its files first; list the longer folder first")
+                break
+    return problems
+
+
 def _parse_settings(path: Path) -> Settings:
     # lazy: a run served from the settings cache never loads ruamel or cattrs
     from autogen.settings.structure import read_yaml, settings_error, structure  # noqa: PLC0415
@@ -228,6 +253,8 @@ def _parse_settings(path: Path) -> Settings:
             backends = file_rows
     problems += _budget_problems(settings) + _routing_problems(settings) + _distributed_problems(settings)
     problems += _target_problems(settings)
+    path_map = _resolve_path_map(base, settings.path_map)
+    problems += _path_map_problems(path_map)
     if problems:
         raise settings_error(str(path), problems)
     return attrs.evolve(
@@ -242,6 +269,7 @@ def _parse_settings(path: Path) -> Settings:
         overrides=tuple(_resolve_override(base, ov) for ov in settings.overrides),
         default_variants=tuple(_resolve_variant(base, v) for v in settings.default_variants),
         hosts=tuple(attrs.evolve(h, settings=_resolve(base, h.settings)) for h in settings.hosts),
+        path_map=path_map,
         source=str(path),
     )
 

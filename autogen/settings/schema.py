@@ -186,6 +186,37 @@ class Host:
 
 
 @frozen
+class PathMapping:
+    """One `path_map` pair: a file under `host` is served (written into commands, env values and
+    side files) under `served`, the folder where a container sees the same files.
+
+    Example: PathMapping(host="/mnt/models", served="/models"); served None = `keep` (the
+    container sees the path as the host does).
+    """
+
+    #: Absolute, normalised (no trailing slash, `~` expanded), relative to the settings file.
+    host: str
+    served: str | None
+
+
+@frozen
+class Watch:
+    """How `swapgen watch` follows the roots.
+
+    Example: Watch(settle_seconds=30.0, polling="auto", poll_interval_seconds=10.0).
+    """
+
+    #: A changed file must keep its size this long before a run starts (a download still
+    #: growing triggers nothing).
+    settle_seconds: float = 30.0
+    #: "auto": poll the roots on network and FUSE mounts (no events arrive there), use the
+    #: kernel's events elsewhere; "always"; "never".
+    polling: str = "auto"
+    #: Seconds between two scans of a polled root.
+    poll_interval_seconds: float = 10.0
+
+
+@frozen
 class Settings:
     """The whole settings file, paths already absolute."""
 
@@ -236,6 +267,9 @@ class Settings:
     #: What `output` is: "llama-swap" (its YAML config) or "llama-server" (a models preset for
     #: llama.cpp's own router, `llama-server --models-preset`).
     target: str = "llama-swap"
+    #: Host folder → the folder a container sees it as, first match wins (`emit.served_paths`).
+    path_map: tuple[PathMapping, ...] = ()
+    watch: Watch = Watch()
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
@@ -276,6 +310,10 @@ DEFAULT_OUTPUT = {"llama-swap": "config.yaml", "llama-server": "models.ini"}
 #: preloads (`load-on-startup`), the unload timeout (`stop-timeout`) and, per model, aliases.
 PRESET_LLAMA_SWAP_KEYS = ("hooks", "unloadTimeout")
 PRESET_MODEL_LLAMA_SWAP_KEYS = ("aliases", "unloadTimeout")
+#: `watch.polling:` values (`Watch.polling`).
+POLLING_MODES = ("auto", "always", "never")
+#: A `path_map` value that serves a folder under its host path.
+KEEP_PATH = "keep"
 
 #: `output_mode:` values: the whole llama-swap file, or a `-config-dir` fragment of it.
 OUTPUT_MODES = ("full", "fragment")

@@ -23,8 +23,10 @@ from autogen.settings.schema import (
     BACKEND_KINDS,
     CUSTOM_KIND,
     FLASH_ATTN_MODES,
+    KEEP_PATH,
     LLAMA_KV_TYPES,
     OUTPUT_MODES,
+    POLLING_MODES,
     ROUTING_MODES,
     TARGETS,
     VLLM_DISTRIBUTED,
@@ -33,8 +35,10 @@ from autogen.settings.schema import (
     Gpu,
     Host,
     Override,
+    PathMapping,
     Settings,
     Variant,
+    Watch,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -155,6 +159,7 @@ _routing = _checked(_strict_str, lambda v: v in ROUTING_MODES,
                     f"expected {' or '.join(ROUTING_MODES)} (or null for groups)")
 _output_mode = _checked(_strict_str, lambda v: v in OUTPUT_MODES, "expected full or fragment")
 _target = _checked(_strict_str, lambda v: v in TARGETS, f"expected {' or '.join(TARGETS)}")
+_polling = _checked(_strict_str, lambda v: v in POLLING_MODES, f"expected one of {', '.join(POLLING_MODES)}")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
 
@@ -201,6 +206,28 @@ def _host_url(value: Any, type_: Any) -> str:
     return url
 
 
+def _path_map(value: Any, _type: Any) -> tuple[PathMapping, ...]:
+    """`{host folder: served folder}` in the user's order; a served folder is where a container
+    sees the files, so it is absolute (a `~` there would be the container's home), or `keep`.
+    The host side is resolved like `roots` when the settings load (`settings.load`)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a mapping of host folders to served folders, got {describe(value)}")
+    pairs = []
+    for host, served in value.items():
+        if not isinstance(host, str) or not host.strip() or "\0" in host:
+            raise ValueError(f"expected a host folder as each key, got {describe(host)}")
+        if not isinstance(served, str) or not (served == KEEP_PATH or served.startswith("/")):
+            raise ValueError(f"{host}: expected the absolute folder the container sees it as, or {KEEP_PATH!r}, "
+                             f"got {describe(served)}")
+        if "${" in served or "\n" in served or "\0" in served:
+            raise ValueError(f"{host}: the served folder {served!r} cannot be carried in a command "
+                             "(no '${', line breaks or NUL)")
+        pairs.append(PathMapping(host=host, served=None if served == KEEP_PATH else served))
+    return tuple(pairs)
+
+
 _LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
 
 _SD_HOOKS = {
@@ -238,6 +265,8 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
     Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
                              "t5xxl", "llm_text_encoder"), _nonblank),
     Gpu: {"vram_gb": _non_negative_float},
+    Watch: {"settle_seconds": _non_negative_float, "poll_interval_seconds": _positive_float,
+            "polling": _polling},
     Host: {"name": _host_name, "settings": _nonblank, "url": _host_url, "api_key_env": _env_name},
     Settings: {
         "vram_budget_gb": _positive_float,
@@ -253,6 +282,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "llama_swap": _key_map,
         "output_mode": _output_mode,
         "target": _target,
+        "path_map": _path_map,
     },
 }
 
