@@ -30,6 +30,7 @@ COMMANDS = """commands:
                            default: the settings' output)
   validate [FILE] --config-dir DIR
                            check FILE and DIR's files merged as llama-swap -config-dir merges them
+  watch                    generate, then again whenever a root or the settings change (until SIGTERM)
   backends detect [--dry-run] [--json]
                            find installed engines and write backends_file
 """
@@ -114,6 +115,30 @@ def _config_dir_option(parser: argparse.ArgumentParser, args: list[str]) -> tupl
     return files, folder
 
 
+def _validate(parser: argparse.ArgumentParser, settings: str | None, args: list[str]) -> int:
+    # lazy: generating never loads the validator's YAML reader up front
+    from autogen.router.validate import main_validate  # noqa: PLC0415
+
+    files, folder = _config_dir_option(parser, args)
+    if folder is not None:
+        from autogen.router.merge import main_validate_merged  # noqa: PLC0415 - lazy, as above
+
+        return main_validate_merged(files[0] if files else None, folder)
+    files = files or [load_settings(settings).output]
+    presets = [f for f in files if f.lower().endswith(".ini")]
+    if presets:
+        return _validate_presets(settings, presets, [f for f in files if f not in presets])
+    return main_validate(files)
+
+
+def _watch(parser: argparse.ArgumentParser, settings: str | None, args: list[str]) -> int:
+    if args:
+        parser.error("watch takes no argument (the settings say what to watch: roots and `watch:`)")
+    from autogen.commands.watch import main_watch  # noqa: PLC0415 (lazy: a long-running command)
+
+    return main_watch(settings)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -121,20 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     command = rest[0] if rest else "run"
     try:
         if command == "validate":
-            # lazy: generating never loads the validator's YAML reader up front
-            from autogen.router.validate import main_validate  # noqa: PLC0415
-
-            files, folder = _config_dir_option(parser, rest[1:])
-            if folder is not None:
-                from autogen.router.merge import main_validate_merged  # noqa: PLC0415 - lazy, as above
-
-                return main_validate_merged(files[0] if files else None, folder)
-            if not files:
-                files = [load_settings(opts.settings).output]
-            presets = [f for f in files if f.lower().endswith(".ini")]
-            if presets:
-                return _validate_presets(opts.settings, presets, [f for f in files if f not in presets])
-            return main_validate(files)
+            return _validate(parser, opts.settings, rest[1:])
         if command == "list":
             _only_json_option(parser, command, rest[1:])
             if any(not a.startswith("-") for a in rest[1:]):
@@ -146,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             if len(ids) != 1:
                 parser.error("show needs exactly one model id (see `swapgen list`)")
             return _show(opts.settings, ids[0], "--json" in rest[1:])
+        if command == "watch":
+            return _watch(parser, opts.settings, rest[1:])
         if command == "backends":
             from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
 
