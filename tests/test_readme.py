@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shutil
 from pathlib import Path
@@ -25,18 +26,18 @@ from ruamel.yaml import YAML
 from autogen.commands import cli, sample
 from autogen.router.validate import validate_text
 from autogen.settings.load import load_backends_file, load_settings
-from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Host, Override, Settings, Variant
+from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Host, Override, Settings, Variant, Watch
 from tests.fleet_fixtures import FRONT_SETTINGS, HOST_SETTINGS, MULTI_NODE, build_fleet
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 
-SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders, Host)
+SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders, Host, Watch)
 #: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
 NOT_KEYS = {(Settings, "source")}
 MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)", "# config.yaml (routing)",
-           "# .pre-commit-config.yaml")
+           "# config.yaml (container)", "# compose.yaml", "# .pre-commit-config.yaml")
 #: The path the README's tour writes in place of the clone's absolute path.
 TOUR_ROOT = "/home/me/swapgen"
 
@@ -106,7 +107,7 @@ def render_default(field: attrs.Attribute) -> str:
         return "required"
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         default = default.factory()
-    if attrs.has(type(default)):
+    if attrs.has(type(default)) or field.metadata.get("yaml") == "mapping":
         default = {}
     if default is None:
         return "`null`"
@@ -210,6 +211,23 @@ def test_backends_file_example_loads(body, line, tmp_path):
 def test_whole_config_example_is_valid_for_llama_swap(body, line):
     errors = [str(p) for p in validate_text(body, f"README.md:{line}") if p.fatal]
     assert not errors
+
+
+def test_compose_example_runs_the_watcher_beside_llama_swap():
+    """The sidecar sees the models where the host does (the settings' roots), llama-swap where
+    `path_map` serves them, and both share the config's folder (not the file: it is renamed)."""
+    (body, _line), = yaml_blocks("# compose.yaml")
+    services = YAML(typ="safe", pure=True).load(body)["services"]
+    assert services["swapgen"]["command"][-1] == "watch"
+    (settings, _), = [b for b in yaml_blocks("# swapgen.yaml") if "path_map:" in b[0]]
+    data = YAML(typ="safe", pure=True).load(settings)
+    (host, served), = data["path_map"].items()
+    config_dir = os.path.dirname(data["output"])
+    assert f"{host}:{host}:ro" in services["swapgen"]["volumes"]
+    assert f"{config_dir}:{config_dir}" in services["swapgen"]["volumes"]
+    assert f"{host}:{served}:ro" in services["llama-swap"]["volumes"]
+    assert f"{config_dir}:/config:ro" in services["llama-swap"]["volumes"]
+    assert services["llama-swap"]["entrypoint"][-2:] == ["/config/config.yaml", "--watch-config"]
 
 
 def test_precommit_example_uses_the_hooks_this_repo_defines():

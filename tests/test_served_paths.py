@@ -21,6 +21,7 @@ from autogen.settings.load import load_settings
 from autogen.settings.schema import PathMapping, Settings
 from tests.builders import SETTINGS, add_model
 from tests.runs import generate
+from tests.test_readme import code_blocks, yaml_blocks
 
 EXE = "/app/llama-server"
 
@@ -279,3 +280,37 @@ class TestContainerLayout:
         assert rc == 0 and graph.stats["emitted"] == 1
         assert "-m /srv/models/A-GGUF/Alpha-Q4_0.gguf" in (tmp_path / "config.yaml").read_text()
         shutil.rmtree(tmp_path / "cache")
+
+
+class TestReadme:
+    """README's worked example with llama-swap's CUDA image, on the sample library."""
+
+    def blocks(self):
+        (settings, _), = [b for b in yaml_blocks("# swapgen.yaml") if "path_map:" in b[0]]
+        (entry, _), = yaml_blocks("# config.yaml (container)")
+        (error,) = [body for lang, body, _ in code_blocks() if lang == "text" and "path_map: model" in body]
+        return settings, entry.split("\n", 1)[1], error
+
+    def test_the_entry_is_what_a_run_writes(self, tmp_path):
+        settings, entry, _ = self.blocks()
+        host = tmp_path / "mnt/models"
+        sample.ensure(host)
+        (tmp_path / "swapgen.yaml").write_text(settings.replace("/mnt/models", str(host))
+                                               .replace("/srv/llama-swap", str(tmp_path / "srv")))
+        assert generate(tmp_path / "swapgen.yaml")[0] == 0
+        assert entry in (tmp_path / "srv/config.yaml").read_text()
+
+    def test_the_refusal_is_what_a_run_prints(self, tmp_path, capfd):
+        settings, _, error = self.blocks()
+        add_model(tmp_path / "mnt/models", "A-GGUF/Alpha-Q4_0.gguf")
+        add_model(tmp_path / "home/me/models", "E-GGUF/Extra-Q4_0.gguf")
+        text = settings.replace("roots: [/mnt/models]", "roots: [/mnt/models, /home/me/models]")
+        for folder in ("/mnt/models", "/home/me/models", "/srv/llama-swap"):
+            text = text.replace(folder, str(tmp_path) + folder)
+        (tmp_path / "srv/llama-swap").mkdir(parents=True)
+        (tmp_path / "srv/llama-swap/swapgen.yaml").write_text(text)
+        rc, _ = generate(tmp_path / "srv/llama-swap/swapgen.yaml")
+        printed = capfd.readouterr().err.replace(str(tmp_path), "")
+        assert rc != 0
+        for line in error.strip().splitlines():
+            assert line.strip() in printed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from autogen.commands.watch import Settling, WatchPlan, describe_change, model_b
 from autogen.settings.schema import Settings, Watch
 from tests.builders import SETTINGS, add_model
 from tests.runs import generate
+from tests.test_readme import code_blocks
 
 TIMEOUT = 90  # seconds; generous for a loaded machine, never a measurement
 
@@ -29,6 +31,18 @@ def settings_text(settle: float = 1.0, extra: str = "") -> str:
     # the output inside the root: the watcher must not take its own writes for changes
     return (SETTINGS.replace("roots: [models]", "roots: [models]\noutput: models/config.yaml")
             + f"watch: {{settle_seconds: {settle}, poll_interval_seconds: 0.2{extra}}}\n")
+
+
+def readme_lines() -> list[str]:
+    """The watcher's lines README shows."""
+    (body,) = [b for lang, b, _ in code_blocks() if lang == "text" and b.startswith("swapgen watch: ")]
+    return body.splitlines()
+
+
+def normalised(line: str) -> str:
+    """A line without what depends on timing and settings: how events were batched, the settle time."""
+    line = re.sub(r"\d+ changes? settled \([^)]*\)", "N changes settled", line)
+    return re.sub(r"settles after [\d.]+ s", "settles after T s", line)
 
 
 class Watcher:
@@ -141,6 +155,8 @@ class TestWatch:
         assert "removed beta-q4_0; 2 models (2 served, 0 skipped)" in line and "config.yaml written" in line
         assert '"beta-q4_0"' not in config(library)
         assert watcher.stop() == 0
+        shown = [normalised(line) for line in readme_lines() if "settings changed" not in line]
+        assert shown and set(shown) <= {normalised(line) for line in watcher.seen}
 
     def test_a_change_that_changes_no_entry_leaves_the_config_alone(self, library, watcher):
         watcher.next_run()
@@ -184,6 +200,7 @@ class TestWatch:
         settings.write_text(settings.read_text().replace("vram_budget_gb: 8", "vram_budget_gb: high"))
         line = watcher.next_run()
         assert line == "swapgen watch: settings changed: run failed (exit 1); config.yaml kept as it was"
+        assert line in readme_lines()
         assert "vram_budget_gb: expected a number, got 'high'" in watcher.stderr()
         assert config(library) == good
         add_model(library / "models", "B-GGUF/Beta-Q4_0.gguf")
@@ -294,3 +311,5 @@ class TestParts:
         after = model_blocks(config(library))
         assert describe_change(before, after) == "added gamma-q4_0; removed beta-q4_0; changed alpha-q4_0; skipped broken-q4_0"
         assert describe_change(after, after) == "no model changed"
+        many = {f"m{i:02d}": "" for i in range(12)}
+        assert describe_change({}, many) == "added 12 models: m00, m01, m02, m03, m04, …"

@@ -51,7 +51,9 @@ def report(library: Library, job: Job) -> dict:
         if kv is not None else None,
         "notes": list(plan.notes),
         "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env), "memory": dict(e.memory),
-                     "engine_estimate": _engine_estimate(job, e)} for e in plan.entries],
+                     # with a path_map the backend and the paths are the container's: nothing to run here
+                     "engine_estimate": None if library.path_map else _engine_estimate(job, e)}
+                    for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
         "fragment": _fragment(library, job, plan),
     }

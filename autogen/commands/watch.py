@@ -251,7 +251,8 @@ def model_blocks(text: str) -> dict[str, str]:
 
 
 def describe_change(before: dict[str, str], after: dict[str, str]) -> str:
-    """`added a, b; removed c; changed d; skipped e` (served ids), or `no model changed`."""
+    """`added a, b; removed c; changed d; skipped e` (served ids; past `SHOWN_IDS` a count and
+    the first few), or `no model changed`."""
     served_before = {k for k in before if not k.startswith("# ")}
     served_after = {k for k in after if not k.startswith("# ")}
     parts = []
@@ -259,8 +260,19 @@ def describe_change(before: dict[str, str], after: dict[str, str]) -> str:
                        ("changed", {k for k in served_after & served_before if before[k] != after[k]}),
                        ("skipped", {k[2:] for k in after if k.startswith("# ") and before.get(k) != after[k]})):
         if ids:
-            parts.append(f"{label} {', '.join(sorted(ids))}")
+            parts.append(f"{label} {_some(sorted(ids))}")
     return "; ".join(parts) or "no model changed"
+
+
+#: Ids a line names before it counts the rest (a first run over 2,000 models stays one line).
+SHOWN_IDS = 5
+
+
+def _some(ids: list[str]) -> str:
+    """`a, b` or `12 models: a, b, c, d, e, …`."""
+    if len(ids) <= SHOWN_IDS:
+        return ", ".join(ids)
+    return f"{len(ids)} models: {', '.join(ids[:SHOWN_IDS])}, …"
 
 
 def _die_with_parent() -> None:

@@ -268,7 +268,7 @@ class Settings:
     #: llama.cpp's own router, `llama-server --models-preset`).
     target: str = "llama-swap"
     #: Host folder → the folder a container sees it as, first match wins (`emit.served_paths`).
-    path_map: tuple[PathMapping, ...] = ()
+    path_map: tuple[PathMapping, ...] = field(default=(), metadata={"yaml": "mapping"})
     watch: Watch = Watch()
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
