@@ -19,13 +19,12 @@ library closes the loop: a finished download appears in the config, a deleted fo
 - Stopping: SIGTERM or Ctrl-C between runs ends the watcher at once (exit 0, or 130 for
   Ctrl-C); during a run the child is stopped by the run's own interruption rules (it saves
   doit's state; the old config stays), then the watcher ends. The child also gets SIGTERM if
-  the watcher dies (Linux `PR_SET_PDEATHSIG`), so no process is left behind.
+  the watcher dies (`commands.watch_run`), so no process is left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import queue
@@ -50,8 +49,6 @@ POLLED_FILE_SYSTEMS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "
 IDLE_TICK = 1.0
 #: watchfiles groups the events of this many milliseconds into one batch.
 EVENT_BATCH_MS = 200
-#: `prctl(PR_SET_PDEATHSIG, …)` (linux/prctl.h): the child is signalled when the watcher dies.
-PR_SET_PDEATHSIG = 1
 
 
 def mount_types(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
@@ -275,12 +272,6 @@ def _some(ids: list[str]) -> str:
     return f"{len(ids)} models: {', '.join(ids[:SHOWN_IDS])}, …"
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the watcher dies (Linux; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 class Runner:
     """`swapgen run` in a child process; `stop` forwards a SIGTERM to it."""
 
@@ -290,10 +281,12 @@ class Runner:
 
     def run(self) -> tuple[int, str]:
         """(exit code, the run's summary line without its `swapgen: `)."""
-        argv = [sys.executable, "-m", "autogen.commands.cli", "--settings", self.settings_path, "run"]
+        # the run arms its SIGTERM-on-parent-death itself (a `preexec_fn` is not safe beside the
+        # watcher's threads)
+        argv = [sys.executable, "-m", "autogen.commands.watch_run", str(os.getpid()), "--settings",
+                self.settings_path, "run"]
         self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                      errors="backslashreplace",
-                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                      errors="backslashreplace")
         try:
             out, _ = self.child.communicate()
         finally:
@@ -457,3 +450,4 @@ def _trigger(paths: list[str], settings_path: str) -> str:
 def main_watch(settings_path: str | None) -> int:
     """`swapgen watch`: runs until SIGTERM or Ctrl-C."""
     return Watch(settings_path).main()
+
