@@ -35,22 +35,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from benchmarks import library  # noqa: E402
+from benchmarks import bench_library, library  # noqa: E402
 
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 TICKS = os.sysconf("SC_CLK_TCK")
 
-SETTINGS = """\
-roots: [library]
-output: config.yaml
-cache_dir: cache
-vram_budget_gb: 24
-card_vram_gb: 24
-backends:
-  - {{id: llama-cuda, kind: llama, path: /opt/llama/bin/llama-server, default: true, variant: cuda}}
-  - {{id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: "0.11.0"}}
-watch: {{settle_seconds: {settle}, polling: {polling}}}
-"""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -143,7 +132,9 @@ def main() -> None:
     results: dict = {"models": args.models, "vocab": args.vocab, "settle_s": args.settle,
                      "cpus": os.cpu_count(), "python": platform.python_version()}
     for polling in ("never", "always"):
-        (work / "swapgen.yaml").write_text(SETTINGS.format(settle=args.settle, polling=polling))
+        # the library benchmark's settings, and how to watch
+        (work / "swapgen.yaml").write_text(
+            bench_library.SETTINGS + f"watch: {{settle_seconds: {args.settle}, polling: {polling}}}\n")
         watcher = Watcher(work)
         started = time.perf_counter()
         at, line = watcher.next_run()

@@ -92,33 +92,27 @@ class Watcher:
         return self.proc.wait(timeout=TIMEOUT)
 
 
-def children_of(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (from /proc)."""
+def processes() -> list[tuple[int, int, str, bytes]]:
+    """(pid, parent pid, state, command line) of every live process (from /proc)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
+                state, parent = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[:2]
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
             except OSError:
                 continue
-            if int(stat.rpartition(")")[2].split()[1]) == pid:
-                found.append(int(entry))
+            found.append((int(entry), int(parent), state, cmdline))
     return found
+
+
+def children_of(pid: int) -> list[int]:
+    return [child for child, parent, _, _ in processes() if parent == pid]
 
 
 def swapgen_processes(settings: Path) -> list[int]:
-    """Live processes whose command line names `settings`: a run or a watcher of this library."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-                state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
-            except OSError:
-                continue
-            if str(settings).encode() in cmdline and state != "Z":
-                found.append(int(entry))
-    return found
+    """Processes (zombies aside) whose command line names `settings`: a run or a watcher of this library."""
+    return [pid for pid, _, state, cmdline in processes() if str(settings).encode() in cmdline and state != "Z"]
 
 
 @pytest.fixture
