@@ -270,12 +270,21 @@ class TestParts:
         (tmp_path / "a").mkdir()
         settings = Settings(roots=(str(tmp_path / "a"), str(tmp_path / "b")), cache_dir=str(tmp_path / "cache"),
                             output=str(tmp_path / "a/config.yaml"), watch=Watch(polling="never"))
-        plan = WatchPlan.of(settings, mounts=[("/", "nfs")])
+        plan = WatchPlan.of((settings,), mounts=[("/", "nfs")])
         assert (plan.events, plan.polled, plan.missing) == ((str(tmp_path / "a"),), (), (str(tmp_path / "b"),))
-        assert WatchPlan.of(settings, poll_all=True).polled == (str(tmp_path / "a"),)
+        assert WatchPlan.of((settings,), poll_all=True).polled == (str(tmp_path / "a"),)
         assert plan.ignores(str(tmp_path / "a/config.yaml")) and plan.ignores(str(tmp_path / "a/.config.yaml.x.tmp"))
         assert plan.ignores(str(tmp_path / "cache/fragments/x.json"))
         assert not plan.ignores(str(tmp_path / "a/x.gguf")) and not plan.ignores(str(tmp_path / "cache2"))
+
+    def test_a_fleet_front_watches_its_hosts_roots(self, tmp_path):
+        for name in ("front", "gpu-a"):
+            (tmp_path / name / "models").mkdir(parents=True)
+        front, host = (Settings(roots=(str(tmp_path / name / "models"),), cache_dir=str(tmp_path / name / "cache"),
+                                output=str(tmp_path / name / "models/config.yaml")) for name in ("front", "gpu-a"))
+        plan = WatchPlan.of((front, host), mounts=[])
+        assert plan.events == (str(tmp_path / "front/models"), str(tmp_path / "gpu-a/models"))
+        assert plan.ignores(str(tmp_path / "gpu-a/models/config.yaml")) and plan.ignores(str(tmp_path / "front/cache/x"))
 
     def test_a_growing_file_does_not_settle(self, tmp_path):
         now = [0.0]

@@ -6,7 +6,8 @@ library closes the loop: a finished download appears in the config, a deleted fo
 - Events: the kernel's (inotify, or the platform's own) through `watchfiles`; a root on a
   network or FUSE mount, where events for changes made elsewhere never arrive, is polled
   instead (`watch.polling: auto` reads the mount table; `always` / `never` decide for all).
-  The settings file and its backends file are checked by `stat` on every tick.
+  The settings file and its backends file are checked by `stat` on every tick. A fleet front
+  watches its hosts' roots and settings files too (its runs generate their configs).
 - Settling: a change starts nothing until every changed path has kept its size for
   `watch.settle_seconds` with no new event, so a 40 GB download causes one run, after it ends,
   and a half-written model is never read (discovery also skips a GGUF shorter than its header
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterable
 from attrs import frozen
 
 from autogen.errors import SettingsError
+from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Settings
 
@@ -81,44 +83,49 @@ def needs_polling(path: str, mounts: list[tuple[str, str]]) -> bool:
 
 @frozen
 class WatchPlan:
-    """What one settings file asks the watcher to follow.
+    """What the settings ask the watcher to follow: their roots, and a fleet front's hosts' roots.
 
     Example: WatchPlan(events=("/mnt/models",), polled=("/mnt/nas",), settle=30.0, poll_interval=10.0,
-    ignored=("/srv/swapgen/cache", "/srv/swapgen/config.yaml")).
+    ignored=(("/srv/swapgen/cache", "/srv/swapgen/config.yaml"),)).
     """
 
     events: tuple[str, ...]
     polled: tuple[str, ...]
     settle: float
     poll_interval: float
-    #: Paths whose changes are the runs' own writes (the config, its temp files, the cache).
-    ignored: tuple[str, ...]
+    #: (cache folder, config) of every settings file: the runs' own writes, not changes.
+    ignored: tuple[tuple[str, str], ...]
     #: Roots that do not exist now (an unmounted disk): watched once they appear.
     missing: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, settings: Settings, mounts: list[tuple[str, str]] | None = None, *,
+    def of(cls, scope: tuple[Settings, ...], mounts: list[tuple[str, str]] | None = None, *,
            poll_all: bool = False) -> WatchPlan:
-        """`poll_all`: poll every root whatever `watch.polling` says (the kernel's watcher failed)."""
+        """`scope`: the settings and, for a fleet front, each host's; the first one's `watch:`
+        decides. `poll_all`: poll every root whatever it says (the kernel's watcher failed)."""
         mounts = mount_types() if mounts is None else mounts
-        present = [r for r in dict.fromkeys(settings.roots) if os.path.isdir(r)]
-        mode = "always" if poll_all else settings.watch.polling
+        watch = scope[0].watch
+        roots = list(dict.fromkeys(r for s in scope for r in s.roots))
+        present = [r for r in roots if os.path.isdir(r)]
+        mode = "always" if poll_all else watch.polling
         polled = [r for r in present if mode == "always" or (mode == "auto" and needs_polling(r, mounts))]
         return cls(events=tuple(r for r in present if r not in polled), polled=tuple(polled),
-                   settle=settings.watch.settle_seconds, poll_interval=settings.watch.poll_interval_seconds,
-                   ignored=(settings.cache_dir, settings.output),
-                   missing=tuple(r for r in dict.fromkeys(settings.roots) if r not in present))
+                   settle=watch.settle_seconds, poll_interval=watch.poll_interval_seconds,
+                   ignored=tuple((s.cache_dir, s.output) for s in scope),
+                   missing=tuple(r for r in roots if r not in present))
 
     @property
     def roots(self) -> tuple[str, ...]:
         return self.events + self.polled
 
     def ignores(self, path: str) -> bool:
-        """A write of a run (config, its temp files, the cache folder) or a swap file of an editor."""
-        cache, output = self.ignored
-        folder, name = os.path.split(output)
-        return (path in (output, cache) or path.startswith(cache + "/")
-                or (os.path.dirname(path) == folder and os.path.basename(path).startswith(f".{name}.")))
+        """A write of a run: a config, its temp files, a cache folder."""
+        for cache, output in self.ignored:
+            folder, name = os.path.split(output)
+            if (path in (output, cache) or path.startswith(cache + "/")
+                    or (os.path.dirname(path) == folder and os.path.basename(path).startswith(f".{name}."))):
+                return True
+        return False
 
 
 class WatchFailed(Exception):
@@ -317,7 +324,8 @@ class Watch:
         self.out = out or sys.stdout
         self.runner = Runner(self.settings_path)
         self.changes: queue.Queue = queue.Queue()
-        self.settings: Settings | None = None
+        #: The settings, then each fleet host's (the last good ones).
+        self.scope: tuple[Settings, ...] = ()
         self.plan: WatchPlan | None = None
         self.watchers: Watchers | None = None
         self.stamps: tuple = ()
@@ -340,7 +348,7 @@ class Watch:
     def main(self) -> int:
         handlers = {s: signal.signal(s, self._stop_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            self.settings = load_settings(self.settings_path)  # a mistake now stops the watcher: nothing to keep
+            self.scope = _scope(self.settings_path)  # a mistake now stops the watcher: nothing to keep
             self.stamps = self._settings_stamps()
             self._restart_watchers()
             self._run("first run")
@@ -356,20 +364,21 @@ class Watch:
                 self.watchers.close()
 
     def _settings_stamps(self) -> tuple:
-        return (_stamp(self.settings_path), _stamp(self.settings.backends_file))
+        paths = [self.settings_path, *(p for s in self.scope for p in (s.source, s.backends_file))]
+        return tuple(_stamp(p) for p in dict.fromkeys(paths))
 
     def _reload(self) -> None:
         """Read the settings again; a mistake keeps the last good ones (the run that follows
         prints it and keeps the config). Restarts the watchers when what they follow changed."""
         with contextlib.suppress(SettingsError):
-            self.settings = load_settings(self.settings_path)
+            self.scope = _scope(self.settings_path)
         self._restart_watchers()
 
     def _restart_watchers(self, *, polling: bool = False) -> None:
         """Watch what the settings name and what exists now; `polling`: every root is polled
         (the kernel's watcher failed, e.g. its limit of watched folders)."""
         self.poll_all = self.poll_all or polling
-        plan = WatchPlan.of(self.settings, poll_all=self.poll_all)
+        plan = WatchPlan.of(self.scope, poll_all=self.poll_all)
         if self.watchers is not None and plan == self.plan:
             return
         if self.watchers is not None:
@@ -400,7 +409,7 @@ class Watch:
             if stamps != self.stamps:
                 self.stamps, settings_changed = stamps, True
                 settling.add([self.settings_path])
-            if WatchPlan.of(self.settings, poll_all=self.poll_all) != self.plan:  # a root appeared or vanished
+            if WatchPlan.of(self.scope, poll_all=self.poll_all) != self.plan:  # a root appeared or vanished
                 self._restart_watchers()
                 settling.add(self.plan.roots)
         paths = settling.take()
@@ -418,9 +427,9 @@ class Watch:
         self._restart_watchers(polling=True)
 
     def _run(self, trigger: str) -> None:
-        before = model_blocks(_read_text(self.settings.output)) if self.settings is not None else {}
+        output = self.scope[0].output
+        before = model_blocks(_read_text(output))
         code, summary = self.runner.run()
-        output = self.settings.output if self.settings is not None else "config.yaml"
         name = os.path.basename(output)
         if code != 0:
             why = "interrupted" if self.stopping is not None else f"run failed (exit {code})"
@@ -428,6 +437,12 @@ class Watch:
             return
         change = describe_change(before, model_blocks(_read_text(output)))
         self.say(f"{trigger}: {change}; {summary}")
+
+
+def _scope(settings_path: str) -> tuple[Settings, ...]:
+    """The settings and, for a fleet front, every host's (raises SettingsError)."""
+    settings = load_settings(settings_path)
+    return (settings, *(fh.settings for fh in load_hosts(settings))) if settings.hosts else (settings,)
 
 
 def _read_text(path: str) -> str:
