@@ -207,6 +207,13 @@ class TestWatch:
     def test_sigterm_between_runs_ends_it_with_nothing_left_behind(self, library, watcher):
         watcher.next_run()
         assert watcher.stop() == 0
+        assert "Traceback" not in watcher.stderr()
+        assert swapgen_processes(library / "swapgen.yaml") == []
+
+    def test_ctrl_c_between_runs_ends_it(self, library, watcher):
+        watcher.next_run()
+        assert watcher.stop(signal.SIGINT) == 130
+        assert "Traceback" not in watcher.stderr()
         assert swapgen_processes(library / "swapgen.yaml") == []
 
     def test_sigterm_at_any_instant_of_a_run_leaves_a_whole_config(self, library):

@@ -213,7 +213,7 @@ class TaskGraph:
     def assemble(self) -> dict[str, str] | TaskFailed:
         fragments = [self._load_fragment(job) for job in self.library.jobs]
         conflicts = sorted({c for f in fragments for c in f.summary.get("conflicts") or ()})
-        if conflicts:  # an override's llama-swap key that an engine's entry sets too
+        if conflicts:  # an override's llama-swap key an engine's entry sets too, a path outside `path_map`
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
             return TaskFailed(f"{settings_error(self.library.settings.source, conflicts)}\nNothing was written.")

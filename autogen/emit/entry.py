@@ -85,7 +85,8 @@ class Plan:
     #: audio.cpp's server JSON, which its `cmd` names with `--config` (no `--model` flag).
     files: tuple[tuple[str, str], ...] = ()
     #: Settings problems found while planning (`place: message`, e.g. an override's
-    #: `llama_swap.metadata` key that swapgen writes too): the run stops on them.
+    #: `llama_swap.metadata` key that swapgen writes too, a file outside every `path_map`
+    #: folder): the run stops on them.
     conflicts: tuple[str, ...] = ()
 
     @classmethod
