@@ -270,6 +270,16 @@ class TestContainerLayout:
         assert (f"path_map: model 'extra-q4_0': {tmp_path}/elsewhere/E-GGUF/Extra-Q4_0.gguf is outside every "
                 f"mapped folder; map a folder above it, or serve it as it is with `{tmp_path}/elsewhere: keep`") in err
 
+    def test_a_llama_server_preset_is_served_too(self, library):
+        """`target: llama-server`: the router in the container reads the same served paths."""
+        (library / "swapgen.yaml").write_text(SETTINGS + f"target: llama-server\npath_map: {{{library}: /srv}}\n")
+        assert generate(library / "swapgen.yaml")[0] == 0
+        text = (library / "models.ini").read_text()
+        models = [line.split(" = ", 1)[1] for line in text.splitlines() if line.startswith("model = ")]
+        assert len(models) == 2 and all(m.startswith("/srv/models/") for m in models)
+        assert str(library) not in text  # the start command names the preset where the router reads it too
+        assert "--models-preset /srv/models.ini" in text
+
     def test_the_map_is_part_of_every_fragment_key(self, tmp_path):
         add_model(tmp_path / "host" / "m", "A-GGUF/Alpha-Q4_0.gguf")
         settings = tmp_path / "swapgen.yaml"
