@@ -122,11 +122,14 @@ class TestCommands:
         assert "ttl: expected an integer, got 'soon'" in err and "Traceback" not in err
         assert not (library / "config.yaml").exists()
 
-    def test_a_reader_that_stops_early_gets_no_traceback(self, library):
-        """`swapgen list | head -1`: the pipe closes while swapgen still writes."""
+    @pytest.mark.parametrize("command", [["list"], ["info", "model:alpha-q4_k_m"], ["forget"], ["run"]])
+    def test_a_reader_that_stops_early_gets_no_traceback(self, library, command):
+        """`swapgen list | head -1`, `swapgen info model:x | head`: the pipe closes while swapgen
+        still writes (doit's own commands included, which print a traceback for any error)."""
         assert cli.main(["--settings", str(library / "swapgen.yaml")]) == 0
+        (library / "models" / "pub" / "A-GGUF" / "Alpha-Q4_K_M.gguf").touch()  # `run` has a task to report
         proc = subprocess.Popen([sys.executable, "-m", "autogen.commands.cli", "--settings",
-                                 str(library / "swapgen.yaml"), "list"], stdout=subprocess.PIPE,
+                                 str(library / "swapgen.yaml"), *command], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         proc.stdout.close()  # the reader is gone before the first line
         err = proc.stderr.read().decode()

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # `swapgen list | head`: the reader has what it wanted
+    except (BrokenPipeError, tasks.ClosedPipe):  # `swapgen list | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     return 0

@@ -68,6 +68,34 @@ def _raise_terminated(signum, frame):
     raise Terminated()
 
 
+class ClosedPipe(BaseException):
+    """stdout's reader left (`swapgen info model:x | head`). doit prints a traceback for every
+    `Exception` a command raises, so the `BrokenPipeError` is turned into this, which it lets
+    through to the CLI's quiet exit."""
+
+
+class _PipeGuard:
+    """sys.stdout while doit runs: a write or flush into a closed pipe raises `ClosedPipe`."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise ClosedPipe() from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise ClosedPipe() from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class SwapgenFileChecker(FileChangedChecker):
     """Size + mtime, and on an mtime-only change an xxhash of the first MiB (never the whole
     file: doit's md5 checker would read terabytes after a `touch`). `TaskGraph.checker` binds
@@ -475,9 +503,13 @@ class TaskInfo(Info):
 
 
 def run_doit(graph: TaskGraph, args: list[str]) -> int:
-    """doit's command line (`run`, `list`, `info`, …) on this graph; closes the graph."""
+    """doit's command line (`run`, `list`, `info`, …) on this graph; closes the graph. Raises
+    `ClosedPipe` when stdout's reader leaves early."""
+    stdout = sys.stdout
+    sys.stdout = _PipeGuard(stdout)  # before `namespace`, whose `outfile` is doit's run output
     try:
         commands = {"COMMAND": {"info": f"{__name__}:TaskInfo"}}
         return DoitMain(ModuleTaskLoader(graph.namespace()), extra_config=commands).run(args) or 0  # clean: None
     finally:
+        sys.stdout = stdout
         graph.close()
