@@ -79,3 +79,8 @@ def format_g(x: float) -> str:
     if point >= len(text):
         return prefix + text + "0" * (point - len(text))
     return f"{prefix}{text[:point]}.{text[point:]}"
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 model`, `2 models`, `0 models`: a count with its noun (regular plurals only)."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"

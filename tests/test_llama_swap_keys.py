@@ -116,6 +116,13 @@ class TestTopLevelKeys:
         assert message in err and "the previous file is kept" in err and "`llama_swap:` keys" in err
         assert (library / "config.yaml").read_bytes() == before
 
+    def test_a_first_run_that_fails_says_nothing_was_written(self, library, capsys):
+        """No config yet: there is no previous file to keep."""
+        rc, _ = run(library, "llama_swap:\n  selectors: {chat: {strategy: pin, targets: [gamma]}}\n")
+        err = capsys.readouterr().err
+        assert rc != 0 and "; nothing was written." in err and "previous file" not in err
+        assert not (library / "config.yaml").exists()
+
     def test_a_name_no_generated_model_has_is_also_shown_at_its_settings_line(self, library, capsys):
         """The config's line says what llama-swap would read; the settings' line is what to edit."""
         rc, _ = run(library, """\

@@ -110,6 +110,12 @@ class TestIncremental:
 
 
 class TestCommands:
+    def test_summary_counts_one_model_in_the_singular(self, library, capsys):
+        (library / "models" / "pub" / "B-GGUF" / "Beta-Q8_0.gguf").unlink()
+        assert cli.main(["--settings", str(library / "swapgen.yaml")]) == 0
+        assert capsys.readouterr().out.splitlines()[-1] == (
+            "swapgen: 1 model (1 served, 0 skipped); 1 re-emitted, 0 unchanged; config.yaml written")
+
     def test_list_shows_every_model(self, library, capsys):
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
         out = capsys.readouterr().out

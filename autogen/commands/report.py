@@ -13,6 +13,7 @@ from doit.reporter import ConsoleReporter
 
 from autogen.emit.dispatch import Job
 from autogen.emit.llama_profiles import profile_ids
+from autogen.numfmt import counted
 from autogen.resolve.roles import Role
 
 SUMMARY = "summary.json"
@@ -46,14 +47,14 @@ def summary_line(graph) -> str:
                              for mid, why in counts["left_out"])
             router += f"\nswapgen: start llama.cpp's router: {counts['router']}"
         if graph.hosts:
-            fleet = (f", {counts['peers']} peer{'s' if counts['peers'] != 1 else ''}, "
-                     f"{counts['selectors']} selector{'s' if counts['selectors'] != 1 else ''}")
+            fleet = f", {counted(counts['peers'], 'peer')}, {counted(counts['selectors'], 'selector')}"
     except (OSError, ValueError, KeyError):
         served = "not assembled"
     label = f"{graph.host.name}: " if graph.host is not None else "front: " if graph.hosts else ""
     total, emitted = len(graph.library.jobs), graph.stats["emitted"]
-    return (f"swapgen: {label}{total} models ({served}){fleet}; {emitted} re-emitted, {total - emitted} unchanged; "
-            f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}{router}")
+    output = f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}"
+    return (f"swapgen: {label}{counted(total, 'model')} ({served}){fleet}; {emitted} re-emitted, "
+            f"{total - emitted} unchanged; {output}{router}")
 
 
 class SummaryReporter(ConsoleReporter):

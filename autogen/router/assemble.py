@@ -268,8 +268,8 @@ def write_config(path: str, text: str, hint: Callable[[list[str]], str] | None =
     if problems:
         listing = "\n".join(f"  {p}" for p in problems[:50])
         ending = hint([p.message for p in problems[:50]]) if hint else ""
-        raise SwapgenError(f"{path}: the generated config is not valid for {reader}; "
-                           f"the previous file is kept.\n{listing}{ending}")
+        kept = "the previous file is kept" if os.path.exists(path) else "nothing was written"
+        raise SwapgenError(f"{path}: the generated config is not valid for {reader}; {kept}.\n{listing}{ending}")
     try:
         return write_if_changed(path, text.encode("utf-8"))
     except OSError as exc:

@@ -17,7 +17,7 @@ from pathlib import Path
 from attrs import frozen
 
 from autogen.cmdline import split_command, strip_comment_lines
-from autogen.numfmt import format_g
+from autogen.numfmt import counted, format_g
 from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
 from autogen.router.matrix_dsl import DslError, can_contain_all, compile_sets
 from autogen.router.yamllines import Converter, LineMap, TooBig, compose
@@ -706,11 +706,11 @@ def summary_counts(doc: LineMap) -> str:
     matrix = _effective_matrix(doc)
     if matrix is not None:
         k = len(_at(matrix[1], "sets"))
-        routing = f"a matrix of {k} set{'s' * (k != 1)}"
+        routing = f"a matrix of {counted(k, 'set')}"
     else:
         g = len(_at(doc, "groups") or _at(doc, "routing", "router", "settings", "groups"))
-        routing = f"{g} group{'s' * (g != 1)}"
-    return f"{n} model{'s' * (n != 1)}, {routing}"
+        routing = counted(g, "group")
+    return f"{counted(n, 'model')}, {routing}"
 
 
 def main_validate(paths: list[str]) -> int:
