@@ -181,17 +181,20 @@ class TestRewrite:
         assert target.read_bytes() == before and target.stat().st_mtime_ns == stat.st_mtime_ns
         assert (report["written"], report["changed"], report["added"]) == (False, False, [])
 
-    def test_manual_rows_are_untouched_and_keep_the_star(self, tmp_path, home):
+    def test_manual_rows_are_untouched_and_take_neither_an_id_nor_the_star(self, tmp_path, home):
+        """Once the file has rows, `backends:` is not read: its ★ and ids must not shape the file's."""
         engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
         engine(tmp_path / "bin", "sd-server", SD)
-        settings = settings_file(tmp_path, "backends:\n  - {id: mine, kind: llama, path: /x/llama-server, default: true}\n")
+        settings = settings_file(tmp_path, "backends:\n  - {id: mine, kind: llama, path: /x/llama-server, default: true}\n"
+                                           "  - {id: llama-cuda, kind: llama, path: /y/llama-server}\n")
         text = settings.read_bytes()
         report = run(settings)
         got = rows(tmp_path)
         assert settings.read_bytes() == text and "mine" not in got
-        assert not got["llama-cuda"].default  # the class already has a manual ★
-        assert got["sd"].default  # a new class gets its ★
-        assert any("replace the 1 row(s) under `backends:`" in n for n in report["notes"])
+        assert sorted(got) == ["llama-cuda", "sd"]  # not llama-cuda-2
+        assert got["llama-cuda"].default and got["sd"].default
+        assert ("rows in backends.yaml replace the 2 rows under `backends:` when settings load (README: "
+                "`backends_file`): pins to mine fall back to automatic resolution") in report["notes"]
 
     def test_an_existing_managed_star_is_never_stolen(self, tmp_path, home):
         old = engine(tmp_path / "old", "llama-server", LLAMA_CUDA)
@@ -237,7 +240,13 @@ class TestRewrite:
         report = run(settings_file(tmp_path), dry_run=True)
         assert not (tmp_path / "backends.yaml").exists()
         assert report["changed"] and not report["written"]
-        assert "dry run: " in detect.format_report(report)
+        assert detect.format_report(report).endswith(f"dry run: {tmp_path / 'backends.yaml'} would be written\n")
+        run(settings_file(tmp_path))
+        engine(tmp_path / "bin", "sd-server", SD)
+        report = run(settings_file(tmp_path), dry_run=True)
+        assert detect.format_report(report).endswith(f"dry run: {tmp_path / 'backends.yaml'} would be rewritten\n")
+        run(settings_file(tmp_path))
+        assert detect.format_report(run(settings_file(tmp_path), dry_run=True)).endswith("would be left unchanged\n")
 
     def test_nothing_found_writes_an_empty_list(self, tmp_path, home):
         run(settings_file(tmp_path))
@@ -266,3 +275,37 @@ class TestCommand:
         assert cli.main(["--settings", str(settings_file(tmp_path)), "backends", "detect", "--json", "--dry-run"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert [r["id"] for r in report["rows"]] == ["vllm"] and report["dry_run"]
+
+
+class TestReadmeExample:
+    """README "swapgen backends detect": its settings, on a machine laid out as it says (a CPU
+    build in ~/.local/bin, a CUDA build of a source checkout, vLLM in ~/venvs/vllm), print and
+    write what the README shows (HOME shown as /home/me)."""
+
+    CPU_BUILD = 'case "$1" in --version) echo "version: 6123 (0f1e2d3)" >&2 ;; --list-devices) echo "Available devices:" ;; esac\n'
+    CUDA_BUILD = 'echo "version: 6123 (0f1e2d3)" >&2\n'
+
+    @staticmethod
+    def blocks() -> dict[str, str]:
+        from tests.test_readme import section_blocks  # noqa: PLC0415 - README helpers, only here
+
+        return {body.split("\n", 1)[0]: body for _, body, _ in section_blocks("### swapgen backends detect")}
+
+    def test_settings_output_and_file_are_a_real_run(self, tmp_path, home, capsys):
+        engine(home / ".local" / "bin", "llama-server", self.CPU_BUILD)
+        cuda = engine(home / "llama.cpp" / "build" / "bin", "llama-server", self.CUDA_BUILD)
+        (cuda.parent / "libggml-cuda.so").write_bytes(b"")
+        site = home / "venvs" / "vllm" / "lib" / "python3.12" / "site-packages"
+        (site / "vllm-0.11.0.dist-info").mkdir(parents=True)
+        (site / "torch" / "lib").mkdir(parents=True)
+        (site / "torch" / "lib" / "libtorch_cuda.so").write_bytes(b"")
+        engine(home / "venvs" / "vllm" / "bin", "vllm", FAILS)
+        blocks = self.blocks()
+        folder = home / "swapgen"
+        folder.mkdir()
+        (folder / "swapgen.yaml").write_text(blocks["# swapgen.yaml"].replace("/home/me", str(home)))
+        assert cli.main(["--settings", str(folder / "swapgen.yaml"), "backends", "detect"]) == 0
+        shown = capsys.readouterr().out.replace(str(home), "/home/me")
+        assert "$ swapgen backends detect\n" + shown == blocks["$ swapgen backends detect"]
+        written = (folder / "backends.yaml").read_text().replace(str(home), "/home/me")
+        assert "# backends.yaml\n" + written == blocks["# backends.yaml"]

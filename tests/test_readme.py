@@ -51,6 +51,24 @@ def code_blocks() -> list[tuple[str, str, int]]:
     return [(m.group(1), m.group(2), TEXT.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(TEXT)]
 
 
+def section_blocks(heading: str) -> list[tuple[str, str, int]]:
+    """The fenced blocks of the section `heading` (a whole heading line, `## Name`): up to the
+    next heading of its level or above."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines, fenced, first, last = TEXT.splitlines(), False, None, None
+    for number, line in enumerate(lines, 1):
+        fenced ^= line.startswith("```")
+        if fenced or not (m := _HEADING.match(line)):
+            continue
+        if first is None and line == heading:
+            first = number
+        elif first is not None and len(m.group(1)) <= level:
+            last = number
+            break
+    assert first is not None, f"README.md has no heading {heading!r}"
+    return [b for b in code_blocks() if first < b[2] < (last or len(lines) + 1)]
+
+
 def yaml_blocks(marker: str) -> list[tuple[str, int]]:
     """Bodies of ```yaml blocks whose first line is exactly `marker`."""
     return [(body, line) for lang, body, line in code_blocks()

@@ -12,17 +12,9 @@ import pytest
 
 from autogen.commands import cli
 from tests.builders import add_model
-from tests.test_readme import TEXT, code_blocks
+from tests.test_readme import TEXT, section_blocks
 
 MODELS = ("Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "google/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.gguf")
-
-
-def section(heading: str) -> list[tuple[str, str, int]]:
-    """The fenced blocks between `heading` and the next `## ` heading."""
-    start = TEXT.index(f"\n{heading}\n")
-    end = TEXT.find("\n## ", start + 1)
-    first, last = TEXT.count("\n", 0, start), TEXT.count("\n", 0, end if end > 0 else len(TEXT))
-    return [b for b in code_blocks() if first < b[2] < last]
 
 
 def block(blocks, lang: str, first_line: str) -> str:
@@ -57,7 +49,7 @@ def chunks(shown: str) -> list[str]:
 
 
 def test_own_settings_example_writes_what_it_shows(tmp_path, monkeypatch):
-    blocks = section("## Your own llama-swap settings")
+    blocks = section_blocks("## Your own llama-swap settings")
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
     rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
@@ -84,7 +76,7 @@ def test_plain_text_key_warning_is_what_a_run_prints(tmp_path):
 
 
 def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
-    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
+    blocks = section_blocks("## A config-dir fragment (`output_mode: fragment`)")
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     main = block(blocks, "yaml", "# config.yaml")
     (root / "config.yaml").write_text(main)

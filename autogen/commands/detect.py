@@ -35,8 +35,9 @@ answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
 
 Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
 never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last
-version and variant); a new row gets the ★ only when no row of any list serves its class yet
-(`class_taken`); a row whose binary is gone is dropped.
+version and variant); a new row gets the ★ only when no row of the file serves its class yet
+(`class_taken`); a row whose binary is gone is dropped. The settings' `backends:` rows are not
+read once the file has rows, so they neither take ids nor hold ★s here.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from attrs import frozen
 
 from autogen.errors import SettingsError, SwapgenError
 from autogen.fsutil import write_if_changed
+from autogen.numfmt import counted
 from autogen.resolve.backends import Engine, class_taken, engine_of
 from autogen.settings.load import find_settings, load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Settings
@@ -319,8 +321,11 @@ def _unique(base: str, taken: set[str]) -> str:
     return candidate
 
 
-def plan(found: list[Found], manual: tuple[BackendRow, ...], file_rows: tuple[BackendRow, ...]) -> Change:
-    """The new file rows from what was found, the manual rows and the file's current rows."""
+def plan(found: list[Found], file_rows: tuple[BackendRow, ...]) -> Change:
+    """The new file rows from what was found and the file's current rows. The settings' own
+    `backends:` rows take no part: once the file has a row they are not read at all, so an id
+    or a ★ of theirs would only rename a found engine (`llama-cpu-2`) or leave its class
+    without a ★."""
     foreign = [r for r in file_rows if not _is_ours(r)]
     by_real = {f.real: f for f in found}
     kept, dropped, updated = [], [], []
@@ -335,7 +340,7 @@ def plan(found: list[Found], manual: tuple[BackendRow, ...], file_rows: tuple[Ba
             if getattr(new, name) != getattr(row, name):
                 updated.append(f"{row.id}: {name} {getattr(row, name) or '-'} → {getattr(new, name)}")
         kept.append(new)
-    context = [*manual, *foreign, *kept]
+    context = [*foreign, *kept]
     taken = {r.id for r in context}
     added = []
     # GPU builds first, so a class's first ★ goes to one; then by path, for stable ids.
@@ -394,20 +399,24 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
     known = [(r.path.strip(), engine_of(r.kind)) for r in file_rows if _is_ours(r)]
     binaries = find_binaries(known, search_dirs(os.environ.get("PATH", ""), settings.backend_venvs))
     found, notes = probe_all(binaries, timeout)
-    manual = _manual_rows(settings)
-    change = plan(found, manual, file_rows)
+    change = plan(found, file_rows)
     data = render(change.rows)
-    changed = (target.read_bytes() if target.exists() else None) != data
+    existed = target.exists()
+    changed = (target.read_bytes() if existed else None) != data
     written = write_if_changed(str(target), data) if not dry_run else False
+    manual = _manual_rows(settings)
     if manual and any(r.managed for r in change.rows):
-        notes.append(f"rows in {target.name} replace the {len(manual)} row(s) under `backends:` when "
-                     "settings load (README: `backends_file`): pins to those ids fall back to automatic resolution")
+        gone = [r.id for r in manual if r.id not in {row.id for row in change.rows}]
+        notes.append(f"rows in {target.name} replace the {counted(len(manual), 'row')} under `backends:` when "
+                     "settings load (README: `backends_file`)"
+                     + (f": pins to {', '.join(gone)} fall back to automatic resolution" if gone else ""))
     return {
         "file": str(target),
         "rows": [unstructure(r) for r in change.rows if r.managed],
         "added": [r.id for r in change.added],
         "dropped": [{"id": r.id, "path": r.path} for r in change.dropped],
         "updated": list(change.updated),
+        "existed": existed,
         "changed": changed,
         "written": written,
         "dry_run": dry_run,
@@ -430,7 +439,8 @@ def format_report(report: dict) -> str:
     lines += [f"note: {n}" for n in report["notes"]]
     name = report["file"]
     if report["dry_run"]:
-        lines.append(f"dry run: {name} would be {'rewritten' if report['changed'] else 'left unchanged'}")
+        would = "rewritten" if report["existed"] else "written"
+        lines.append(f"dry run: {name} would be {would if report['changed'] else 'left unchanged'}")
     else:
         lines.append(f"wrote {name}" if report["written"] else f"{name} unchanged")
     return "\n".join(lines) + "\n"
