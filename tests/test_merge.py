@@ -67,7 +67,7 @@ class TestMergeRules:
             write(main, MAIN + f"{key}:\n  {bodies[key]}\n")
         write(folder / "a.yaml", f"{key}:\n  {bodies[key]}\n")
         name = bodies[key].split(":")[0]
-        assert problems(main, folder) == [f'{folder}/a.yaml:2: duplicate {key} "{name}" found in {folder}/a.yaml '
+        assert problems(main, folder) == [f'{folder}/a.yaml:2: error: duplicate {key} "{name}" found in {folder}/a.yaml '
                                           "(already defined in another config source)"]
 
     def test_a_duplicate_in_the_routing_groups_is_refused(self, tmp_path):
@@ -82,9 +82,9 @@ class TestMergeRules:
         main, folder = pair
         write(folder / "10.yaml", "healthCheckTimeout: 120\nmacros: {threads: 4}\nlogLevel: info\n")
         assert problems(main, folder) == [
-            f'{folder}/10.yaml:1: conflict at "healthCheckTimeout": {folder}/10.yaml sets a different value than a '
+            f'{folder}/10.yaml:1: error: conflict at "healthCheckTimeout": {folder}/10.yaml sets a different value than a '
             "previous source (300 before, 120 here)",
-            f'{folder}/10.yaml:2: conflict at "macros.threads": {folder}/10.yaml sets a different value than a '
+            f'{folder}/10.yaml:2: error: conflict at "macros.threads": {folder}/10.yaml sets a different value than a '
             "previous source (8 before, 4 here)"]
 
     def test_a_number_and_the_same_text_quoted_differ(self, pair):
@@ -127,20 +127,20 @@ class TestMergeRules:
         write(folder / "notes.txt", "logLevel: [not yaml config]\n")
         write(folder / "sub" / "c.yaml", "logLevel: error\n")
         (problem,) = problems(None, folder)
-        assert problem.startswith(f'{folder}/b.yaml:1: conflict at "logLevel"')
+        assert problem.startswith(f'{folder}/b.yaml:1: error: conflict at "logLevel"')
         assert "('debug' before, 'warn' here)" in problem
 
     def test_the_main_file_inside_the_folder_is_refused(self, tmp_path):
         folder = tmp_path / "d"
         main = write(folder / "main.yaml", MAIN)
-        assert problems(main, folder) == [f"{main}: -config path {main} is also present in -config-dir {folder}; "
+        assert problems(main, folder) == [f"{main}: error: -config path {main} is also present in -config-dir {folder}; "
                                           "remove it from one"]
 
     def test_empty_files_add_nothing_and_a_list_at_the_top_is_refused(self, pair):
         main, folder = pair
         write(folder / "00-empty.yaml", "# nothing yet\n")
         write(folder / "10-list.yaml", "- a\n")
-        assert problems(main, folder) == [f"{folder}/10-list.yaml:1: top-level YAML must be a mapping"]
+        assert problems(main, folder) == [f"{folder}/10-list.yaml:1: error: top-level YAML must be a mapping"]
 
     def test_env_macros_are_substituted_per_file_before_merging(self, pair, monkeypatch):
         main, folder = pair
@@ -156,8 +156,8 @@ class TestMergeRules:
         write(folder / "10.yaml", "models:\n  gen-a: {cmd: 'srv --port ${PORT}'}\n"
                                   "  bad: {cmd: 'srv --port ${PORT}', ttl: -5}\n")
         assert problems(main, folder) == [
-            f"{folder}/10.yaml:3: models.bad.ttl: must be >= -1 (got -5)",
-            f"{main}:10: selectors.t.targets[0] references unknown model 'gone' (not a model id, alias or peer "
+            f"{folder}/10.yaml:3: error: models.bad.ttl: must be >= -1 (got -5)",
+            f"{main}:10: error: selectors.t.targets[0] references unknown model 'gone' (not a model id, alias or peer "
             "model of this config)"]
 
     def test_validate_command_merges_with_config_dir(self, pair, capsys):
@@ -227,4 +227,4 @@ class TestFragmentMode:
 def test_an_empty_folder_is_an_empty_config(tmp_path):
     """llama-swap loads empty sources as an empty document; the schema then asks for `models`."""
     (tmp_path / "d").mkdir()
-    assert problems(None, tmp_path / "d") == [f"{tmp_path / 'd'}:1: missing required key 'models'"]
+    assert problems(None, tmp_path / "d") == [f"{tmp_path / 'd'}:1: error: missing required key 'models'"]

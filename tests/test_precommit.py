@@ -97,4 +97,4 @@ def test_validate_hook_fails_on_a_broken_config_with_file_and_line(config_repo, 
     (config_repo / "config.yaml").write_text('models:\n  "m1":\n    proxy: "http://127.0.0.1:9999"\n')
     result = pre_commit(config_repo, pre_commit_home, "swapgen-validate", "--files", "config.yaml")
     assert result.returncode == 1
-    assert "config.yaml:2: models.m1: missing required key 'cmd'" in result.stdout
+    assert "config.yaml:2: error: models.m1: missing required key 'cmd'" in result.stdout

@@ -6,8 +6,8 @@ README conventions these tests read:
 - a settings table has the columns key | type | default | meaning, the key and the default in
   backticks, under a heading that names its class in backticks ("### Override rows (`Override`)");
 - the first line of a ```yaml block says what it is: `# swapgen.yaml`, `# backends.yaml`,
-  `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, or
-  `# .pre-commit-config.yaml`.
+  `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, `# config.yaml (with
+  mistakes)` (one `swapgen validate` refuses), or `# .pre-commit-config.yaml`.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoder
 #: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
 NOT_KEYS = {(Settings, "source")}
 MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)", "# config.yaml (routing)",
-           "# config.yaml (container)", "# compose.yaml", "# .pre-commit-config.yaml")
+           "# config.yaml (container)", "# compose.yaml", "# config.yaml (with mistakes)",
+           "# .pre-commit-config.yaml")
 #: The path the README's tour writes in place of the clone's absolute path.
 TOUR_ROOT = "/home/me/swapgen"
 
@@ -246,6 +247,28 @@ def test_compose_example_runs_the_watcher_beside_llama_swap():
     assert f"{host}:{served}:ro" in services["llama-swap"]["volumes"]
     assert f"{config_dir}:/config:ro" in services["llama-swap"]["volumes"]
     assert services["llama-swap"]["entrypoint"][-2:] == ["/config/config.yaml", "--watch-config"]
+
+
+def test_validate_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
+    """The labelled lines and the exit status of `swapgen validate` on the example with mistakes,
+    then the summary line once the error is fixed."""
+    blocks = section_blocks("## Commands")
+    (config,) = [b for lang, b, _ in blocks if lang == "yaml" and b.startswith("# config.yaml (with mistakes)\n")]
+    (shown,) = [b for lang, b, _ in blocks if lang == "text" and b.startswith("$ swapgen validate config.yaml")]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text(config.split("\n", 1)[1])
+    out, rc = _run(["validate", "config.yaml"])
+    assert f"$ swapgen validate config.yaml; echo \"exit $?\"\n{out}exit {rc}\n" == shown
+    (tmp_path / "config.yaml").write_text(config.split("\n", 1)[1].replace("ttl: soon", "ttl: 600"))
+    out, rc = _run(["validate", "config.yaml"])
+    assert rc == 0 and f"`{out.splitlines()[-1]}`" in " ".join(TEXT.split())
+
+
+def _run(argv: list[str]) -> tuple[str, int]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(argv)
+    return out.getvalue(), rc
 
 
 def test_precommit_example_uses_the_hooks_this_repo_defines():

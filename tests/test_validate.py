@@ -64,8 +64,8 @@ def test_valid_config_has_no_problems():
 
 
 def test_problem_prints_as_file_line_message():
-    assert str(Problem(4, "boom", "x.yaml")) == "x.yaml:4: boom"
-    assert str(Problem(None, "boom", "x.yaml")) == "x.yaml: boom"
+    assert str(Problem(4, "boom", "x.yaml")) == "x.yaml:4: error: boom"
+    assert str(Problem(None, "boom", "x.yaml")) == "x.yaml: error: boom"
     assert str(Problem(2, "unset", "x.yaml", "warning")) == "x.yaml:2: warning: unset"
 
 
@@ -74,65 +74,65 @@ def test_problem_prints_as_file_line_message():
 
 def test_yaml_that_does_not_parse_names_the_line():
     assert found("models:\n  a: [1, 2\n  b: 3\n") == [
-        "config.yaml:3: YAML does not parse: did not find expected ',' or ']'"
+        "config.yaml:3: error: YAML does not parse: did not find expected ',' or ']'"
     ]
 
 
 def test_self_referencing_alias_is_refused_not_crashed():
-    assert found("a: &x [*x]\n") == ["config.yaml: YAML nests too deeply (or an alias refers to itself)"]
+    assert found("a: &x [*x]\n") == ["config.yaml: error: YAML nests too deeply (or an alias refers to itself)"]
 
 
 def test_duplicate_key_is_reported_with_both_lines():
-    assert found(model("ttl: 1\nttl: 2\n")) == ["config.yaml:6: mapping key 'ttl' already defined at line 5"]
+    assert found(model("ttl: 1\nttl: 2\n")) == ["config.yaml:6: error: mapping key 'ttl' already defined at line 5"]
 
 
 def test_duplicate_model_id_is_reported():
     text = model() + "  m:\n    cmd: other ${PORT}\n"
-    assert found(text) == ["config.yaml:5: mapping key 'm' already defined at line 3"]
+    assert found(text) == ["config.yaml:5: error: mapping key 'm' already defined at line 3"]
 
 
 def test_top_level_must_be_a_mapping():
-    assert found("- a\n- b\n") == ["config.yaml:1: the top level must be a mapping, got a list"]
+    assert found("- a\n- b\n") == ["config.yaml:1: error: the top level must be a mapping, got a list"]
 
 
 def test_yes_is_a_string_not_a_bool_as_in_yaml_v3():
-    assert found(model("unlisted: yes\n")) == ["config.yaml:5: models.m.unlisted: expected true or false, got 'yes'"]
+    assert found(model("unlisted: yes\n")) == ["config.yaml:5: error: models.m.unlisted: expected true or false, got 'yes'"]
 
 
 def test_quoted_number_is_not_an_integer():
-    assert found(model('ttl: "600"\n')) == ["config.yaml:5: models.m.ttl: expected an integer, got '600'"]
+    assert found(model('ttl: "600"\n')) == ["config.yaml:5: error: models.m.ttl: expected an integer, got '600'"]
 
 
 # --- schema rules -------------------------------------------------------------------------
 
 
 def test_models_is_required():
-    assert found("logLevel: info\n") == ["config.yaml:1: missing required key 'models'"]
+    assert found("logLevel: info\n") == ["config.yaml:1: error: missing required key 'models'"]
 
 
 def test_models_must_be_a_mapping():
-    assert found("models: [a]\n") == ["config.yaml:1: models: expected a mapping, got a list"]
+    assert found("models: [a]\n") == ["config.yaml:1: error: models: expected a mapping, got a list"]
 
 
 def test_model_needs_cmd():
-    assert found("models:\n  m:\n    ttl: 5\n") == ["config.yaml:2: models.m: missing required key 'cmd'"]
+    assert found("models:\n  m:\n    ttl: 5\n") == ["config.yaml:2: error: models.m: missing required key 'cmd'"]
 
 
 def test_model_must_be_a_mapping():
     assert found("models:\n  m: llama-server\n") == [
-        "config.yaml:2: models.m: expected a mapping, got 'llama-server'"
+        "config.yaml:2: error: models.m: expected a mapping, got 'llama-server'"
     ]
 
 
 def test_cmd_must_not_be_empty():
     assert found("models:\n  m:\n    cmd: ''\n    proxy: http://x:1\n") == [
-        "config.yaml:3: models.m.cmd: must not be empty"
+        "config.yaml:3: error: models.m.cmd: must not be empty"
     ]
 
 
 def test_cmd_of_only_comment_lines_is_an_empty_command():
     text = "models:\n  m:\n    cmd: |\n      # llama-server\n    proxy: http://x:1\n"
-    assert found(text) == ["config.yaml:3: models.m.cmd: empty command (only comment lines or blanks)"]
+    assert found(text) == ["config.yaml:3: error: models.m.cmd: empty command (only comment lines or blanks)"]
 
 
 @pytest.mark.parametrize(
@@ -163,13 +163,13 @@ def test_cmd_of_only_comment_lines_is_an_empty_command():
     ],
 )
 def test_model_field_rules(extra, message):
-    assert found(model(extra + "\n")) == [f"config.yaml:5: {message}"]
+    assert found(model(extra + "\n")) == [f"config.yaml:5: error: {message}"]
 
 
 def test_unknown_model_key_is_reported_with_a_hint():
     (problem,) = validate_text(model("checkendpoint: /health\n"))
     assert str(problem) == (
-        "config.yaml:5: models.m: unknown key 'checkendpoint' (llama-swap ignores it; did you mean 'checkEndpoint'?)"
+        "config.yaml:5: warning: models.m: unknown key 'checkendpoint' (llama-swap ignores it; did you mean 'checkEndpoint'?)"
     )
     assert problem.severity == "ignored" and problem.fatal
 
@@ -202,12 +202,12 @@ def test_unknown_model_key_is_reported_with_a_hint():
     ],
 )
 def test_top_level_rules(top, message):
-    assert found(top + "\n" + model().split("\n", 1)[1]) == [f"config.yaml:1: {message}"]
+    assert found(top + "\n" + model().split("\n", 1)[1]) == [f"config.yaml:1: error: {message}"]
 
 
 def test_unknown_top_level_key_is_reported_with_a_hint():
     assert found("healthchecktimeout: 30\n" + model().split("\n", 1)[1]) == [
-        "config.yaml:1: unknown key 'healthchecktimeout' (llama-swap ignores it; did you mean 'healthCheckTimeout'?)"
+        "config.yaml:1: warning: unknown key 'healthchecktimeout' (llama-swap ignores it; did you mean 'healthCheckTimeout'?)"
     ]
 
 
@@ -225,7 +225,7 @@ def test_unknown_top_level_key_is_reported_with_a_hint():
     ],
 )
 def test_macro_names(name, message):
-    assert found(f"macros:\n  {name}: 1\n" + model().split("\n", 1)[1]) == [f"config.yaml:2: {message}"]
+    assert found(f"macros:\n  {name}: 1\n" + model().split("\n", 1)[1]) == [f"config.yaml:2: error: {message}"]
 
 
 @pytest.mark.parametrize(
@@ -238,19 +238,19 @@ def test_macro_names(name, message):
     ],
 )
 def test_macro_values(value, message):
-    assert found(f"macros:\n  v: {value}\n" + model().split("\n", 1)[1])[0] == f"config.yaml:2: {message}"
+    assert found(f"macros:\n  v: {value}\n" + model().split("\n", 1)[1])[0] == f"config.yaml:2: error: {message}"
 
 
 def test_unknown_macro_in_cmd_names_field_and_line():
     assert found(model(cmd="srv --port ${PORT} -m ${model_dir}/a.gguf")) == [
-        "config.yaml:4: models.m.cmd: unknown macro '${model_dir}'"
+        "config.yaml:4: error: models.m.cmd: unknown macro '${model_dir}'"
     ]
 
 
 def test_macro_may_only_use_macros_defined_before_it():
     text = "macros:\n  a: '${b}/x'\n  b: /opt\n" + model(cmd="${a} --port ${PORT}").split("\n", 1)[1]
     assert found(text) == [
-        "config.yaml:6: models.m.cmd: unknown macro '${b}' (a macro may only use macros defined before it)"
+        "config.yaml:6: error: models.m.cmd: unknown macro '${b}' (a macro may only use macros defined before it)"
     ]
 
 
@@ -265,7 +265,7 @@ def test_macro_defined_earlier_is_usable_and_model_macros_override_global():
 
 def test_unknown_macro_in_metadata_points_at_the_nested_key():
     assert found(model("metadata:\n  a: 1\n  b: 'x ${nope}'\n")) == [
-        "config.yaml:7: models.m.metadata.b: unknown macro '${nope}'"
+        "config.yaml:7: error: models.m.metadata.b: unknown macro '${nope}'"
     ]
 
 
@@ -294,13 +294,13 @@ def test_unset_env_macro_is_a_warning_that_does_not_fail(monkeypatch, tmp_path):
 
 def test_set_env_macro_is_substituted_before_parsing(monkeypatch):
     monkeypatch.setenv("SWAPGEN_TEST_TTL", "-7")
-    assert found(model("ttl: ${env.SWAPGEN_TEST_TTL}\n")) == ["config.yaml:5: models.m.ttl: must be >= -1 (got -7)"]
+    assert found(model("ttl: ${env.SWAPGEN_TEST_TTL}\n")) == ["config.yaml:5: error: models.m.ttl: must be >= -1 (got -7)"]
 
 
 def test_env_value_with_newline_is_refused(monkeypatch):
     monkeypatch.setenv("SWAPGEN_TEST_NL", "a\nb")
     assert found(model(cmd="srv --port ${PORT} ${env.SWAPGEN_TEST_NL}")) == [
-        "config.yaml:4: environment variable 'SWAPGEN_TEST_NL' contains newlines or null bytes "
+        "config.yaml:4: error: environment variable 'SWAPGEN_TEST_NL' contains newlines or null bytes "
         "which are not allowed in YAML substitution"
     ]
 
@@ -310,20 +310,20 @@ def test_env_value_with_newline_is_refused(monkeypatch):
 
 def test_port_in_proxy_needs_port_in_cmd():
     assert found(model("proxy: http://127.0.0.1:${PORT}\n", cmd="srv --port 8080")) == [
-        "config.yaml:5: models.m: proxy uses ${PORT} but cmd does not - ${PORT} is only available when used in cmd"
+        "config.yaml:5: error: models.m: proxy uses ${PORT} but cmd does not - ${PORT} is only available when used in cmd"
     ]
 
 
 def test_default_proxy_with_fixed_port_cmd_is_refused():
     assert found(model(cmd="sd-server --listen-port 9999")) == [
-        "config.yaml:3: models.m: proxy uses ${PORT} but cmd does not - ${PORT} is only available when "
+        "config.yaml:3: error: models.m: proxy uses ${PORT} but cmd does not - ${PORT} is only available when "
         "used in cmd (no proxy set, so the default http://localhost:${PORT} applies)"
     ]
 
 
 def test_pid_outside_cmd_stop_is_refused():
     assert found(model(cmd="srv --port ${PORT} --pid ${PID}")) == [
-        "config.yaml:4: models.m.cmd: unknown macro '${PID}' (${PID} is only allowed in cmdStop)"
+        "config.yaml:4: error: models.m.cmd: unknown macro '${PID}' (${PID} is only allowed in cmdStop)"
     ]
 
 
@@ -333,7 +333,7 @@ def test_pid_in_cmd_stop_and_model_id_anywhere_are_fine():
 
 def test_port_in_metadata_without_port_in_cmd_is_unknown():
     text = model("proxy: http://h:1\nmetadata: {p: '${PORT}'}\n", cmd="srv --port 1")
-    assert found(text) == ["config.yaml:6: models.m.metadata.p: unknown macro '${PORT}' (${PORT} is only set when cmd uses it)"]
+    assert found(text) == ["config.yaml:6: error: models.m.metadata.p: unknown macro '${PORT}' (${PORT} is only set when cmd uses it)"]
 
 
 # --- aliases, groups, references -----------------------------------------------------------
@@ -341,17 +341,17 @@ def test_port_in_metadata_without_port_in_cmd_is_unknown():
 
 def test_duplicate_alias_across_models():
     text = model("aliases: [x]\n") + "  n:\n    cmd: srv --port ${PORT}\n    aliases: [x]\n"
-    assert found(text) == ["config.yaml:8: models.n.aliases[0]: duplicate alias 'x' (already used by model 'm')"]
+    assert found(text) == ["config.yaml:8: error: models.n.aliases[0]: duplicate alias 'x' (already used by model 'm')"]
 
 
 def test_alias_equal_to_another_model_id():
     text = model("aliases: [n]\n") + "  n:\n    cmd: srv --port ${PORT}\n"
-    assert found(text) == ["config.yaml:5: models.m.aliases[0]: alias 'n' is the id of another model, which wins"]
+    assert found(text) == ["config.yaml:5: error: models.m.aliases[0]: alias 'n' is the id of another model, which wins"]
 
 
 def test_set_params_by_id_key_may_not_be_another_model():
     text = model("filters:\n  setParamsByID:\n    n: {temperature: 0}\n") + "  n:\n    cmd: srv --port ${PORT}\n"
-    assert found(text) == ["config.yaml:7: models.m.filters.setParamsByID: key 'n' conflicts with an existing model ID"]
+    assert found(text) == ["config.yaml:7: error: models.m.filters.setParamsByID: key 'n' conflicts with an existing model ID"]
 
 
 GROUPED = model() + "  n:\n    cmd: srv --port ${PORT}\n"
@@ -373,17 +373,17 @@ GROUPED = model() + "  n:\n    cmd: srv --port ${PORT}\n"
     ],
 )
 def test_group_rules(groups, line, message):
-    assert found(GROUPED + groups) == [f"config.yaml:{line}: {message}"]
+    assert found(GROUPED + groups) == [f"config.yaml:{line}: error: {message}"]
 
 
 def test_groups_and_matrix_together_are_refused():
     text = GROUPED + "groups:\n  g: {members: [m]}\nmatrix:\n  vars: {a: m}\n  sets: {s: a}\n"
-    assert found(text) == ["config.yaml:9: config cannot use both 'groups' and 'matrix'"]
+    assert found(text) == ["config.yaml:9: error: config cannot use both 'groups' and 'matrix'"]
 
 
 def test_matrix_vars_must_name_models():
     assert found(GROUPED + "matrix:\n  vars: {a: ghost}\n  sets: {s: a}\n") == [
-        "config.yaml:8: matrix.vars.a: 'ghost' is not a model id"
+        "config.yaml:8: error: matrix.vars.a: 'ghost' is not a model id"
     ]
 
 
@@ -408,7 +408,7 @@ def test_matrix_sets_compile_as_llama_swap_compiles_them(tail, line, message):
     """config/matrix.go ValidateMatrix and matrix/program.go Compile, first problem only."""
     where = "routing.router.settings.matrix"
     sep = "." if message.startswith("evict_costs") else ": "
-    assert found(ROUTED + tail) == [f"config.yaml:{line}: {where}{sep}{message}"]
+    assert found(ROUTED + tail) == [f"config.yaml:{line}: error: {where}{sep}{message}"]
 
 
 def test_a_matrix_of_vars_models_and_references_is_accepted():
@@ -426,7 +426,7 @@ def test_a_matrix_under_use_group_is_not_compiled():
 def test_preload_of_unknown_id_is_reported_as_ignored():
     (problem,) = validate_text(GROUPED + "hooks:\n  on_startup:\n    preload: [ghost]\n")
     assert str(problem) == (
-        "config.yaml:9: hooks.on_startup.preload[0]: 'ghost' is not a model id or alias (llama-swap drops it)"
+        "config.yaml:9: warning: hooks.on_startup.preload[0]: 'ghost' is not a model id or alias (llama-swap drops it)"
     )
     assert problem.severity == "ignored"
 
@@ -436,14 +436,14 @@ def test_preload_of_unknown_id_is_reported_as_ignored():
 
 def test_unreadable_file_is_one_problem(tmp_path):
     assert [str(p) for p in validate_file(str(tmp_path / "missing.yaml"))] == [
-        f"{tmp_path / 'missing.yaml'}: cannot read: No such file or directory"
+        f"{tmp_path / 'missing.yaml'}: error: cannot read: No such file or directory"
     ]
 
 
 def test_non_utf8_file_is_one_problem(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_bytes(b"models: {}\n# \xff\n")
-    assert [str(p) for p in validate_file(str(path))] == [f"{path}: not valid UTF-8 (byte 13)"]
+    assert [str(p) for p in validate_file(str(path))] == [f"{path}: error: not valid UTF-8 (byte 13)"]
 
 
 def test_main_prints_summary_for_a_valid_file(tmp_path, capsys):
@@ -458,9 +458,34 @@ def test_main_prints_one_line_per_problem_and_fails(tmp_path, capsys):
     path.write_text(model("ttl: -2\ncheckendpoint: /\n"))
     assert main_validate([str(path)]) == 1
     assert capsys.readouterr().out.splitlines() == [
-        f"{path}:5: models.m.ttl: must be >= -1 (got -2)",
-        f"{path}:6: models.m: unknown key 'checkendpoint' (llama-swap ignores it; did you mean 'checkEndpoint'?)",
+        f"{path}:5: error: models.m.ttl: must be >= -1 (got -2)",
+        f"{path}:6: warning: models.m: unknown key 'checkendpoint' (llama-swap ignores it; did you mean 'checkEndpoint'?)",
     ]
+
+
+def test_only_warnings_pass_with_a_summary_that_counts_them(tmp_path, capsys, monkeypatch):
+    """A key llama-swap ignores and an unset variable are warnings: the file loads, exit 0."""
+    monkeypatch.delenv("SWAPGEN_TEST_UNSET", raising=False)
+    path = tmp_path / "config.yaml"
+    path.write_text("logLevl: debug\napiKeys: ['${env.SWAPGEN_TEST_UNSET}']\n" + model())
+    assert main_validate([str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(": ", 2)[1] for line in lines[:-1]] == ["warning", "warning"]
+    assert lines[0] == f"{path}:1: warning: unknown key 'logLevl' (llama-swap ignores it; did you mean 'logLevel'?)"
+    assert lines[-1] == f"{path}: valid llama-swap config (1 model, 0 groups; 2 warnings)"
+
+
+def test_every_line_is_labelled_error_or_warning_and_the_exit_follows_the_label(tmp_path, capsys):
+    path = tmp_path / "config.yaml"
+    path.write_text("logLevl: debug\n" + model("ttl: soon\n"))
+    assert main_validate([str(path)]) == 1
+    assert [line.split(": ", 2)[1] for line in capsys.readouterr().out.splitlines()] == ["warning", "error"]
+
+
+def test_problem_severities_map_to_two_labels():
+    labels = {severity: Problem(1, "m", "c.yaml", severity).label for severity in ("error", "ignored", "warning")}
+    assert labels == {"error": "error", "ignored": "warning", "warning": "warning"}
+    assert [Problem(1, "m", "c.yaml", s).fatal for s in labels] == [True, True, False]  # never written by swapgen
 
 
 def test_hostile_paths_rendered_by_cmdline_validate():

@@ -266,7 +266,7 @@ def write_config(path: str, text: str, hint: Callable[[list[str]], str] | None =
         problems = [p for p in check_preset_text(text, path, keys) if p.fatal]
         reader = f"llama.cpp's router (keys of {keys.source})"
     if problems:
-        listing = "\n".join(f"  {p}" for p in problems[:50])
+        listing = "\n".join(f"  {p.where}: {p.message}" for p in problems[:50])  # all refused here: no label
         ending = hint([p.message for p in problems[:50]]) if hint else ""
         kept = "the previous file is kept" if os.path.exists(path) else "nothing was written"
         raise SwapgenError(f"{path}: the generated config is not valid for {reader}; {kept}.\n{listing}{ending}")

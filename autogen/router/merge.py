@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from autogen.router.llamaswap_schema import ERROR, show
-from autogen.router.validate import Problem, check_document, parse_document, summary_counts
+from autogen.router.validate import Problem, check_document, failed, parse_document, verdict
 from autogen.router.yamllines import LineMap, LineSeq
 
 #: merge.go `identityMapPaths`: their children are entities, and one defined twice is an error.
@@ -191,9 +191,9 @@ def main_validate_merged(main: str | None, folder: str) -> int:
     for p in problems:
         print(p)
     where = f"{main} + {folder}" if main else folder
-    if any(p.fatal for p in problems) or doc is None:
+    if failed(problems) or doc is None:
         sys.stdout.flush()
         return 1
-    print(f"{where}: valid llama-swap config once merged ({summary_counts(doc)})")
+    print(verdict(where, problems, doc, "valid llama-swap config once merged"))
     sys.stdout.flush()
     return 0

@@ -25,11 +25,12 @@ from autogen.router.yamllines import Converter, LineMap, TooBig, compose
 
 @frozen
 class Problem:
-    """One finding; `str()` gives `FILE:LINE: message`.
+    """One finding; `str()` gives `FILE:LINE: error: message` (or `warning:`), as compilers do.
 
-    `severity`: "error" (llama-swap refuses the file), "ignored" (llama-swap silently
-    ignores the key or id; still fails `swapgen validate`), "warning" (depends on where
-    llama-swap runs, e.g. an unset `${env.X}`; does not fail).
+    `severity`: "error" (llama-swap refuses the file), "ignored" (llama-swap loads the file and
+    silently ignores the key or id), "warning" (depends on where llama-swap runs, e.g. an unset
+    `${env.X}`). `swapgen validate` labels the last two `warning` and fails only on errors; a
+    generated config must have neither of the first two (`fatal`).
     """
 
     line: int | None
@@ -39,12 +40,20 @@ class Problem:
 
     @property
     def fatal(self) -> bool:
+        """swapgen never writes a config with it: llama-swap would refuse the file or drop part of it."""
         return self.severity != WARNING
 
+    @property
+    def label(self) -> str:
+        """`error` when llama-swap refuses the file, else `warning`: what `swapgen validate` prints and exits on."""
+        return "error" if self.severity == ERROR else "warning"
+
+    @property
+    def where(self) -> str:
+        return self.source if self.line is None else f"{self.source}:{self.line}"
+
     def __str__(self) -> str:
-        where = self.source if self.line is None else f"{self.source}:{self.line}"
-        prefix = "warning: " if self.severity == WARNING else ""
-        return f"{where}: {prefix}{self.message}"
+        return f"{self.where}: {self.label}: {self.message}"
 
 
 class _Report:
@@ -713,17 +722,30 @@ def summary_counts(doc: LineMap) -> str:
     return f"{counted(n, 'model')}, {routing}"
 
 
+def failed(problems: list[Problem]) -> bool:
+    """Whether `swapgen validate` exits 1: an error, not a warning, among the problems."""
+    return any(p.label == "error" for p in problems)
+
+
+def verdict(where: str, problems: list[Problem], doc, valid: str = "valid llama-swap config") -> str:
+    """The last line for a file that loads: `config.yaml: valid llama-swap config (3 models,
+    0 groups; 1 warning)`."""
+    warnings = len(problems)
+    return f"{where}: {valid} ({summary_counts(doc)}" + (f"; {counted(warnings, 'warning')})" if warnings else ")")
+
+
 def main_validate(paths: list[str]) -> int:
-    """`swapgen validate [FILE…]`: one line per problem and exit 1, else a summary, exit 0."""
-    failed = False
+    """`swapgen validate [FILE…]`: one line per problem, labelled `error` or `warning`; exit 1
+    when some file has an error, else 0. A file without errors ends with a summary line."""
+    any_error = False
     for path in paths or ["config.yaml"]:
         text, problem = _read(path)
         problems, doc = ([problem], None) if problem else _validate(text, path)
         for p in problems:
             print(p)
-        if any(p.fatal for p in problems) or doc is None:
-            failed = True
+        if failed(problems) or doc is None:
+            any_error = True
             continue
-        print(f"{path}: valid llama-swap config ({summary_counts(doc)})")
+        print(verdict(path, problems, doc))
     sys.stdout.flush()
-    return 1 if failed else 0
+    return 1 if any_error else 0
