@@ -116,6 +116,28 @@ class TestCommands:
         assert capsys.readouterr().out.splitlines()[-1] == (
             "swapgen: 1 model (1 served, 0 skipped); 1 re-emitted, 0 unchanged; config.yaml written")
 
+    @pytest.mark.parametrize(("settings", "why"), [
+        ("gpus: []\n", "none of the declared `gpus` has 3 GiB or more, and no vram_budget_gb is set"),
+        ("card_vram_gb: 0\n", "card_vram_gb: 0 (no card reading) and no vram_budget_gb"),
+        ("", "no GPU found (no NVIDIA or AMD driver answered: NVML, nvidia-smi, rocm-smi, sysfs), and no "
+             "vram_budget_gb is set"),
+    ])
+    def test_no_budget_and_no_gpu_is_one_clear_line(self, library, capsys, monkeypatch, settings, why):
+        """Without a budget every model is sized to 8 GiB: the run says so, why, and what to set."""
+        from autogen.resolve import gpus  # noqa: PLC0415 - the probe this test replaces
+
+        monkeypatch.setattr(gpus, "_remembered", lambda cache_dir: ())
+        path = library / "swapgen.yaml"
+        path.write_text(f"roots: [models]\n{settings}")
+        assert cli.main(["--settings", str(path)]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert (f"swapgen: warning: {why}: every model is sized to a budget of 8 GiB. Set `vram_budget_gb` (the GiB "
+                "one model may use) and `card_vram_gb` (the card's total) in swapgen.yaml, or declare `gpus:`") in err
+        assert "# est VRAM" in (library / "config.yaml").read_text() and " of 8 GB" in (library / "config.yaml").read_text()
+        path.write_text(f"roots: [models]\n{settings}vram_budget_gb: 6\n")
+        assert cli.main(["--settings", str(path)]) == 0
+        assert "sized to a budget" not in capsys.readouterr().err
+
     def test_list_shows_every_model(self, library, capsys):
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
         out = capsys.readouterr().out

@@ -16,6 +16,7 @@ import attrs
 
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.walk import Discovery
+from autogen.emit.dispatch import DEFAULT_BUDGET_GB
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
 from autogen.settings.globs import glob_pattern
@@ -31,6 +32,24 @@ def check_roots(settings: Settings) -> None:
                 pass
         except OSError as exc:
             raise SwapgenError(f"roots[{i}]: cannot list {root} ({exc.strerror or exc}); nothing was written") from None
+
+
+def no_budget(settings: Settings, card_vram_gb: float | None) -> str | None:
+    """The line a run prints when it sizes every model to the fallback budget because it has
+    neither `vram_budget_gb` nor a card reading, saying why there is no reading and what to
+    set; None when a budget is known."""
+    if settings.vram_budget_gb or card_vram_gb:
+        return None
+    if settings.card_vram_gb == 0:
+        why = "card_vram_gb: 0 (no card reading) and no vram_budget_gb"
+    elif settings.gpus is not None:
+        why = "none of the declared `gpus` has 3 GiB or more, and no vram_budget_gb is set"
+    else:
+        why = ("no GPU found (no NVIDIA or AMD driver answered: NVML, nvidia-smi, rocm-smi, sysfs), "
+               "and no vram_budget_gb is set")
+    where = os.path.basename(settings.source) or "the settings"
+    return (f"{why}: every model is sized to a budget of {DEFAULT_BUDGET_GB:g} GiB. Set `vram_budget_gb` (the GiB "
+            f"one model may use) and `card_vram_gb` (the card's total) in {where}, or declare `gpus:`")
 
 
 def _served_lines(output: str) -> list[str] | None:

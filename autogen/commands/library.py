@@ -16,7 +16,7 @@ import sys
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
-from autogen.commands.checks import check_roots, check_vanished, unmatched_settings
+from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
@@ -101,6 +101,8 @@ class Library:
         else:
             library = cls(settings, card, *loaded)
         where = f"{fleet.host}: " if fleet is not None else ""
+        if (budget := no_budget(settings, card)) is not None:
+            print(f"swapgen: warning: {where}{budget}", file=sys.stderr)
         for problem in library.discovery.problems:
             print(f"swapgen: warning: {where}{problem}", file=sys.stderr)
         check_vanished(settings, library.discovery)
