@@ -5,7 +5,8 @@ real run.
 README conventions these tests read:
 - a settings table has the columns key | type | default | meaning, the key and the default in
   backticks, under a heading that names its class in backticks ("### Override rows (`Override`)");
-- the first line of a ```yaml block says what it is: `# swapgen.yaml`, `# backends.yaml`,
+- the first line of a ```yaml block says what it is: `# swapgen.yaml` (or a settings file of
+  another name or folder, `# fleet.yaml: the front's settings`, `# hosts/a/swapgen.yaml`), `# backends.yaml`,
   `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, `# config.yaml (with
   mistakes)` (one `swapgen validate` refuses), or `# .pre-commit-config.yaml`.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -47,6 +49,16 @@ _HEADING = re.compile(r"^(#{1,6}) (.*)$")
 _NAME = re.compile(r"`([a-z_][a-z0-9_]*)`")
 
 
+#: File names of settings files; a block headed `# <folder>/<one of them>[: what it is]` is a settings example.
+SETTINGS_FILES = ("swapgen.yaml", "fleet.yaml")
+
+
+def marker(first_line: str) -> str:
+    """What a block's first line says it is: `# swapgen.yaml` for every settings file, else the line."""
+    name = first_line.strip().removeprefix("# ").split(":", 1)[0]
+    return "# swapgen.yaml" if first_line.startswith("# ") and name.rsplit("/", 1)[-1] in SETTINGS_FILES else first_line
+
+
 def code_blocks() -> list[tuple[str, str, int]]:
     """(language, body, line number) of every fenced block, in order."""
     return [(m.group(1), m.group(2), TEXT.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(TEXT)]
@@ -70,15 +82,15 @@ def section_blocks(heading: str) -> list[tuple[str, str, int]]:
     return [b for b in code_blocks() if first < b[2] < (last or len(lines) + 1)]
 
 
-def yaml_blocks(marker: str) -> list[tuple[str, int]]:
-    """Bodies of ```yaml blocks whose first line is exactly `marker`."""
+def yaml_blocks(wanted: str) -> list[tuple[str, int]]:
+    """Bodies of ```yaml blocks whose first line's `marker` is `wanted`."""
     return [(body, line) for lang, body, line in code_blocks()
-            if lang == "yaml" and body.splitlines()[0].strip() == marker]
+            if lang == "yaml" and marker(body.splitlines()[0].strip()) == wanted]
 
 
-def examples(marker: str) -> list:
+def examples(wanted: str) -> list:
     """`yaml_blocks` as pytest params named by their README line."""
-    return [pytest.param(body, line, id=f"README.md:{line}") for body, line in yaml_blocks(marker)]
+    return [pytest.param(body, line, id=f"README.md:{line}") for body, line in yaml_blocks(wanted)]
 
 
 def _separator(line: str) -> bool:
@@ -200,7 +212,7 @@ def test_table_helpers_read_a_known_row():
 def test_every_yaml_block_says_what_it_is():
     """Unmarked YAML would escape the checks below."""
     unmarked = [line for lang, body, line in code_blocks()
-                if lang == "yaml" and body.splitlines()[0].strip() not in MARKERS]
+                if lang == "yaml" and marker(body.splitlines()[0].strip()) not in MARKERS]
     assert not unmarked, f"README.md: ```yaml blocks at lines {unmarked} need a marker line, one of {MARKERS}"
 
 
@@ -354,6 +366,19 @@ def test_tour_summary_line_is_what_doit_prints(tour):
     assert f"\n{tour['summary']}\n" in TEXT, f"README.md: first `doit` summary differs{REFRESH}"
 
 
+def test_list_json_rows_have_the_keys_the_readme_names(tmp_path):
+    """Every row of `swapgen list --json` (ignored rows too) has exactly the documented keys."""
+    run_tour(tmp_path)
+    out, rc = _run(["--settings", str(tmp_path / "swapgen.yaml"), "list", "--json"])
+    rows = json.loads(out)
+    prose = TEXT[TEXT.index("`swapgen list --json` gives"):].split("\n\n", 1)[0]
+    documented = set(re.findall(r"`([a-z_]+)`", prose))
+    assert rc == 0 and {r["class"] for r in rows} >= {"llm", "ignored"}
+    assert set(rows[0]) <= documented, f"README.md does not name {sorted(set(rows[0]) - documented)}"
+    for row in rows:
+        assert list(row) == list(rows[0]), row
+
+
 def test_sample_library_table_covers_every_model(tour):
     """Each folder the tour's table names exists, and every listed model lives in one of them."""
     folders = [cells[0].strip("`") for cells in table_rows_under("## A tour of the sample library")]
@@ -398,8 +423,8 @@ def _fleet_blocks(lang: str, first: str) -> list[str]:
 
 
 def test_fleet_settings_examples_are_the_fleet_tested():
-    (front,) = _fleet_blocks("yaml", "# swapgen.yaml\n# fleet.yaml\n")
-    (host,) = _fleet_blocks("yaml", "# swapgen.yaml\n# hosts/gpu-a/swapgen.yaml")
+    (front,) = _fleet_blocks("yaml", "# fleet.yaml: the front's settings\n")
+    (host,) = _fleet_blocks("yaml", "# hosts/gpu-a/swapgen.yaml")
     load = YAML(typ="safe", pure=True).load
     assert load(front) == load(FRONT_SETTINGS)
     assert load(host) == load(HOST_SETTINGS + MULTI_NODE)

@@ -61,8 +61,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "download": _download(downloads.get(job.row.id)),
         })
     for item in library.discovery.ignored:
-        out.append({"id": None, "host": host, "task": None, "class": "ignored", "engine": "-", "backend": "-",
-                    "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
+        out.append({"id": None, "host": host, "task": None, "class": "ignored", "role": None, "engine": "-",
+                    "backend": "-", "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
                     "skipped": item.reason,
                     "download": None})
     return out
