@@ -18,8 +18,12 @@ SOURCES = sorted(
                 *ROOT.glob("scripts/**/*.py"), ROOT / "dodo.py"]
     if p.is_file() and p.resolve() != THIS
 )
-#: Maintainer prose, which cites the same way.
-PROSE = sorted([*DOCS.glob("*.md"), ROOT / "autogen" / "README.md"])
+#: Prose, which cites the same way: the user guide (README), the docs and the package map.
+PROSE = sorted([ROOT / "README.md", *DOCS.rglob("*.md"), ROOT / "autogen" / "README.md"])
+#: Every Markdown file of the repository whose links must resolve.
+MARKDOWN = sorted({*PROSE, *ROOT.glob("tools/**/*.md"), *ROOT.glob("scripts/**/*.md")})
+#: `[text](target)` and `![alt](target)`; the target up to a space or the closing parenthesis.
+LINK = re.compile(r"!?\[[^\]\n]*\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
 
 #: Spellings of documents that are not in the repository (design notes and research kept
 #: elsewhere): a section sign, their file names, and the phrases that cited them.
@@ -41,7 +45,7 @@ UPSTREAM = re.compile(r"(llama\.cpp|vllm|audio\.cpp|llama-swap|sd\.cpp|stable-di
 
 
 def _rel(path: Path) -> str:
-    return str(path.relative_to(ROOT))
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def slug(heading: str) -> str:
@@ -109,6 +113,41 @@ def test_every_cited_doc_and_heading_exists(path):
     assert not problems, "\n".join(problems)
 
 
+def links(path: Path):
+    """(line number, target) of every Markdown link outside fenced code."""
+    fenced = False
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            for m in LINK.finditer(re.sub(r"`[^`]*`", "", line)):
+                yield number, m.group(1)
+
+
+def broken_link(path: Path, target: str) -> str | None:
+    """Why a link from `path` does not resolve, or None. Web links are not fetched."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", target):
+        return None
+    file, _, anchor = target.partition("#")
+    dest = (path.parent / file).resolve() if file else path
+    if not dest.exists():
+        return "no such file"
+    if anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        return f"no heading #{anchor} in {_rel(dest)}"
+    return None
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=_rel)
+def test_every_link_and_anchor_resolves(path):
+    """README's contents, the docs' cross-references, a link to a file: each lands somewhere."""
+    problems = [f"{_rel(path)}:{n}: ({t}) {why}" for n, t in links(path) if (why := broken_link(path, t))]
+    assert not problems, "\n".join(problems)
+
+
+def test_readme_links_are_checked():
+    assert len(list(links(ROOT / "README.md"))) > 30
+
+
 def test_the_package_map_names_every_stage_and_doc():
     readme = (ROOT / "autogen" / "README.md").read_text()
     stages = sorted(p.name for p in (ROOT / "autogen").iterdir() if (p / "__init__.py").is_file())
@@ -136,6 +175,13 @@ class TestTheChecksThemselves:
         assert slug("config.json → metadata") == "configjson--metadata"
         assert slug("`${PORT}` and the proxy") == "port-and-the-proxy"
         assert slug("Image (sd-server)") == "image-sd-server"
+
+    def test_broken_links_and_anchors_are_caught(self, tmp_path):
+        (tmp_path / "a.md").write_text("# Top\n## The part\n[ok](#the-part) [bad](#nope) [f](b.md) [web](https://x.invalid/y)\n"
+                                       "`[not](a-link.md)`\n```\n[in code](gone.md)\n```\n")
+        found = {t: broken_link(tmp_path / "a.md", t) for _, t in links(tmp_path / "a.md")}
+        assert found == {"#the-part": None, "#nope": f"no heading #nope in {tmp_path / 'a.md'}", "b.md": "no such file",
+                         "https://x.invalid/y": None}
 
     def test_upstream_docs_paths_are_not_repo_cites(self, tmp_path):
         f = tmp_path / "m.py"

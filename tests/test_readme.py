@@ -8,7 +8,8 @@ README conventions these tests read:
 - the first line of a ```yaml block says what it is: `# swapgen.yaml` (or a settings file of
   another name or folder, `# fleet.yaml: the front's settings`, `# hosts/a/swapgen.yaml`), `# backends.yaml`,
   `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, `# config.yaml (with
-  mistakes)` (one `swapgen validate` refuses), or `# .pre-commit-config.yaml`.
+  mistakes)` (one `swapgen validate` refuses), `# swapgen.yaml (with mistakes)` (settings a run
+  refuses), or `# .pre-commit-config.yaml`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoder
 NOT_KEYS = {(Settings, "source")}
 MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)", "# config.yaml (routing)",
            "# config.yaml (container)", "# compose.yaml", "# config.yaml (with mistakes)",
-           "# .pre-commit-config.yaml")
+           "# swapgen.yaml (with mistakes)", "# .pre-commit-config.yaml")
 #: The path the README's tour writes in place of the clone's absolute path.
 TOUR_ROOT = "/home/me/swapgen"
 
@@ -283,6 +284,23 @@ def _run(argv: list[str]) -> tuple[str, int]:
     return out.getvalue(), rc
 
 
+def test_settings_errors_are_what_two_runs_print(tmp_path, capsys):
+    """The settings example with mistakes: the first run's lines, then the next run's once the
+    key and type mistakes are fixed (paths shown under /home/me/models)."""
+    blocks = section_blocks("## Settings (`swapgen.yaml`)")
+    (settings,) = [b for lang, b, _ in blocks if lang == "yaml" and b.startswith("# swapgen.yaml (with mistakes)\n")]
+    shown = [b for lang, b, _ in blocks if lang == "text" and b.startswith("$ swapgen\n")]
+    (tmp_path / "models").mkdir()
+    path = tmp_path / "swapgen.yaml"
+    fixed = settings.split("\n", 1)[1].replace("high", "0.9").replace("vllm_gpu_utl", "vllm_gpu_util")
+    runs = []
+    for text in (settings.split("\n", 1)[1], fixed):
+        path.write_text(text)
+        assert cli.main(["--settings", str(path)]) == 1
+        runs.append("$ swapgen\n" + capsys.readouterr().err.replace(str(tmp_path), "/home/me/models"))
+    assert runs == shown
+
+
 def test_precommit_example_uses_the_hooks_this_repo_defines():
     (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
     hooks = {h["id"] for h in YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())}
@@ -353,6 +371,14 @@ def test_tour_config_excerpt_is_what_doit_writes(tour):
     assert sum(u.startswith("  # SKIPPED") for u in units) >= 1 and len(units) >= 3
     for unit in units:
         assert unit in tour["config"], f"README.md line {line}: excerpt differs from a real run:\n{unit}{REFRESH}"
+
+
+def test_tour_prose_says_where_the_projector_went(tour):
+    """The tour's reading of the gemma entry agrees with the entry's own comment."""
+    prose = " ".join(TEXT.split())
+    on_gpu = "# projector mmproj-F16.gguf on the GPU\n" in tour["config"]
+    assert ("The projector stays on the GPU" in prose) == on_gpu
+    assert ("The projector runs on the CPU" in prose) == (not on_gpu)
 
 
 def test_tour_list_output_is_what_swapgen_prints(tour):
