@@ -325,10 +325,11 @@ def run_tour(root: Path) -> dict[str, str]:
     shutil.copy2(REPO / "swapgen.yaml", root / "swapgen.yaml")
     sample.ensure(root / sample.SAMPLE_DIR)
     settings = ["--settings", str(root / "swapgen.yaml")]
-    summary = _captured(settings).splitlines()[-1]
+    output = _captured(settings)
+    summary = output.splitlines()[-1]
     listing = _captured([*settings, "list"]).replace(f"{root}/{sample.SAMPLE_DIR}/", "…/")
     config = (root / "config.yaml").read_text(encoding="utf-8").replace(str(root), TOUR_ROOT)
-    return {"config": config, "list": listing, "summary": summary}
+    return {"config": config, "list": listing, "summary": summary, "output": output}
 
 
 @pytest.fixture(scope="module")
@@ -385,6 +386,16 @@ def test_tour_list_output_is_what_swapgen_prints(tour):
     """`swapgen list` in the tour is a real run's output, paths under the library shown as `…/`."""
     shown, line = list_block()
     assert shown == tour["list"], f"README.md line {line}: `swapgen list` output differs{REFRESH}"
+
+
+def test_tour_run_output_is_what_doit_prints(tour):
+    """The first run's lines as the tour shows them (`…` for the ones left out), in order."""
+    (shown,) = [b for lang, b, _ in code_blocks() if lang == "text" and b.startswith(".  model:")]
+    lines, at = tour["output"].splitlines(), 0
+    for line in shown.splitlines():
+        if line.strip() != "…":
+            assert line in lines[at:], f"README.md: {line!r} is not (in this order) in a real run's output"
+            at = lines.index(line, at) + 1
 
 
 def test_tour_summary_line_is_what_doit_prints(tour):
