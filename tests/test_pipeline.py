@@ -138,6 +138,17 @@ class TestCommands:
         assert cli.main(["--settings", str(path)]) == 0
         assert "sized to a budget" not in capsys.readouterr().err
 
+    def test_exit_non_zero_on_write_fails_a_run_that_wrote_the_config(self, library, capsys):
+        """The pre-commit hook's mode: the first run (no config yet) fails, a no-op run passes."""
+        argv = ["--settings", str(library / "swapgen.yaml"), "--exit-non-zero-on-write"]
+        assert cli.main(argv) == 1
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"swapgen: wrote {library / 'config.yaml'}: review it and `git add` it (--exit-non-zero-on-write)")
+        assert (library / "config.yaml").exists()
+        assert cli.main(argv) == 0
+        (library / "models" / "pub" / "B-GGUF" / "Beta-Q8_0.gguf").unlink()
+        assert cli.main(argv) == 1
+
     def test_list_shows_every_model(self, library, capsys):
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
         out = capsys.readouterr().out

@@ -93,6 +93,18 @@ def test_regenerate_hook_fails_once_then_passes_after_git_add(config_repo, pre_c
     assert (config_repo / "config.yaml").read_text() == config
 
 
+def test_regenerate_hook_fails_the_first_time_it_writes_a_config(config_repo, pre_commit_home):
+    """No config.yaml yet: pre-commit sees no tracked file change, the hook itself must fail."""
+    sh(config_repo, "git", "rm", "-q", "config.yaml")
+    commit_all(config_repo)
+    first = pre_commit(config_repo, pre_commit_home, "swapgen")
+    assert first.returncode == 1 and "review it and `git add` it" in first.stdout + first.stderr
+    assert "Tiny-Llama" in (config_repo / "config.yaml").read_text()
+    sh(config_repo, "git", "add", "config.yaml")
+    second = pre_commit(config_repo, pre_commit_home, "swapgen")
+    assert second.returncode == 0, second.stdout + second.stderr
+
+
 def test_validate_hook_fails_on_a_broken_config_with_file_and_line(config_repo, pre_commit_home):
     (config_repo / "config.yaml").write_text('models:\n  "m1":\n    proxy: "http://127.0.0.1:9999"\n')
     result = pre_commit(config_repo, pre_commit_home, "swapgen-validate", "--files", "config.yaml")

@@ -301,6 +301,18 @@ def test_settings_errors_are_what_two_runs_print(tmp_path, capsys):
     assert runs == shown
 
 
+def test_precommit_rev_is_this_release():
+    """`rev:` is the tag of the version pyproject and `swapgen --version` give (`v0.2.0`)."""
+    import tomllib  # noqa: PLC0415 - only here
+
+    from autogen import __version__  # noqa: PLC0415 - only here
+
+    (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
+    (repo,) = YAML(typ="safe", pure=True).load(body)["repos"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert repo["rev"] == f"v{__version__}" == f"v{project}"
+
+
 def test_precommit_example_uses_the_hooks_this_repo_defines():
     (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
     hooks = {h["id"] for h in YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())}

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 
+from autogen import __version__
 from autogen.commands import listing, show, tasks
 from autogen.errors import SwapgenError
 from autogen.settings.load import load_settings
@@ -36,8 +37,17 @@ COMMANDS = """commands:
 """
 
 
-def _run_doit(settings: str | None, args: list[str]) -> int:
-    return tasks.run_doit(tasks.load(settings), args)
+def _run_doit(settings: str | None, args: list[str], fail_on_write: bool = False) -> int:
+    """doit's command on the settings' graph; with `fail_on_write`, a run that wrote a config
+    exits 1 (what pre-commit expects of a hook that changed a file, new ones included)."""
+    graph = tasks.load(settings)
+    rc = tasks.run_doit(graph, args)
+    written = [g.library.settings.output for g in graph.graphs if g.stats.get("config") == "written"]
+    if rc == 0 and fail_on_write and written:
+        print(f"swapgen: wrote {', '.join(written)}: review it and `git add` it (--exit-non-zero-on-write)",
+              file=sys.stderr)
+        return 1
+    return rc
 
 
 def _list(settings: str | None, as_json: bool) -> int:
@@ -79,10 +89,13 @@ def _validate_presets(settings: str | None, presets: list[str], configs: list[st
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="swapgen", usage="swapgen [--settings PATH] [COMMAND ...]",
+    p = argparse.ArgumentParser(prog="swapgen", usage="swapgen [OPTIONS] [COMMAND ...]",
                                 description="Generate a llama-swap config from model folders.",
                                 epilog=COMMANDS, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--settings", help="settings file (default: $SWAPGEN_SETTINGS, else ./swapgen.yaml)")
+    p.add_argument("--exit-non-zero-on-write", action="store_true",
+                   help="exit 1 when a run writes a config (the pre-commit hook: a changed file fails it)")
+    p.add_argument("--version", action="version", version=f"swapgen {__version__}")
     return p
 
 
@@ -165,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return main_backends(opts.settings, rest[1:])
         if command in DOIT_COMMANDS or command.split(":")[0] in TASKS or command.startswith("-"):
-            return _run_doit(opts.settings, rest)
+            return _run_doit(opts.settings, rest, opts.exit_non_zero_on_write)
         parser.error(f"unknown command {command!r}")
     except SwapgenError as exc:
         print(f"swapgen: {exc}", file=sys.stderr)
