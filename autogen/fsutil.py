@@ -77,6 +77,29 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
     return True
 
 
+def write_new(path: str, data: bytes) -> bool:
+    """Create `path` holding `data`, whole or not at all, and never in place of a file: False
+    when `path` already exists. The data goes to a temp file first, then a hard link gives it
+    its name (`link` refuses an existing name, where `rename` would replace it)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return True
+
+
 def remove_stale_temps(path: str) -> None:
     """Delete the temp files `write_if_changed` leaves beside `path` when a process is killed
     between writing one and renaming it. Call only under the run lock (no write in flight)."""

@@ -62,7 +62,8 @@ def _served_lines(output: str) -> list[str] | None:
     return [line for line in text.splitlines() if not line.lstrip().startswith("#")]
 
 
-def _under(path: str, folders: tuple[str, ...]) -> bool:
+def under(path: str, folders: tuple[str, ...]) -> bool:
+    """`path` is one of `folders` or inside one."""
     return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
@@ -86,7 +87,7 @@ def check_vanished(settings: Settings, discovery: Discovery) -> None:
     fatal, warnings = [], []
     for i, root in enumerate(settings.roots):
         folders = (root, os.path.realpath(root))
-        if any(_under(row.path, folders) for row in discovery.models):
+        if any(under(row.path, folders) for row in discovery.models):
             continue
         lines = _served_lines(settings.output) if lines is None else lines
         if lines and _serves_from(lines, folders):

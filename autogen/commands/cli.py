@@ -20,6 +20,8 @@ DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpd
 TASKS = {"model", "config", "front"}
 
 COMMANDS = """commands:
+  init                     write a starter swapgen.yaml from the model folders, GPUs and engines found here
+  doctor                   say what is missing to serve each library (engines, budget, models in the roots)
   run (default)            generate the config: run the out-of-date model tasks, then config
   model:ID | config        run one task (a fleet: model:HOST/ID, config:HOST, front)
   info model:ID            one task's status, input files and fragment
@@ -152,34 +154,53 @@ def _watch(parser: argparse.ArgumentParser, settings: str | None, args: list[str
     return main_watch(settings)
 
 
+def _start(parser: argparse.ArgumentParser, settings: str | None, command: str, args: list[str]) -> int:
+    """`init` and `doctor`, which take the settings path and nothing else."""
+    if args:
+        parser.error(f"{command} takes no argument (the settings file: swapgen --settings PATH {command})")
+    if command == "init":
+        from autogen.commands.starter import main_init  # noqa: PLC0415 (lazy: a rare command)
+
+        return main_init(settings)
+    from autogen.commands.doctor import main_doctor  # noqa: PLC0415 (lazy: a rare command)
+
+    return main_doctor(settings)
+
+
+def _command(parser: argparse.ArgumentParser, opts: argparse.Namespace, rest: list[str]) -> int:
+    command, args = (rest[0], rest[1:]) if rest else ("run", [])
+    if command == "validate":
+        return _validate(parser, opts.settings, args)
+    if command == "list":
+        _only_json_option(parser, command, args)
+        if any(not a.startswith("-") for a in args):
+            parser.error("list takes no argument but --json")
+        return _list(opts.settings, "--json" in args)
+    if command == "show":
+        _only_json_option(parser, command, args)
+        ids = [a for a in args if not a.startswith("-")]
+        if len(ids) != 1:
+            parser.error("show needs exactly one model id (see `swapgen list`)")
+        return _show(opts.settings, ids[0], "--json" in args)
+    if command in ("init", "doctor"):
+        return _start(parser, opts.settings, command, args)
+    if command == "watch":
+        return _watch(parser, opts.settings, args)
+    if command == "backends":
+        from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
+
+        return main_backends(opts.settings, args)
+    if command in DOIT_COMMANDS or command.split(":")[0] in TASKS or command.startswith("-"):
+        return _run_doit(opts.settings, rest, opts.exit_non_zero_on_write)
+    parser.error(f"unknown command {command!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     opts, rest = parser.parse_known_args(argv)
-    command = rest[0] if rest else "run"
     try:
-        if command == "validate":
-            return _validate(parser, opts.settings, rest[1:])
-        if command == "list":
-            _only_json_option(parser, command, rest[1:])
-            if any(not a.startswith("-") for a in rest[1:]):
-                parser.error("list takes no argument but --json")
-            return _list(opts.settings, "--json" in rest[1:])
-        if command == "show":
-            _only_json_option(parser, command, rest[1:])
-            ids = [a for a in rest[1:] if not a.startswith("-")]
-            if len(ids) != 1:
-                parser.error("show needs exactly one model id (see `swapgen list`)")
-            return _show(opts.settings, ids[0], "--json" in rest[1:])
-        if command == "watch":
-            return _watch(parser, opts.settings, rest[1:])
-        if command == "backends":
-            from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
-
-            return main_backends(opts.settings, rest[1:])
-        if command in DOIT_COMMANDS or command.split(":")[0] in TASKS or command.startswith("-"):
-            return _run_doit(opts.settings, rest, opts.exit_non_zero_on_write)
-        parser.error(f"unknown command {command!r}")
+        return _command(parser, opts, rest)
     except SwapgenError as exc:
         print(f"swapgen: {exc}", file=sys.stderr)
         return 1
@@ -190,7 +211,6 @@ def main(argv: list[str] | None = None) -> int:
     except (BrokenPipeError, tasks.ClosedPipe):  # `swapgen list | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
-    return 0
 
 
 if __name__ == "__main__":

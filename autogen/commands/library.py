@@ -95,7 +95,7 @@ class Library:
         memo = LoadMemo(settings, card, fleet)
         loaded = memo.load()
         if loaded is None:
-            library = cls._discover(settings, card, fleet)
+            library = cls.discover(settings, card, fleet)
             keys = {job.row.id: library.model_key(job) for job in library.jobs}
             memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys)
         else:
@@ -111,8 +111,9 @@ class Library:
         return library
 
     @classmethod
-    def _discover(cls, settings: Settings, card: float | None, fleet: Fleet | None) -> Library:
-        """Walk the roots, read metadata through the cache and resolve every model."""
+    def discover(cls, settings: Settings, card: float | None, fleet: Fleet | None = None) -> Library:
+        """Walk the roots, read metadata through the cache and resolve every model (no memo, no
+        checks, nothing printed: `load` adds those for a run)."""
         cache = MetaCache(settings.cache_dir)
         discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors)
         metas: dict[str, ModelMeta | None] = {}

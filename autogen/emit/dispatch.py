@@ -333,9 +333,14 @@ def emitter_for(role: Role, engine: str) -> Callable[[EmitContext], Plan] | None
     return getattr(importlib.import_module(f"autogen.emit.{module}"), function)
 
 
+def needs_vllm(job: Job) -> bool:
+    """An HF (safetensors) folder resolved to an engine other than vLLM: llama.cpp loads GGUF only."""
+    return job.row.format == "hf" and job.backend is not None and job.engine != Engine.VLLM
+
+
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:
-    row, engine = job.row, job.engine
-    if row.format == "hf" and engine != Engine.VLLM:
+    engine = job.engine
+    if needs_vllm(job):
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
                          "Add a row of kind vllm to `backends` in swapgen.yaml")
     if job.role in UNSERVED:
