@@ -1,4 +1,5 @@
-"""Shared test set-up: the `library` fixture, a private user cache, and where the shared data is."""
+"""Shared test set-up: the `library` fixture, a private user cache, and whether the upstream files
+of the optional cross-checks are at hand."""
 
 import os
 import sys
@@ -18,9 +19,10 @@ def _private_user_cache(tmp_path_factory, monkeypatch):
 
 
 def pytest_report_header(config):
-    from tests.shared import SHARED  # noqa: PLC0415 - conftest puts tests/ on sys.path first
+    from tests.shared import UPSTREAM  # noqa: PLC0415 - conftest puts tests/ on sys.path first
 
-    return f"shared data: {SHARED} ({'present' if SHARED.exists() else 'ABSENT: tests that need it skip'})"
+    found = "present" if UPSTREAM.exists() else "absent: the optional cross-checks (pytest -m slow) skip"
+    return f"upstream files for cross-checks: {UPSTREAM} ({found})"
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.builders import GIB, add_model
 from tests.hf_fixtures import sharded
-from tests.shared import HF_CONFIGS, require
+from tests.shared import HF_CONFIGS
 
 HOST_SETTINGS = """roots: [models]
 output: config.yaml
@@ -51,7 +51,7 @@ def build_fleet(root: Path, *, multi_node: str | None = MULTI_NODE) -> Path:
             add_model(folder / "models", rel, size=5 * GIB)
         (folder / "swapgen.yaml").write_text(HOST_SETTINGS + ((multi_node or "") if host == "gpu-a" else ""))
     if multi_node is not None:
-        config = require(HF_CONFIGS / "llama-3.1-70b-instruct-fp8-modelopt" / "config.json").read_text()
+        config = (HF_CONFIGS / "llama-3.1-70b-instruct-fp8-modelopt" / "config.json").read_text()
         sharded(root / "hosts" / "gpu-a" / "models" / LLAMA_70B, 2, 35 * GIB, config=config)
     front = root / "fleet.yaml"
     front.write_text(FRONT_SETTINGS)

@@ -1,6 +1,13 @@
-"""The project's shared data and tools folder, found beside the repository (`<repo>/../shared`)
-or through `$SWAPGEN_SHARED`. Tests that need it skip with the path they looked for, and
-`pytest -rs` (the default here) lists every skip and its reason in the summary."""
+"""Where tests find what they need. The default suite needs nothing outside the repository: its
+data is in `tests/data` (real `config.json` shapes, llama-swap's schema facts, engines' recorded
+figures). Two kinds of test reach further, and skip saying how to get what they miss:
+
+- the slow checks run real engines (vLLM's parser on CPU, llama-server, llama-swap's loader):
+  `bash scripts/setup-slow-checks.sh` builds them outside the repository and prints the
+  variables to export;
+- the optional cross-checks compare `tests/data` with the upstream files it was recorded from,
+  found beside the repository (`<repo>/../shared/data`) or under `$SWAPGEN_SHARED/data`.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +16,29 @@ from pathlib import Path
 
 import pytest
 
-SHARED = Path(os.environ.get("SWAPGEN_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-#: Real `config.json` files of public models, one folder each.
-HF_CONFIGS = SHARED / "data" / "hf-configs"
-#: llama-swap's JSON schema for its config file.
-SCHEMA = SHARED / "data" / "llama-swap-config-schema.json"
-TOOLS = SHARED / "tools"
-#: vLLM 0.33's CPU venv, built by the shared tools' `vllm-argcheck/vllm_cpu_env.sh`.
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+#: The shapes of real `config.json` files of public models, one folder each (tests/data/README.md).
+HF_CONFIGS = DATA / "hf-configs"
+#: The repository's tools the slow checks run (the vLLM argument check, the tiny-model writer).
+TOOLS = REPO / "tools"
+SETUP = "scripts/setup-slow-checks.sh"
+#: vLLM 0.33's CPU venv, built by `tools/vllm-argcheck/vllm_cpu_env.sh` (through SETUP).
 VLLM_VENV = Path(os.environ.get("VLLM_CPU_VENV") or Path(os.environ.get("TMPDIR") or "/tmp") / "vllm-cpu")
+#: The upstream files `tests/data` was recorded from, for the optional cross-checks.
+UPSTREAM = Path(os.environ.get("SWAPGEN_SHARED") or REPO.parent / "shared") / "data"
+UPSTREAM_HF_CONFIGS = UPSTREAM / "hf-configs"
+UPSTREAM_SCHEMA = UPSTREAM / "llama-swap-config-schema.json"
 
 
-def require(path: Path) -> Path:
-    """`path`, or skip the calling test naming what is missing."""
+def not_set_up(what: str) -> str:
+    """A slow check's skip reason: what is missing and the command that provides it."""
+    return f"{what} is not set up: run `bash {SETUP}` and export the variables it prints"
+
+
+def upstream(path: Path, what: str) -> Path:
+    """`path`, or skip the calling cross-check naming it and how to get it."""
     if not path.exists():
-        pytest.skip(f"{path} is absent (shared data beside the repository, or $SWAPGEN_SHARED)")
+        pytest.skip(f"{path} is absent: {what}; put it there (or under $SWAPGEN_SHARED/data) to cross-check "
+                    "tests/data against it")
     return path
-
-
-def absent_reason(path: Path) -> str:
-    """A skipif reason naming the missing path."""
-    return f"{path} is absent (shared data beside the repository, or $SWAPGEN_SHARED)"

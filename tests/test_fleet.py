@@ -21,6 +21,7 @@ from tests import test_llamaswap_loader as loader
 from tests.builders import GIB, add_model
 from tests.fleet_fixtures import FRONT_SETTINGS, HOST_SETTINGS, LIBRARIES, build_fleet
 from tests.runs import generate
+from tests.shared import not_set_up
 
 KILLPOINTS = Path(__file__).with_name("killpoints.py")
 SECRET = "sk-live-0123456789abcdef"
@@ -335,8 +336,8 @@ def test_front_llama_swap_keys_are_kept(fleet, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.access(loader.CHECKER, os.X_OK), reason=f"{loader.CHECKER} is absent: build it with "
-                    "tools/llamaswap-loadcheck/setup.sh or point $LLAMASWAP_LOADCHECK at it")
+@pytest.mark.skipif(not os.access(loader.CHECKER, os.X_OK),
+                    reason=not_set_up(f"llama-swap's loader check ({loader.CHECKER})"))
 def test_llama_swap_loads_the_front_and_every_host(tmp_path):
     front = build_fleet(tmp_path)
     run(front)

@@ -12,7 +12,7 @@ from gguf_fixtures import Q, tensor_nbytes, write_gguf
 from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
-from tests.shared import HF_CONFIGS, require
+from tests.shared import HF_CONFIGS
 
 
 def meta(tmp_path, arch="llama", kv=None, **kwargs) -> ModelMeta:
@@ -126,7 +126,7 @@ class TestMultiHeadLatentAttention:
         assert "pre-MLA conversion" in m.layout_note
 
     def test_deepseek_v3_config_maps_to_the_same_latent(self, tmp_path):
-        config_path = require(HF_CONFIGS / "deepseek-v3" / "config.json")
+        config_path = HF_CONFIGS / "deepseek-v3" / "config.json"
         c = json.loads(config_path.read_text())
         kv = self.deepseek_kv(**{
             "{arch}.block_count": c["num_hidden_layers"],
@@ -156,7 +156,7 @@ class TestHybridAndRecurrent:
                                  "2 of 8 layers attention")
 
     def test_qwen35_27b_config_gives_the_same_attention_layers(self, tmp_path):
-        config_path = require(HF_CONFIGS / "qwen3.5-27b" / "config.json")
+        config_path = HF_CONFIGS / "qwen3.5-27b" / "config.json"
         c = json.loads(config_path.read_text())
         c = c.get("text_config", c)
         m = meta(tmp_path, "qwen35", kv={

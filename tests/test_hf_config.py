@@ -19,7 +19,7 @@ from autogen.metadata.hf_config import (
     read_config_json,
 )
 from autogen.metadata.kvcost import kv_cost
-from tests.shared import HF_CONFIGS, absent_reason, require
+from tests.shared import HF_CONFIGS
 
 
 def _write(tmp_path: Path, text: str | bytes) -> str:
@@ -36,7 +36,7 @@ class TestReadConfigJson:
         assert data["b"] != data["b"]
 
     def test_real_nemotron_config_parses(self):
-        path = require(HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json")
+        path = HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"
         assert read_config_json(str(path))["time_step_limit"] == [0.0, float("inf")]
 
     def test_utf8_bom_is_accepted(self, tmp_path):
@@ -428,13 +428,13 @@ class TestGemma4:
 
 class TestRecurrentState:
     def test_nemotron_h_sizes_from_mamba_heads(self):
-        path = require(HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json")
+        path = HF_CONFIGS / "nemotron-h-56b-base-8k" / "config.json"
         m = meta_from_hf_config(read_config_json(str(path)))
         assert m.recurrent_layers == 54  # 'M' only: '-' MLP and '*' attention hold no state
         assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 16384, 256, 8)
 
     def test_qwen35_gated_delta_net_sizes(self):
-        path = require(HF_CONFIGS / "qwen3.5-27b" / "config.json")
+        path = HF_CONFIGS / "qwen3.5-27b" / "config.json"
         m = meta_from_hf_config(read_config_json(str(path)))
         assert m.recurrent_layers == 48
         assert (m.ssm_conv_kernel, m.ssm_inner_size, m.ssm_state_size, m.ssm_group_count) == (4, 6144, 128, 16)
@@ -489,8 +489,7 @@ def test_library_defaults_table_is_complete():
         assert text_type in hf_config.LIBRARY_DEFAULTS, wrapper
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in HF_CONFIGS.iterdir()) if HF_CONFIGS.exists() else
-                         [pytest.param("", marks=pytest.mark.skip(reason=absent_reason(HF_CONFIGS)))])
+@pytest.mark.parametrize("name", sorted(p.name for p in HF_CONFIGS.iterdir()))
 def test_every_shared_config_is_a_causal_lm_and_maps(name):
     config = read_config_json(str(HF_CONFIGS / name / "config.json"))
     assert hf_model_reason(config) is None

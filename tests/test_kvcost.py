@@ -15,7 +15,7 @@ from autogen.errors import ModelError
 from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
 from autogen.metadata.kvcost import KV_TYPE_BYTES, KvCost, kv_bytes, kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from tests.shared import HF_CONFIGS, require
+from tests.shared import HF_CONFIGS
 
 #: The shared real configs. Arithmetic: attention layers × kv heads × (key + value) × 2 B.
 REAL_CONFIG_BYTES = {
@@ -34,7 +34,7 @@ REAL_CONFIG_BYTES = {
 
 @pytest.mark.parametrize("name, expected", sorted(REAL_CONFIG_BYTES.items()))
 def test_real_configs_match_vllm_page_sizes(name, expected):
-    path = require(HF_CONFIGS / name / "config.json")
+    path = HF_CONFIGS / name / "config.json"
     assert kv_cost(meta_from_hf_config(read_config_json(str(path)))).bytes_per_token == expected
 
 
@@ -375,7 +375,7 @@ def test_gguf_header_and_hf_config_agree(tmp_path, source, arch, keys):
     gguf_meta = pytest.importorskip("autogen.metadata.gguf_meta")
     fixtures = pytest.importorskip("tests.gguf_fixtures")
     if isinstance(source, str):
-        path = require(HF_CONFIGS / source / "config.json")
+        path = HF_CONFIGS / source / "config.json"
         config = read_config_json(str(path))
     else:
         config = source
@@ -399,6 +399,6 @@ PARITY_STATE = {
 
 @pytest.mark.parametrize("name, expected", sorted(PARITY_STATE.items()))
 def test_real_hybrid_configs_state_per_sequence(name, expected):
-    path = require(HF_CONFIGS / name / "config.json")
+    path = HF_CONFIGS / name / "config.json"
     cost = kv_cost(meta_from_hf_config(read_config_json(str(path))))
     assert cost.state_bytes_per_seq == expected > 0

@@ -32,20 +32,20 @@ from autogen.metadata.kvcost import kv_cost
 from autogen.resolve.backends import Resolved
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import BackendRow, Override, Settings
-from tests.shared import TOOLS, require
+from tests.shared import TOOLS, not_set_up
 
-CHECK_TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS") or TOOLS / "llama-server-check")
+CHECK_TOOLS = TOOLS / "llama-server-check"
 SERVER = os.environ.get("LLAMA_SERVER", "")
 HEALTH_TIMEOUT_S = 120
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
-                                 reason="set LLAMA_SERVER to a llama-server binary (b11434) to run")]
+                                 reason=not_set_up("llama-server b11434 ($LLAMA_SERVER)"))]
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
+    script = CHECK_TOOLS / "make_tiny_gguf.py"
     spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

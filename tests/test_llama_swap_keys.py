@@ -3,7 +3,6 @@ from what runs (`proxy`, `concurrencyLimit`), end to end on a two-model library.
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import pytest
@@ -14,9 +13,9 @@ from autogen.emit.llama_swap_keys import bind_proxy, engine_slots, finish_plan, 
 from autogen.errors import SettingsError
 from autogen.router.fragments import render_data
 from autogen.router.validate import validate_text
+from tests import schema_facts
 from tests.builders import SETTINGS
 from tests.runs import generate
-from tests.shared import SCHEMA, require
 
 
 def settings_file(library, extra: str):
@@ -385,10 +384,11 @@ EVERY_KIND_OF_KEY = textwrap.dedent(TestModelKeys.OVERRIDE) + textwrap.dedent(""
     """)
 
 
-def test_upstream_json_schema_accepts_a_config_with_every_kind_of_key(library, monkeypatch):
-    """The user's keys, top level and per model, as llama-swap's own `config-schema.json` reads them."""
+def test_llama_swaps_json_schema_accepts_a_config_with_every_kind_of_key(library, monkeypatch):
+    """The user's keys, top level and per model, as llama-swap's `config-schema.json` reads them
+    (its facts as `tests/data` records them, applied by jsonschema)."""
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads(require(SCHEMA).read_text())
+    schema = schema_facts.to_json_schema(schema_facts.load())
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-1")
     rc, _ = run(library, EVERY_KIND_OF_KEY)
     assert rc == 0

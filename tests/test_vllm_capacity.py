@@ -24,7 +24,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from shared import VLLM_VENV
+from shared import UPSTREAM_HF_CONFIGS, VLLM_VENV, not_set_up, upstream
 
 from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import kv_cost
@@ -127,17 +127,18 @@ def _recompute(names: list[str], out: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(),
-                    reason=f"no vLLM CPU venv at {VLLM_VENV} (../shared/tools/vllm-argcheck/vllm_cpu_env.sh)")
+@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists(), reason=not_set_up(f"vLLM's CPU venv ({VLLM_VENV})"))
 def test_vllm_still_computes_the_recorded_rows(tmp_path):
-    """Recompute a sliding, an MLA and a hybrid row with vLLM's own functions and compare."""
+    """Recompute a sliding, an MLA and a hybrid row with vLLM's own functions and compare (vLLM
+    builds gpt-oss from its whole upstream config.json, which the recorder reads)."""
+    upstream(UPSTREAM_HF_CONFIGS / "gpt-oss-20b" / "config.json", "gpt-oss-20b's config.json")
     names = ["gpt-oss-20b", "deepseek-v2-lite", "nemotron-h-small"]
     done = _recompute(names, tmp_path / "table.json")
     missing = next((line for line in reversed(done.stderr.splitlines())
                     if "No module named" in line and "vllm._C" not in line), None)
     if done.returncode != 0 and missing is not None:
-        pytest.skip(f"the vLLM venv cannot build these models ({missing.strip()}); vLLM's model files need "
-                    "einops: pip install --target DIR einops and put DIR on PYTHONPATH")
+        pytest.skip(f"the vLLM venv cannot build these models ({missing.strip()}); " + not_set_up(
+            "the packages vLLM's model files import (einops, …)"))
     assert done.returncode == 0, done.stderr[-2000:]
     fresh = {m["name"]: m for m in json.loads((tmp_path / "table.json").read_text())["models"]}
     for name in names:

@@ -15,7 +15,7 @@ from autogen.resolve import gpus
 from autogen.settings.schema import Gpu
 from tests.hf_fixtures import write_safetensors
 from tests.runs import generate
-from tests.shared import HF_CONFIGS, require
+from tests.shared import HF_CONFIGS
 
 GIB = 1 << 30
 #: Real configs and their weights on disk (GiB): none fits one 24 GB card.
@@ -43,7 +43,6 @@ def probed_card(monkeypatch):
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    require(HF_CONFIGS)
     root = tmp_path_factory.mktemp("lib") / "models"
     for name, gib in {**TOO_BIG, **FITS}.items():
         folder = root / "real" / name
@@ -82,7 +81,6 @@ def test_a_single_card_gives_the_numbers_of_devices_0(tmp_path_factory, library)
 
 
 def test_gpt_oss_gets_the_openai_parser_from_vllm_0_10_2():
-    require(HF_CONFIGS / "gpt-oss-20b")
     arch = json.loads((HF_CONFIGS / "gpt-oss-20b" / "config.json").read_text())["model_type"]
     assert choose_tool_parser(arch, "gpt-oss-20b-mxfp4").parser == "openai"
     assert choose_tool_parser("gpt-oss", "gpt-oss-20b-mxfp4").parser == "openai"  # llama.cpp's GGUF arch

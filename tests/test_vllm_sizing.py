@@ -31,7 +31,7 @@ from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
 from autogen.sizing.vllm import MAX_UTIL, kv_cache_flag_bytes, per_gpu_bytes_per_token, size_vllm
-from tests.shared import HF_CONFIGS, require
+from tests.shared import HF_CONFIGS
 
 
 class TestExampleA_MaxModelLenSizedToBudget:
@@ -125,7 +125,7 @@ class TestExampleD_HFParityWithGguf:
         assert sizing.max_model_len == 61440  # 7.5 GiB / 128 KiB per token, exactly
 
     def test_real_llama_config_gives_the_same_window(self):
-        config = require(HF_CONFIGS / "llama-3.1-8b" / "config.json")
+        config = HF_CONFIGS / "llama-3.1-8b" / "config.json"
 
         meta = meta_from_hf_config(json.loads(config.read_text()))
         ctx = make_ctx(fmt="hf", size_gb=15, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,
@@ -388,7 +388,7 @@ MIB = 1 << 20
 
 
 def real_ctx(name, *, size_gb, budget, card, devices=(), version="0.11.0"):
-    config = require(HF_CONFIGS / name / "config.json")
+    config = HF_CONFIGS / name / "config.json"
 
     meta = meta_from_hf_config(json.loads(config.read_text()))
     ctx = make_ctx(fmt="hf", size_gb=size_gb, kv=kv_cost(meta), arch=meta.arch, trained=meta.context_length,

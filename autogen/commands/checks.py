@@ -37,8 +37,9 @@ def check_roots(settings: Settings) -> None:
 def no_budget(settings: Settings, card_vram_gb: float | None) -> str | None:
     """The line a run prints when it sizes every model to the fallback budget because it has
     neither `vram_budget_gb` nor a card reading, saying why there is no reading and what to
-    set; None when a budget is known."""
-    if settings.vram_budget_gb or card_vram_gb:
+    set; None when a budget is known, or when there are no roots (a fleet front that serves
+    no model of its own)."""
+    if settings.vram_budget_gb or card_vram_gb or not settings.roots:
         return None
     if settings.card_vram_gb == 0:
         why = "card_vram_gb: 0 (no card reading) and no vram_budget_gb"

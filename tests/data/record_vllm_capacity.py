@@ -26,7 +26,7 @@ kernels do not import on CPU); Qwen3.5's text tower is built through Qwen3-Next'
 The KV cache dtype is vLLM's `auto`, the model dtype.
 
 Usage: $VENV/bin/python record_vllm_capacity.py [--only NAME ...] [--out FILE], VENV being
-${VLLM_CPU_VENV:-/tmp/vllm-cpu} (the venv of ../shared/tools/vllm-argcheck). Pure-Python modules
+${VLLM_CPU_VENV:-/tmp/vllm-cpu} (tools/vllm-argcheck's venv; scripts/setup-slow-checks.sh builds it). Pure-Python modules
 vLLM's model files import but the venv lacks, such as einops, can come from PYTHONPATH.
 """
 

