@@ -38,6 +38,25 @@ def file_size(path: str) -> int | None:
         return None
 
 
+def _temp_file(path: str, data: bytes, *, durable: bool) -> tuple[str, str]:
+    """(folder, temp file) of `data` written beside `path`, under a name `remove_stale_temps`
+    knows; fsync'd when `durable`. Nothing is left behind when writing fails."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return folder, tmp
+
+
 def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool = True) -> bool:
     """Atomically replace `path` with `data` unless it already holds exactly that. True = written.
 
@@ -49,15 +68,8 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
         return False
     with contextlib.suppress(FileNotFoundError):
         mode = os.stat(path).st_mode & 0o7777
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    folder, tmp = _temp_file(path, data, durable=durable)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -81,14 +93,8 @@ def write_new(path: str, data: bytes) -> bool:
     """Create `path` holding `data`, whole or not at all, and never in place of a file: False
     when `path` already exists. The data goes to a temp file first, then a hard link gives it
     its name (`link` refuses an existing name, where `rename` would replace it)."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    _, tmp = _temp_file(path, data, durable=True)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         try:
             os.link(tmp, path)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from autogen.emit.dispatch import component_state
-from autogen.fsutil import file_size
+from autogen.fsutil import file_size, write_new
 from autogen.settings.schema import Encoders, Override, Settings
 
 
@@ -48,3 +48,11 @@ class TestComponentState:
         before = component_state(s, None)
         sparse(t5, 9 << 30)
         assert before == {t5: None} and component_state(s, None) == {t5: 9 << 30}
+
+
+def test_write_new_creates_a_file_whole_and_never_replaces_one(tmp_path):
+    target = tmp_path / "swapgen.yaml"
+    assert write_new(str(target), b"roots: [a]\n")
+    assert not write_new(str(target), b"roots: [b]\n")
+    assert target.read_bytes() == b"roots: [a]\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["swapgen.yaml"]  # no temp file left

@@ -54,17 +54,21 @@ def hf_cache_model(hub: Path) -> None:
                  {"config.json": json.dumps(LLAMA_CONFIG), "model.safetensors": 2 << 30}, main=True)
 
 
+def models_in_the_four_places(home: Path) -> None:
+    """A model in the HF cache, in LM Studio's folder, in Ollama's store and in ~/models."""
+    hf_cache_model(home / ".cache" / "huggingface" / "hub")
+    add_model(home / ".lmstudio" / "models", "lmstudio-community/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf")
+    pull(home / ".ollama" / "models", "llama3.2:3b")
+    add_model(home / "models", "pub/Alpha-GGUF/Alpha-Q4_K_M.gguf")
+
+
 def roots_of(path: Path) -> list[str]:
     return YAML(typ="safe", pure=True).load(path.read_text())["roots"]
 
 
 class TestInit:
     def test_every_usual_place_that_exists_becomes_a_root_named_in_a_comment(self, machine, capsys):
-        home = machine / "home"
-        hf_cache_model(home / ".cache" / "huggingface" / "hub")
-        add_model(home / ".lmstudio" / "models", "lmstudio-community/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf")
-        pull(home / ".ollama" / "models", "llama3.2:3b")
-        add_model(home / "models", "pub/Alpha-GGUF/Alpha-Q4_K_M.gguf")
+        models_in_the_four_places(machine / "home")
         rc, out, _ = run("init", capsys=capsys)
         assert rc == 0 and out.startswith(f"wrote {machine / 'config-repo' / 'swapgen.yaml'}: 4 roots, 0 GPUs")
         text = (machine / "config-repo" / "swapgen.yaml").read_text()
@@ -153,11 +157,7 @@ class TestInit:
 
     def test_the_file_it_writes_runs_and_serves_every_model_it_found(self, machine, capsys):
         """A machine with models in all four places, llama-server and vLLM: init, doctor, run."""
-        home = machine / "home"
-        hf_cache_model(home / ".cache" / "huggingface" / "hub")
-        add_model(home / ".lmstudio" / "models", "lmstudio-community/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf")
-        pull(home / ".ollama" / "models", "llama3.2:3b")
-        add_model(home / "models", "pub/Alpha-GGUF/Alpha-Q4_K_M.gguf")
+        models_in_the_four_places(machine / "home")
         engine(machine / "bin", "llama-server", LLAMA_CUDA)
         engine(machine / "bin", "vllm", VLLM)
         assert run("init", capsys=capsys)[0] == 0
