@@ -99,3 +99,22 @@ def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
 def test_sections_are_linked_from_the_contents(heading):
     anchor = re.sub(r"[^a-z0-9 _-]", "", heading.lstrip("# ").lower()).replace(" ", "-")
     assert f"(#{anchor})" in TEXT
+
+
+@pytest.mark.parametrize(("mistake", "wanted"), [
+    (("logLevel: info", "logLevl: info"), ["swapgen.yaml:9: llama_swap.logLevl: "]),
+    (("gemma-3-4b-it-q4_k_m]", "gemma-3-4b-it-q8_0]"), ["config.yaml:16: selectors.assistant.targets[1] ",
+                                                        "swapgen.yaml:17: llama_swap.selectors.assistant.targets[1]"]),
+])
+def test_quoted_error_lines_are_what_a_run_prints(tmp_path, monkeypatch, mistake, wanted):
+    """The section's settings (its `# swapgen.yaml` line kept, as a reader copies it) with one
+    mistake: each line the prose quotes is a line the run prints, whole."""
+    blocks = section_blocks("## Your own llama-swap settings")
+    root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml").replace(*mistake))
+    monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
+    rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
+    assert rc == 1
+    prose = " ".join(TEXT.split())
+    for start in wanted:
+        (line,) = [ln.strip() for ln in err.replace(f"{root}/", "").splitlines() if ln.strip().startswith(start)]
+        assert f"`{line}`" in prose, line
