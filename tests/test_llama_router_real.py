@@ -33,21 +33,21 @@ from autogen.cmdline import split_command
 from autogen.commands import cli
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
 from tests.hf_fixtures import write_config, write_safetensors
-from tests.shared import TOOLS, require
+from tests.shared import TOOLS, not_set_up
 
-CHECK_TOOLS = Path(os.environ.get("LLAMA_CHECK_TOOLS") or TOOLS / "llama-server-check")
+CHECK_TOOLS = TOOLS / "llama-server-check"
 E2E_WORK = Path(os.environ.get("E2E_WORK") or Path(os.environ.get("TMPDIR") or "/tmp") / "llama-e2e")
 SERVER = os.environ.get("LLAMA_SERVER") or str(E2E_WORK / "bin" / "llama-server")
 START_TIMEOUT_S = 120
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not os.access(SERVER, os.X_OK),
-                                 reason=f"no llama-server at {SERVER}: set LLAMA_SERVER to a b11434 binary to run")]
+                                 reason=not_set_up(f"llama-server b11434 ({SERVER}; $LLAMA_SERVER)"))]
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
+    script = CHECK_TOOLS / "make_tiny_gguf.py"
     spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

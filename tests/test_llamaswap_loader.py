@@ -20,8 +20,7 @@ from tests.builders import SETTINGS
 from tests.runs import generate
 from tests.shared import not_set_up
 from tests.test_llama_swap_keys import EVERY_KIND_OF_KEY
-from tests.test_readme import section_blocks as section
-from tests.test_readme_llama_swap import block
+from tests.test_readme_llama_swap import block, section
 from tests.test_readme_llama_swap import library as readme_library
 from tests.test_routing import BASE as ROUTING_BASE
 from tests.test_routing import HOSTS as ROUTING_HOSTS

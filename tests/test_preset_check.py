@@ -44,12 +44,12 @@ def test_the_recorded_table_is_exactly_what_llama_server_help_lists():
 
 class TestLines:
     def test_a_clean_preset_has_no_problem_but_a_repeated_setting(self):
-        assert messages(GOOD) == ["m.ini:11: [qwen3-8b] c: the same setting as line 10; llama.cpp keeps the last one"]
+        assert messages(GOOD) == ["m.ini:11: error: [qwen3-8b] c: the same setting as line 10; llama.cpp keeps the last one"]
 
     @pytest.mark.parametrize("line", ["  ctx-size = 5", "[unclosed", "ctx-size", "[a] junk", "9key = 1"])
     def test_a_line_llama_cpp_cannot_read_fails_the_whole_file(self, line):
         (message,) = messages(f"[a]\nmodel = /m.gguf\n{line}\n")
-        assert message.startswith("m.ini:3: llama.cpp cannot read this line")
+        assert message.startswith("m.ini:3: error: llama.cpp cannot read this line")
 
     def test_comments_and_blank_lines_may_be_indented(self):
         assert messages("  ; note\n\t\n[a] ; x\nmodel = /m.gguf # y\n") == []
@@ -78,7 +78,7 @@ class TestKeys:
         ("stop-timeout = 2s", "[a] stop-timeout: '2s': expected an integer"),
     ])
     def test_a_bad_key_is_named_with_its_line(self, line, message):
-        assert messages(f"[a]\nmodel = /m.gguf\n{line}\n") == [f"m.ini:3: {message}"]
+        assert messages(f"[a]\nmodel = /m.gguf\n{line}\n") == [f"m.ini:3: error: {message}"]
 
     @pytest.mark.parametrize("line", ["ngl = 99", "LLAMA_ARG_N_GPU_LAYERS = 99", "no-mmproj-offload = true",
                                       "LLAMA_ARG_NO_MMPROJ_OFFLOAD = 1", "alias = q,qwen", "load-on-startup = on",
@@ -87,26 +87,26 @@ class TestKeys:
         assert messages(f"[a]\nmodel = /m.gguf\n{line}\n") == []
 
     def test_an_alias_in_star_is_refused(self):
-        assert messages("[*]\nalias = x\n") == ["m.ini:2: [*] alias: every model would get the same names; "
+        assert messages("[*]\nalias = x\n") == ["m.ini:2: error: [*] alias: every model would get the same names; "
                                                 "give each section its own alias"]
 
     def test_keys_before_any_section_make_a_model(self):
         assert messages("version = 1\nc = 4096\n") == [
-            "m.ini:2: keys before the first section make a model named 'default'; put them under [*] for every model"]
+            "m.ini:2: error: keys before the first section make a model named 'default'; put them under [*] for every model"]
 
 
 class TestNames:
     def test_an_alias_that_is_another_section_is_refused(self):
         assert messages("[a]\nmodel = /a.gguf\n[b]\nmodel = /b.gguf\nalias = a, z\n") == [
-            "m.ini:5: [b] alias 'a' is already a section: llama.cpp's router refuses the file"]
+            "m.ini:5: error: [b] alias 'a' is already a section: llama.cpp's router refuses the file"]
 
     def test_two_sections_with_one_alias_are_refused(self):
         assert messages("[a]\nmodel = /a.gguf\nalias = z\n[b]\nmodel = /b.gguf\nalias = z\n") == [
-            "m.ini:6: [b] alias 'z' is already an alias of [a]: llama.cpp's router refuses the file"]
+            "m.ini:6: error: [b] alias 'z' is already an alias of [a]: llama.cpp's router refuses the file"]
 
     def test_a_repeated_section_keeps_only_its_last_keys(self):
         assert messages("[a]\nmodel = /a.gguf\n[a]\nmodel = /b.gguf\n") == [
-            "m.ini:3: section [a] again (line 1): llama.cpp keeps only the keys after its last header"]
+            "m.ini:3: error: section [a] again (line 1): llama.cpp keeps only the keys after its last header"]
 
     def test_a_section_without_a_model_is_a_warning(self):
         (problem,) = check_preset_text("[ggml-org/gemma:Q4_K_M]\nc = 4096\n", "m.ini")
@@ -132,7 +132,7 @@ class TestBuildKeys:
         keys = build_keys(self.fake_server(tmp_path, text))
         assert keys.source == f"{tmp_path / 'llama-server'} --help"
         (problem,) = check_preset_text("[a]\nmodel = /m.gguf\nfit = off\n", "m.ini", keys)
-        assert str(problem).startswith(f"m.ini:3: [a] fit: not an argument of llama-server ({keys.source})")
+        assert str(problem).startswith(f"m.ini:3: error: [a] fit: not an argument of llama-server ({keys.source})")
 
     def test_a_binary_that_does_not_print_options_falls_back_to_the_record(self, tmp_path):
         assert build_keys(self.fake_server(tmp_path, "usage: nothing\n")) == recorded_keys()
@@ -159,7 +159,7 @@ class TestCommand:
         monkeypatch.chdir(tmp_path)
         (tmp_path / "bad.ini").write_text("[a]\nmodel = /m.gguf\nport = 1\n")
         rc, out = run(["validate", "bad.ini"])
-        assert rc == 1 and out.startswith("bad.ini:3: [a] port: llama.cpp's router owns it")
+        assert rc == 1 and out.startswith("bad.ini:3: error: [a] port: llama.cpp's router owns it")
 
     def test_the_settings_llama_server_is_asked(self, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)

@@ -12,7 +12,8 @@ import pytest
 
 from autogen.commands import cli
 from tests.builders import add_model
-from tests.test_readme import TEXT, section_blocks
+from tests.test_readme import TEXT
+from tests.test_readme import section_blocks as section
 
 MODELS = ("Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "google/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.gguf")
 
@@ -49,7 +50,7 @@ def chunks(shown: str) -> list[str]:
 
 
 def test_own_settings_example_writes_what_it_shows(tmp_path, monkeypatch):
-    blocks = section_blocks("## Your own llama-swap settings")
+    blocks = section("## Your own llama-swap settings")
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
     rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
@@ -76,7 +77,7 @@ def test_plain_text_key_warning_is_what_a_run_prints(tmp_path):
 
 
 def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
-    blocks = section_blocks("## A config-dir fragment (`output_mode: fragment`)")
+    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     main = block(blocks, "yaml", "# config.yaml")
     (root / "config.yaml").write_text(main)
@@ -109,7 +110,7 @@ def test_sections_are_linked_from_the_contents(heading):
 def test_quoted_error_lines_are_what_a_run_prints(tmp_path, monkeypatch, mistake, wanted):
     """The section's settings (its `# swapgen.yaml` line kept, as a reader copies it) with one
     mistake: each line the prose quotes is a line the run prints, whole."""
-    blocks = section_blocks("## Your own llama-swap settings")
+    blocks = section("## Your own llama-swap settings")
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml").replace(*mistake))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
     rc, _, err = run(["--settings", str(root / "swapgen.yaml")])

@@ -46,7 +46,7 @@ class Problem:
     @property
     def label(self) -> str:
         """`error` when llama-swap refuses the file, else `warning`: what `swapgen validate` prints and exits on."""
-        return "error" if self.severity == ERROR else "warning"
+        return "warning" if self.severity in (IGNORED, WARNING) else "error"
 
     @property
     def where(self) -> str:
