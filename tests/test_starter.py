@@ -169,6 +169,10 @@ class TestInit:
         served = YAML(typ="safe", pure=True).load(config)["models"]
         assert sorted(served) == ["alpha-q4_k_m", "llama-3.2-1b-bf16", "llama3.2-3b", "qwen3-8b-q4_k_m"]
 
+    def test_a_run_without_settings_points_to_init(self, machine, capsys):
+        rc, _, err = run(capsys=capsys)
+        assert rc == 1 and "file not found (pass --settings PATH or set SWAPGEN_SETTINGS; `swapgen init` writes a starter)" in err
+
     def test_init_takes_no_argument(self, machine, capsys):
         with pytest.raises(SystemExit):
             cli.main(["init", "~/models"])

@@ -417,7 +417,8 @@ def read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise SettingsError(str(path), ["file not found (pass --settings PATH or set SWAPGEN_SETTINGS)"]) from None
+        raise SettingsError(str(path), ["file not found (pass --settings PATH or set SWAPGEN_SETTINGS; "
+                                        "`swapgen init` writes a starter)"]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SettingsError(str(path), [f"cannot read: {exc}"]) from None
     try:
