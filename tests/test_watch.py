@@ -136,7 +136,7 @@ def config(library: Path) -> str:
 
 class TestWatch:
     def test_new_models_and_a_deleted_folder_give_one_rewrite_each(self, library, watcher):
-        assert watcher.next_run().startswith("swapgen watch: first run: added alpha-q4_0; 1 models")
+        assert watcher.next_run().startswith("swapgen watch: first run: added alpha-q4_0; 1 model (")
         inode = os.stat(library / "models/config.yaml").st_ino
         add_model(library / "models", "B-GGUF/Beta-Q4_0.gguf")
         add_model(library / "models", "C-GGUF/Gamma-Q4_0.gguf")
