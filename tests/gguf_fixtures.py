@@ -22,20 +22,24 @@ Q = GGMLQuantizationType
 TensorSpec = tuple[str, Sequence[int], GGMLQuantizationType]
 
 
-def write_gguf(path: str | os.PathLike[str], arch: str = "llama", *,
+def write_gguf(path: str | os.PathLike[str], arch: str | None = "llama", *,
                kv: Mapping[str, object] | None = None, tensors: Iterable[TensorSpec] = (),
-               sparse_size: int | None = None, vocab: int = 0,
-               chat_template: str | None = None) -> Path:
+               sparse_size: int | None = None, vocab: int = 0, tokens: Sequence[str] | None = None,
+               tokenizer: tuple[str, str] = ("gpt2", ""), chat_template: str | None = None) -> Path:
     """Write a GGUF header for `arch` and extend the file (sparsely) to its declared size.
 
     `kv` keys may use `{arch}`; values are typed by Python type (bool, int → u32 or u64,
     float → f32, str, list → array) or given exactly as a `gguf.gguf_writer.GGUFValue`.
     `sparse_size` sets the final size instead (smaller = an interrupted download).
-    `vocab` adds a tokenizer of that many tokens, token types and merges.
+    `vocab` adds a tokenizer of that many tokens, token types and merges; `tokens` gives the
+    token list itself; `tokenizer` is (`tokenizer.ggml.model`, `tokenizer.ggml.pre`).
+    `arch=None` writes no `general.architecture` (llama-imatrix and gguf_init_empty files).
     """
     path = Path(path)
-    w = GGUFWriter(path, arch)
-    _add_common(w, arch, kv, vocab, chat_template)
+    w = GGUFWriter(path, arch or "none")
+    if arch is None:
+        w.kv_data[0].pop("general.architecture")
+    _add_common(w, arch or "", kv, vocab, chat_template, tokens, tokenizer)
     ends = _declare_all(w, tensors)
     _write_header(w)
     full = _full_size(os.path.getsize(path), ends[0], w.data_alignment)
@@ -84,15 +88,19 @@ def llama_tensors(blocks: int, embd: int, vocab: int, ffn: int,
 
 
 def _add_common(w: GGUFWriter, arch: str, kv: Mapping[str, object] | None, vocab: int,
-                chat_template: str | None) -> None:
+                chat_template: str | None, tokens: Sequence[str] | None = None,
+                tokenizer: tuple[str, str] = ("gpt2", "")) -> None:
     for key, value in (kv or {}).items():
         _add(w, key.format(arch=arch), value)
-    if vocab:
-        w.add_tokenizer_model("gpt2")
+    if vocab or tokens:
         # Byte-level BPE tokens average ~7 bytes, merges ~9 (Qwen3's tokenizer).
-        w.add_token_list([f"Ġtok{i:05d}" for i in range(vocab)])
-        w.add_token_types([1] * vocab)
-        w.add_token_merges([f"Ġt ok{i:05d}" for i in range(vocab - 1)])
+        tokens = list(tokens) if tokens is not None else [f"Ġtok{i:05d}" for i in range(vocab)]
+        w.add_tokenizer_model(tokenizer[0])
+        if tokenizer[1]:
+            w.add_tokenizer_pre(tokenizer[1])
+        w.add_token_list(tokens)
+        w.add_token_types([1] * len(tokens))
+        w.add_token_merges([f"Ġt ok{i:05d}" for i in range(len(tokens) - 1)])
     if chat_template is not None:
         w.add_chat_template(chat_template)
 
@@ -184,3 +192,30 @@ def minimal_header(arch: str = "llama", tensors: Sequence[tuple[str, Sequence[in
         nbytes = tensor_nbytes(dims, GGMLQuantizationType(ggml_type)) if known else 0
         offset += -(-nbytes // 32) * 32
     return pack_header(len(tensors), 2) + kvs + infos
+
+
+# -- files that are not models -----------------------------------------------------------------
+
+def lora_tensors(blocks: int, embd: int, rank: int, kv_out: int | None = None) -> list[TensorSpec]:
+    """A LoRA's tensors as llama.cpp's convert_lora_to_gguf.py writes them: per adapted weight
+    `<name>.lora_a` (ne0 = the input width, ne1 = the rank) and `<name>.lora_b` (rank, output)."""
+    out: list[TensorSpec] = []
+    for i in range(blocks):
+        for name, width in (("attn_q", embd), ("attn_k", kv_out or embd // 4), ("attn_v", kv_out or embd // 4)):
+            out += [(f"blk.{i}.{name}.weight.lora_a", (embd, rank), Q.F16),
+                    (f"blk.{i}.{name}.weight.lora_b", (rank, width), Q.F16)]
+    return out
+
+
+def write_lora(path: str | os.PathLike[str], arch: str = "llama", *, blocks: int = 2, embd: int = 64, rank: int = 8,
+               alpha: float = 16.0, base: tuple[str, str, str] | None = None, name: str = "Adapter") -> Path:
+    """A LoRA GGUF with convert_lora_to_gguf.py's header: `general.type = adapter`,
+    `adapter.type = lora`, `adapter.lora.alpha`, and the model card's base model
+    (`base` = (name, organization, repo url)) as `general.base_model.*`."""
+    kv: dict[str, object] = {"general.type": "adapter", "adapter.type": "lora", "adapter.lora.alpha": float(alpha),
+                             "general.name": name}
+    if base is not None:
+        kv.update({"general.base_model.count": 1, "general.base_model.0.name": base[0],
+                   "general.base_model.0.organization": base[1], "general.base_model.0.repo_url": base[2]})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return write_gguf(path, arch, kv=kv, tensors=lora_tensors(blocks, embd, rank))

@@ -9,6 +9,7 @@ from typing import ClassVar
 import attrs
 import gguf
 import pytest
+import xxhash
 from gguf_fixtures import (
     Q,
     llama_tensors,
@@ -492,3 +493,43 @@ class TestHostileHeaders:
     def test_kv_string_helper_round_trips(self, tmp_path):
         data = pack_header(0, 1) + pack_kv_string("general.name", "ünï")
         assert read_gguf_header(_write(tmp_path, data)).kv["general.name"] == "ünï"
+
+
+def _raw_tokens(tokens) -> bytes:
+    """The token array's element bytes as GGUF stores them: u64 length + bytes, per token."""
+    return b"".join(struct.pack("<Q", len(t.encode())) + t.encode() for t in tokens)
+
+
+class TestVocabularyDigest:
+    """The token list's identity, hashed while the reader streams past it, never decoded."""
+
+    TOKENS: ClassVar[list[str]] = [f"Ġtok{i:05d}" for i in range(3000)]
+
+    def test_the_digest_is_the_xxh3_of_the_stored_token_bytes(self, tmp_path):
+        path = _vocab_file(tmp_path / "m.gguf", self.TOKENS)
+        assert _exact(path).vocab_digest == xxhash.xxh3_128_hexdigest(_raw_tokens(self.TOKENS))
+
+    def test_files_sharing_a_vocabulary_get_the_same_digest_from_the_memo(self, tmp_path):
+        paths = [_vocab_file(tmp_path / f"m{i}.gguf", self.TOKENS, block_count=i + 1) for i in range(3)]
+        gguf_header._WALKED.clear()
+        digests = {read_gguf_header(p).vocab_digest for p in paths}
+        assert digests == {xxhash.xxh3_128_hexdigest(_raw_tokens(self.TOKENS))}
+
+    def test_tokens_longer_than_the_read_window_are_hashed_whole(self, tmp_path):
+        tokens = ["a", "b" * (gguf_header._CHUNK + 123), "c", "d" * (3 * gguf_header._CHUNK), "e"]
+        path = _vocab_file(tmp_path / "long.gguf", tokens)
+        h = _exact(path)
+        assert h.vocab_digest == xxhash.xxh3_128_hexdigest(_raw_tokens(tokens))
+        assert h.array_lengths["tokenizer.ggml.tokens"] == 5 and h.kv["qwen3.block_count"] == 2
+
+    def test_one_other_token_changes_the_digest_and_merges_never_count(self, tmp_path):
+        a = _vocab_file(tmp_path / "a.gguf", self.TOKENS)
+        b = _vocab_file(tmp_path / "b.gguf", [*self.TOKENS[:-1], "Ġother"])
+        assert _exact(a).vocab_digest != _exact(b).vocab_digest
+        no_tokens = write_gguf(tmp_path / "none.gguf", "llama", kv={"tokenizer.ggml.merges": ["a b"]})
+        assert _exact(no_tokens).vocab_digest == ""
+
+
+def test_gguf_types_mirror_gguf_py():
+    assert {k: v for k, v in vars(gguf_keys.GGUFType).items() if not k.startswith("_")} == {
+        k: v for k, v in vars(gguf.GGUFType).items() if not k.startswith("_")}

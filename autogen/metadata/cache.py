@@ -36,8 +36,9 @@ from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, re
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
-_FORMAT = (f"4:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
-           + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo)))
+_FORMAT = (f"5:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+           + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo))
+           + ":" + ",".join(a.name for a in attrs.fields(HeaderInfo)))
 
 
 def head_hash(path: str) -> str:
@@ -182,7 +183,8 @@ class MetaCache:
         meta = found["meta"] or {}
         return HeaderInfo(arch=meta.get("arch", ""), expected_size=found["expected"], error=found["error"],
                           tensor_count=meta.get("tensor_count", 0) if found["meta"] is not None else None,
-                          vision_tensors=meta.get("vision_tensor_count", 0))
+                          vision_tensors=meta.get("vision_tensor_count", 0), general_type=meta.get("general_type", ""),
+                          adapter_type=meta.get("adapter_type", ""))
 
     def safetensors(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
         """Discovery's safetensors probe: the size the header says the file must have."""

@@ -63,6 +63,10 @@ _BAKED_ENCODER_PREFIXES = (b"cond_stage_model.", b"conditioner.embedders.")
 #: llama.cpp's vision tower and projector tensor names (tools/mtmd/clip-impl.h `TN_*`:
 #: `v.patch_embd.weight`, `v.blk.%d.…`, `mm.%d.%s`).
 _VISION_PREFIXES = (b"v.", b"mm.")
+_LORA_A = b".lora_a"
+#: Projections whose input is the residual stream (llama.cpp tensor names, gguf-py
+#: `TENSOR_NAMES`): their `lora_a` is as wide as the model's embedding.
+_RESIDUAL_INPUTS = frozenset((b"attn_q", b"attn_k", b"attn_v", b"attn_qkv", b"ffn_up", b"ffn_gate"))
 
 
 class GGUFError(ModelError):
@@ -125,6 +129,16 @@ class GGUFHeader:
     split_tensors_count: int
     #: Bytes actually read from disk (read-ahead included), for benchmarks.
     bytes_read: int
+    #: xxh3-128 (hex) of `tokenizer.ggml.tokens`' bytes as stored (each token's length and
+    #: bytes): two files with the same digest have the same token list. "" without one.
+    vocab_digest: str = ""
+    #: LoRA adapters (tensors `<base tensor>.lora_a` / `.lora_b`, llama.cpp src/llama-adapter.cpp):
+    #: the largest rank (ne1 of a `lora_a`), the width of the layers' input (ne0 of the `lora_a`
+    #: of a projection that reads the residual stream: attention q/k/v, FFN up/gate), and the
+    #: blocks it touches (highest `blk.N` + 1). 0 when the file has no such tensors.
+    lora_rank: int = 0
+    lora_width: int = 0
+    lora_layers: int = 0
 
 
 class _Cursor:
@@ -203,8 +217,10 @@ class _Cursor:
         self.p += n
         return raw
 
-    def skip_strings(self, count: int, key: str) -> None:
-        """Move past `count` strings without decoding them (tokens, merges).
+    def skip_strings(self, count: int, key: str, *, digest: bool = False) -> bytes | None:
+        """Move past `count` strings without decoding them (tokens, merges); with `digest`,
+        return the xxh3-128 of the array's bytes (length prefixes and strings), hashed while
+        they stream past: the vocabulary's identity, never decoded.
 
         Walking 300k length prefixes costs ~35 ms of Python, the bulk of a cold read. Most
         libraries hold many files with the same vocabulary (quants and fine-tunes of one
@@ -217,18 +233,23 @@ class _Cursor:
         self.need(min(_PROBE_BYTES, self.size - start), f"array {key!r}")
         probe = (count, xxhash.xxh3_64_intdigest(self.buf[self.p:self.p + _PROBE_BYTES]))
         known = _WALKED.get(probe)
-        if known is not None and known[1] and start + known[0] <= self.size \
-                and self.digest(start, known[0]) == known[1]:
-            self.seek(start + known[0])
-            return
-        self.walk_strings(count, key)
+        if known is not None and known[1] and start + known[0] <= self.size:
+            found = self.digest(start, known[0])
+            if found == known[1]:
+                self.seek(start + known[0])
+                return found if digest else None
+        hasher = xxhash.xxh3_128() if digest else None
+        self.walk_strings(count, key, hasher)
         nbytes = self.offset - start
         if len(_WALKED) >= _WALKED_MAX:
             _WALKED.clear()
         # A vocabulary seen once is only remembered; the second file with it pays one extra
-        # read for the digest, so a library of distinct vocabularies reads each array once.
-        _WALKED[probe] = (nbytes, self.digest(start, nbytes) if known is not None else b"")
+        # read for the digest (unless it was hashed on the way), so a library of distinct
+        # vocabularies reads each array once.
+        whole = hasher.digest() if hasher is not None else self.digest(start, nbytes) if known is not None else b""
+        _WALKED[probe] = (nbytes, whole)
         self.seek(start + nbytes)
+        return whole if digest else None
 
     def seek(self, offset: int) -> None:
         """Continue at a file offset already checked against the file size."""
@@ -247,14 +268,37 @@ class _Cursor:
             n -= len(data)
         return h.digest()
 
-    def walk_strings(self, count: int, key: str) -> None:
+    def pass_bytes(self, n: int, hasher) -> None:
+        """Move past n bytes already checked against the file size, hashing them: those in the
+        window, then the rest read in windows."""
+        end = self.p + n
+        if end <= len(self.buf):
+            hasher.update(memoryview(self.buf)[self.p:end])
+            self.p = end
+            return
+        hasher.update(memoryview(self.buf)[self.p:])
+        rest, offset = end - len(self.buf), self.base + len(self.buf)
+        self.f.seek(offset)
+        while rest > 0:
+            data = self.f.read(min(rest, _HASH_WINDOW))
+            if not data:
+                raise GGUFError(f"truncated header at offset {offset}: file shrank while reading")
+            self.bytes_read += len(data)
+            hasher.update(data)
+            rest -= len(data)
+            offset += len(data)
+        self.seek(offset)
+
+    def walk_strings(self, count: int, key: str, hasher=None) -> None:
         """The exact walk: one unpack and one branch per string while the next length prefix
-        is inside the window; leaving it is handled below."""
+        is inside the window; leaving it is handled below. With a hasher, every byte walked is
+        hashed once, window by window."""
         unpack = _U64
         i = 0
         while i < count:
             self.need(8, f"length of string {i} of array {key!r}")
             buf, p = self.buf, self.p
+            first = p
             limit = len(buf) - 8
             start = i
             # the index of the string that leaves the window is read after the loop
@@ -264,13 +308,20 @@ class _Cursor:
                 if p > limit:
                     break
             else:
+                if hasher is not None:
+                    hasher.update(memoryview(buf)[first:p])
                 self.p = p
                 return
             # String i ends past the window, or the next length prefix is outside it.
             n = p - q - 8
             self.check_claim(self.base + q, n, f"string {i} of array {key!r}")
-            self.p = q
-            self.skip(8 + n)
+            if hasher is not None:
+                hasher.update(memoryview(buf)[first:q])
+                self.p = q
+                self.pass_bytes(8 + n, hasher)
+            else:
+                self.p = q
+                self.skip(8 + n)
             i += 1
 
 
@@ -308,6 +359,7 @@ def _read(f, path: str, size: int) -> GGUFHeader:
     array_lengths: dict[str, int] = {}
     template_bytes = -1
     markers: tuple[str, ...] | None = None
+    vocab_digest = ""
     for _ in range(kv_count):
         key = cur.name("key").decode("utf-8", "replace")
         type_off = cur.offset
@@ -331,7 +383,9 @@ def _read(f, path: str, size: int) -> GGUFHeader:
                 cur.p += n
         elif vtype == ValueType.ARRAY:
             array_lengths[key], values = _read_array(cur, key)
-            if values is None:
+            if isinstance(values, bytes):
+                vocab_digest = values.hex()
+            elif values is None:
                 kv.pop(key, None)
             else:
                 kv[key] = values
@@ -374,11 +428,16 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         split_count=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_COUNT)),
         split_tensors_count=_int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_TENSORS_COUNT)),
         bytes_read=cur.bytes_read,
+        vocab_digest=vocab_digest,
+        lora_rank=tensors.lora_rank,
+        lora_width=tensors.lora_width,
+        lora_layers=tensors.lora_layers,
     )
 
 
-def _read_array(cur: _Cursor, key: str) -> tuple[int, tuple | None]:
-    """Return (element count, decoded tuple or None when skipped)."""
+def _read_array(cur: _Cursor, key: str) -> tuple[int, tuple | bytes | None]:
+    """Return (element count, decoded tuple, or None when skipped); the token list gives the
+    digest of its bytes instead (`GGUFHeader.vocab_digest`)."""
     start = cur.offset
     etype = cur.u32(f"element type of array {key!r}")
     count = cur.u64(f"element count of array {key!r}")
@@ -394,8 +453,7 @@ def _read_array(cur: _Cursor, key: str) -> tuple[int, tuple | None]:
         raise GGUFError(f"truncated header: array {key!r} at offset {start} claims {count} "
                         f"{label} (at least {count * least} bytes), file has {cur.size}")
     if etype == ValueType.STRING:
-        cur.skip_strings(count, key)
-        return count, None
+        return count, cur.skip_strings(count, key, digest=key == Keys.Tokenizer.LIST)
     nbytes = count * least
     if count > MAX_DECODED_ARRAY or key.startswith(_SKIPPED_ARRAY_PREFIX):
         cur.skip(nbytes)
@@ -426,6 +484,9 @@ class _TensorTotals:
         "end",
         "experts",
         "label_emb",
+        "lora_layers",
+        "lora_rank",
+        "lora_width",
         "token_embd_dims",
         "total",
         "unet",
@@ -435,6 +496,7 @@ class _TensorTotals:
 
     def __init__(self) -> None:
         self.total = self.experts = self.untyped = self.end = self.vision = 0
+        self.lora_rank = self.lora_width = self.lora_layers = 0
         self.token_embd_dims: tuple[int, ...] = ()
         self.unet = self.label_emb = self.baked_encoders = False
         self.by_type: dict[int, int] = {}
@@ -485,4 +547,16 @@ def _scan_tensors(cur: _Cursor, count: int) -> _TensorTotals:
             t.label_emb = True
         elif name.startswith(_BAKED_ENCODER_PREFIXES):
             t.baked_encoders = True
+        elif name.endswith(_LORA_A) and len(dims) == 2:
+            _count_lora(t, name, dims)
     return t
+
+
+def _count_lora(t: _TensorTotals, name: bytes, dims: tuple[int, ...]) -> None:
+    """One `lora_a` tensor: (ne0 = the input width, ne1 = the rank)."""
+    t.lora_rank = max(t.lora_rank, dims[1])
+    parts = name.split(b".")
+    if parts[0] == b"blk" and len(parts) > 2 and parts[1].isdigit():
+        t.lora_layers = max(t.lora_layers, int(parts[1]) + 1)
+        if not t.lora_width and parts[2] in _RESIDUAL_INPUTS:
+            t.lora_width = dims[0]

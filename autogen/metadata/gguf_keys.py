@@ -10,12 +10,15 @@ from __future__ import annotations
 from enum import IntEnum
 
 __all__ = [
+    "CONTROL_VECTOR_ARCH",
+    "CONTROL_VECTOR_HINT",
     "DEFAULT_ALIGNMENT",
     "GGML_TYPE_SIZES",
     "GGUF_MAGIC",
     "SCALAR_FORMATS",
     "SUPPORTED_VERSIONS",
     "GGMLType",
+    "GGUFType",
     "Keys",
     "ValueType",
 ]
@@ -35,6 +38,13 @@ class Keys:
         ARCHITECTURE = "general.architecture"
         ALIGNMENT    = "general.alignment"
         NAME         = "general.name"
+        BASENAME     = "general.basename"
+        FINETUNE     = "general.finetune"
+        SIZE_LABEL   = "general.size_label"
+        BASE_MODEL_COUNT        = "general.base_model.count"
+        BASE_MODEL_NAME         = "general.base_model.{id}.name"
+        BASE_MODEL_ORGANIZATION = "general.base_model.{id}.organization"
+        BASE_MODEL_REPO_URL     = "general.base_model.{id}.repo_url"
 
     class LLM:
         VOCAB_SIZE              = "{arch}.vocab_size"
@@ -86,8 +96,36 @@ class Keys:
         LLM_KV_SPLIT_TENSORS_COUNT = "split.tensors.count"
 
     class Tokenizer:
+        MODEL         = "tokenizer.ggml.model"
+        PRE           = "tokenizer.ggml.pre"
         LIST          = "tokenizer.ggml.tokens"
         CHAT_TEMPLATE = "tokenizer.chat_template"
+
+    class Adapter:
+        TYPE       = "adapter.type"
+        LORA_ALPHA = "adapter.lora.alpha"
+
+    class IMatrix:
+        CHUNK_COUNT = "imatrix.chunk_count"
+        CHUNK_SIZE  = "imatrix.chunk_size"
+
+    class Clip:
+        PROJECTOR_TYPE = "clip.projector_type"
+
+
+class GGUFType:
+    """`general.type` values (gguf.GGUFType): what a file is before what its architecture is."""
+
+    MODEL   = "model"
+    ADAPTER = "adapter"
+    IMATRIX = "imatrix"
+    MMPROJ  = "mmproj"
+
+
+#: A control vector (llama.cpp tools/cvector-generator `export_gguf`): its own architecture, the
+#: architecture it was made for as a hint, no `general.type`. Not in gguf-py's constants.
+CONTROL_VECTOR_ARCH = "controlvector"
+CONTROL_VECTOR_HINT = "controlvector.model_hint"
 
 
 class ValueType(IntEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autogen.metadata.gguf_header import GGUFError, GGUFHeader
-from autogen.metadata.gguf_keys import GGMLType, Keys
+from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, CONTROL_VECTOR_HINT, GGMLType, Keys
 from autogen.metadata.model_meta import ModelMeta
 
 __all__ = ["meta_from_gguf"]
@@ -87,13 +87,28 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
     vocab = header.array_lengths.get(Keys.Tokenizer.LIST, 0) or _positive_int(key(Keys.LLM.VOCAB_SIZE))
     if not vocab and len(embd_dims) >= 2:
         vocab = embd_dims[1]
-    name = kv.get(Keys.General.NAME)
-    general_type = kv.get(Keys.General.TYPE)
+    adapter_type = _text(kv.get(Keys.Adapter.TYPE)).strip().lower()
+    if arch == CONTROL_VECTOR_ARCH:
+        adapter_type = "control_vector"
+    alpha = kv.get(Keys.Adapter.LORA_ALPHA)
     return ModelMeta(
         source="gguf",
         arch=arch.lower(),
-        general_type=general_type if isinstance(general_type, str) else "",
-        name=name if isinstance(name, str) else "",
+        general_type=_text(kv.get(Keys.General.TYPE)).strip().lower(),
+        name=_text(kv.get(Keys.General.NAME)),
+        basename=_text(kv.get(Keys.General.BASENAME)),
+        size_label=_text(kv.get(Keys.General.SIZE_LABEL)),
+        finetune=_text(kv.get(Keys.General.FINETUNE)),
+        base_models=_base_models(kv),
+        adapter_type=adapter_type,
+        lora_alpha=float(alpha) if isinstance(alpha, (int, float)) and not isinstance(alpha, bool) else 0.0,
+        lora_rank=header.lora_rank,
+        lora_width=header.lora_width,
+        lora_layers=header.lora_layers,
+        imatrix_chunks=_positive_int(kv.get(Keys.IMatrix.CHUNK_COUNT)),
+        tokenizer_model=_text(kv.get(Keys.Tokenizer.MODEL)),
+        tokenizer_pre=_text(kv.get(Keys.Tokenizer.PRE)),
+        vocab_digest=header.vocab_digest,
         context_length=_positive_int(key(Keys.LLM.CONTEXT_LENGTH)),
         block_count=block_count,
         embedding_length=embedding,
@@ -137,6 +152,24 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         wkv_head_size=ssm[4],
         token_shift_count=ssm[5],
     )
+
+
+#: `general.base_model.N` entries read (the count is the file's word; a hostile one is capped).
+MAX_BASE_MODELS = 8
+
+
+def _base_models(kv) -> tuple[str, ...]:
+    """What the header names as this file's base models (`ModelMeta.base_models`)."""
+    names: list[str] = []
+    for i in range(min(_positive_int(kv.get(Keys.General.BASE_MODEL_COUNT)), MAX_BASE_MODELS)):
+        name = _text(kv.get(Keys.General.BASE_MODEL_NAME.format(id=i))).strip()
+        org = _text(kv.get(Keys.General.BASE_MODEL_ORGANIZATION.format(id=i))).strip()
+        url = _text(kv.get(Keys.General.BASE_MODEL_REPO_URL.format(id=i))).strip()
+        names += [n for n in (name, f"{org}/{name}" if org and name else "", url) if n]
+    hint = _text(kv.get(CONTROL_VECTOR_HINT)).strip()
+    if hint:
+        names.append(hint)
+    return tuple(dict.fromkeys(names))
 
 
 def _kv_layout(header: GGUFHeader, arch: str, blocks: int) -> tuple[tuple[int, ...], str]:

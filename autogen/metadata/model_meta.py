@@ -26,6 +26,27 @@ class ModelMeta:
     general_type: str = ""
     #: Display name (`general.name`), informational only.
     name: str = ""
+    #: `general.basename`, `general.size_label`, `general.finetune` (convert_hf_to_gguf's naming
+    #: parts: "Llama-3.1", "8B", "Instruct"); names a LoRA adapter's base is matched against.
+    basename: str = ""
+    size_label: str = ""
+    finetune: str = ""
+    #: Models this file derives from, as its header names them: each `general.base_model.N`'s
+    #: name, "organization/name" and repo URL, and a control vector's `model_hint`.
+    #: Example: ("Llama 3.1 8B Instruct", "Meta Llama/Llama 3.1 8B Instruct",
+    #: "https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct").
+    base_models: tuple[str, ...] = ()
+    #: `adapter.type` ("lora") of an adapter GGUF; "control_vector" for llama.cpp's control
+    #: vectors (arch `controlvector`); "" for anything else.
+    adapter_type: str = ""
+    #: LoRA: `adapter.lora.alpha`, and from its tensors the rank, the input width of the layers
+    #: (the base's embedding length) and how many blocks it reaches (`GGUFHeader.lora_*`).
+    lora_alpha: float = 0.0
+    lora_rank: int = 0
+    lora_width: int = 0
+    lora_layers: int = 0
+    #: Importance matrix (`general.type` imatrix): the chunks it was computed over.
+    imatrix_chunks: int = 0
     #: HF `architectures` (e.g. ("Qwen3ForCausalLM",)); empty for GGUF.
     architectures: tuple[str, ...] = ()
     #: Trained context window (GGUF `{arch}.context_length`, HF `max_position_embeddings`).
@@ -61,6 +82,12 @@ class ModelMeta:
     pooling_type: int = 0
     #: Vocabulary size (tokens), 0 when unknown.
     vocab_size: int = 0
+    #: The vocabulary's identity, what a speculative-decoding draft must share with its target:
+    #: `tokenizer.ggml.model` ("gpt2", "llama"), `tokenizer.ggml.pre` ("qwen2", "llama-bpe")
+    #: and the digest of the token list's bytes (`GGUFHeader.vocab_digest`). "" when absent.
+    tokenizer_model: str = ""
+    tokenizer_pre: str = ""
+    vocab_digest: str = ""
     #: The file carries a chat template.
     has_chat_template: bool = False
     #: Declared tensor bytes (GGUF tensor infos, all of them); 0 when unknown.

@@ -35,6 +35,9 @@ class SafetensorsSize:
     #: the file ends inside its header, the header's own end (the least it must measure).
     expected_size: int
     tensor_count: int = 0
+    #: `__metadata__.format`: who wrote the file ("pt" for transformers, "mlx" for MLX, whose
+    #: weights only mlx-lm loads); "" when absent.
+    weights_format: str = ""
 
 
 def read_safetensors_size(path: str) -> SafetensorsSize:
@@ -60,16 +63,19 @@ def read_safetensors_size(path: str) -> SafetensorsSize:
         raise ModelError(f"{path}: not a safetensors file (its {length}-byte header is not JSON)") from None
     if not isinstance(header, dict):
         raise ModelError(f"{path}: not a safetensors file (its header is not a JSON object)")
-    end, count = 0, 0
+    end, count, weights_format = 0, 0, ""
     for name, info in header.items():
         if name == METADATA_KEY:
+            found = info.get("format") if isinstance(info, dict) else None
+            weights_format = found.strip().lower() if isinstance(found, str) else ""
             continue
         offsets = info.get("data_offsets") if isinstance(info, dict) else None
         if (not isinstance(offsets, list) or len(offsets) != 2
                 or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
             raise ModelError(f"{path}: not a safetensors file (tensor {name!r} has no valid data_offsets)")
         end, count = max(end, offsets[1]), count + 1
-    return SafetensorsSize(expected_size=LENGTH_BYTES + length + end, tensor_count=count)
+    return SafetensorsSize(expected_size=LENGTH_BYTES + length + end, tensor_count=count,
+                           weights_format=weights_format)
 
 
 #: The index vLLM reads (transformers `SAFE_WEIGHTS_INDEX_NAME`): with it, vLLM loads only the
