@@ -246,10 +246,11 @@ class TestHubCache:
 
 
 class TestGgufTraps:
-    def test_a_vocabulary_only_gguf_is_skipped(self, tmp_path):
-        gguf(tmp_path / "models/llama.cpp/ggml-vocab-llama-bpe.gguf", tensors=(), vocab=32)
-        _, reason = only(run(tmp_path))
-        assert reason == VOCAB_ONLY
+    def test_a_vocabulary_only_gguf_is_listed_as_what_it_is(self, tmp_path):
+        path = gguf(tmp_path / "models/llama.cpp/ggml-vocab-llama-bpe.gguf", tensors=(), vocab=32)
+        found = run(tmp_path)
+        assert found.models == ()
+        assert [(i.path, i.reason) for i in found.ignored] == [(str(path), VOCAB_ONLY + ", not a model")]
 
     def test_a_split_set_counts_the_tensors_of_every_shard(self, tmp_path):
         """Tensors are summed over the shards (gguf-split --no-tensor-first-split leaves shard 1 none)."""

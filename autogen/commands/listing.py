@@ -1,6 +1,10 @@
 """`swapgen list`: one aligned line per model (and per ignored folder), or JSON for scripts.
 An Ollama entry is shown by its manifest, whose path spells its name (its blob's is a digest).
 
+Files that are not models of their own are listed with what they are: "attached" when they
+serve a model all the same (a projector, a draft, a LoRA adapter offered as a profile, the
+other path of a file reached twice), else "ignored".
+
 Reasons known at load time (unreadable header, missing shard, refused pin) are always shown;
 reasons an emitter finds are read from the model's last fragment when it is current. An
 incomplete download also shows how far it has come: the config's skip reason does not, so the
@@ -61,7 +65,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "download": _download(downloads.get(job.row.id)),
         })
     for item in library.discovery.ignored:
-        out.append({"id": None, "host": host, "task": None, "class": "ignored", "role": None, "engine": "-",
+        kind = "attached" if item.attached else "ignored"
+        out.append({"id": None, "host": host, "task": None, "class": kind, "role": None, "engine": "-",
                     "backend": "-", "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
                     "skipped": item.reason,
                     "download": None})
@@ -89,8 +94,7 @@ def table(items: list[dict[str, Any]]) -> str:
     cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
             ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
             ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
-            ("status", lambda r: "SKIPPED" if r["skipped"] and r["class"] != "ignored" else
-             ("ignored" if r["class"] == "ignored" else "ok"))]
+            ("status", lambda r: "SKIPPED" if r["task"] and r["skipped"] else r["class"] if not r["task"] else "ok")]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
     for r in items:
@@ -100,5 +104,8 @@ def table(items: list[dict[str, Any]]) -> str:
         lines.append(f"{cells}  {tail}")
     served = sum(1 for r in items if r["task"] and not r["skipped"])
     skipped = sum(1 for r in items if r["task"] and r["skipped"])
-    lines.append(f"{served} served, {skipped} skipped, {sum(1 for r in items if not r['task'])} ignored")
+    attached = sum(1 for r in items if not r["task"] and r["class"] == "attached")
+    ignored = sum(1 for r in items if not r["task"]) - attached
+    tail = f", {attached} attached" if attached else ""
+    lines.append(f"{served} served, {skipped} skipped, {ignored} ignored{tail}")
     return "\n".join(lines) + "\n"

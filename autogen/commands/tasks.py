@@ -38,6 +38,7 @@ from doit.tools import config_changed
 from autogen.commands.library import Library, LoadMemo, digest
 from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
 from autogen.commands.sample import ensure_for_settings
+from autogen.discovery.naming import LEDGER
 from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Plan
@@ -482,7 +483,7 @@ def _acquire(settings: Settings, notify):
     # Under the lock no write is in flight: a temp file beside the output or a cache file is what
     # a killed run left between writing and renaming it, whichever tasks this run goes on to skip.
     remove_stale_temps(settings.output)
-    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE):
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE, LEDGER):
         remove_stale_temps(os.path.join(settings.cache_dir, name))
     return held
 

@@ -65,6 +65,8 @@ class WeightCheck:
     download: Download | None = None
     #: The index file, when there is one (a model input).
     index: str | None = None
+    #: The safetensors `__metadata__.format` values of the files ("pt", "mlx", …).
+    formats: frozenset[str] = frozenset()
 
 
 def required_names(folder: str, weights: Sequence[str], broken: Sequence[str],
@@ -98,7 +100,7 @@ def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequ
         return None
     names, index_error, index_total = required_names(folder, weights, broken, has_index)
     index = os.path.join(folder, INDEX_NAME) if has_index else None
-    files, missing, short, errors = [], [], [], []
+    files, missing, short, errors, formats = [], [], [], [], set()
     have = want = 0
     for name in names:
         path = os.path.join(folder, name)
@@ -119,6 +121,8 @@ def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequ
             errors.append(info.error)
             continue
         want += max(info.expected_size, st.st_size)
+        if info.weights_format:
+            formats.add(info.weights_format)
         if st.st_size < info.expected_size:
             short.append(name)
     reasons = [f"broken symlink {name} (its target {_target(folder, name)} is missing)" for name in broken]
@@ -141,7 +145,8 @@ def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequ
     if missing or short or incomplete:
         total = max(index_total, want) if not missing else index_total
         download = Download(have_bytes=have + downloading, want_bytes=total)
-    return WeightCheck(files=tuple(files), have_bytes=have, reason=reason, download=download, index=index)
+    return WeightCheck(files=tuple(files), have_bytes=have, reason=reason, download=download, index=index,
+                       formats=frozenset(formats))
 
 
 def _target(folder: str, name: str) -> str:

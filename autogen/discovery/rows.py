@@ -48,6 +48,17 @@ class ModelRow:
     #: The Ollama manifest an entry of an Ollama store comes from
     #: (`…/manifests/registry.ollama.ai/library/llama3.2/3b`); None elsewhere.
     manifest: str | None = None
+    #: Weights in a format no configured engine loads (`metadata.formats`: "mlx", "exl2",
+    #: "exl3", "onnx", "openvino", "ggml"), and what says so; "" for GGUF and plain HF folders.
+    #: Such a row is skipped with the format named unless an override pins a `custom` backend.
+    foreign_format: str = ""
+    foreign_evidence: str = ""
+    #: LoRA adapters whose base this model is (`discovery.pairing`): GGUF adapters become
+    #: llama-server profiles, PEFT folders `--lora-modules` of a vLLM entry.
+    loras: tuple[Adapter, ...] = ()
+    #: A smaller model with the same vocabulary, offered as a speculative-decoding draft
+    #: profile (`discovery.pairing`); None = none found.
+    spec_draft: SpecDraft | None = None
 
     @property
     def match_path(self) -> str:
@@ -58,6 +69,40 @@ class ModelRow:
     @property
     def is_split(self) -> bool:
         return len(self.shards) > 1
+
+
+@frozen
+class Adapter:
+    """A LoRA adapter paired with its base model.
+
+    Example: Adapter(path="/m/loras/Llama-3.1-8B-sql-LoRA-F16.gguf", name="llama-3.1-8b-sql-lora",
+    kind="gguf", size_bytes=167_772_160, rank=16, alpha=32.0).
+    """
+
+    path: str
+    #: The name clients ask for: a profile id's tail (`<base>+<name>`), a vLLM LoRA module name.
+    name: str
+    #: "gguf" (llama-server `--lora`) or "peft" (vLLM `--lora-modules`).
+    kind: str
+    size_bytes: int
+    rank: int = 0
+    alpha: float = 0.0
+
+
+@frozen
+class SpecDraft:
+    """The draft a model's speculative-decoding profile runs (`-md`), with what pairing checked.
+
+    Example: SpecDraft(path="/m/Qwen3-0.6B-Q8_0.gguf", model_id="qwen3-0.6b-q8_0", size_bytes=639_447_040,
+    why="same vocabulary (gpt2/qwen2, 151936 tokens, same token list), same folder").
+    """
+
+    path: str
+    #: The draft's own id (it is a model of the library too); "" for a file pinned by an override.
+    model_id: str
+    size_bytes: int
+    #: Why it was chosen, for the comment and `swapgen show`.
+    why: str
 
 
 @frozen

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import stat as statmod
 from collections.abc import Callable
 
-import attrs
 import xxhash
 from attrs import field, frozen
 
-from autogen.discovery.hf_weights import check_weights, incomplete_text
+from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text
 from autogen.discovery.hub_cache import (
     hf_cache_repo,
     incomplete_blobs,
@@ -30,6 +28,16 @@ from autogen.discovery.hub_cache import (
     is_snapshots_folder,
     repo_label,
     served_revision,
+)
+from autogen.discovery.naming import (
+    Ledger,
+    assign_unique_ids,
+    clean_id,
+    gguf_ids,
+    id_changes,
+    quant_from_name,
+    repo_name,
+    with_quant,
 )
 from autogen.discovery.ollama_store import (
     BLOBS,
@@ -42,8 +50,21 @@ from autogen.discovery.ollama_store import (
     scan_store,
 )
 from autogen.discovery.rows import Download, ModelRow
-from autogen.ids import slugify
+from autogen.discovery.rules import (
+    CODEC_NAME,
+    DFLASH_DRAFT_NAME,
+    DIFFUSION_COMPONENT_NAME,
+    GGML_MAGICS,
+    MTP_DRAFT_NAME,
+    PROJECTOR_ARCH,
+    SHARD_NAME,
+    VOCAB_ONLY,
+    FileFacts,
+    Verdict,
+    classify,
+)
 from autogen.metadata.probes import (
+    ADAPTER_CONFIG,
     MODELOPT_CONFIG,
     ConfigInfo,
     ConfigProbe,
@@ -54,31 +75,11 @@ from autogen.metadata.probes import (
 )
 from autogen.numfmt import GIB
 
-# File-name rules, in the order they are tried (docs/discovery.md#file-name-rules).
-SAM_NAME = re.compile(r"(?i)(sam2|sam3|edgetam|hiera)")
-BIREFNET_NAME = re.compile(r"(?i)birefnet")
-FAST_MTP_NAME = re.compile(r"(?i)(^|[-_.])fast[-_.]?mtp([-_.]|\.gguf$)")
-MTP_DRAFT_NAME = re.compile(r"(?i)^mtp[-_.]")
-DFLASH_DRAFT_NAME = re.compile(r"(?i)dflash")
-CODEC_NAME = re.compile(r"(?i)tokenizer-?\d+hz|codec")
-DIFFUSION_COMPONENT_NAME = re.compile(
-    r"(?i)(^|[-_.])(t5xxl|t5[-_]?v1[-_.]?1|umt5|clip[-_]?[lg]|text[-_]?encoder|ae|vae|taesd[a-z0-9_]*)"
-    r"([-_.]|\.gguf$)|[-_.](encoder|with[-_]?proj)([-_.]|\.gguf$)"
-)
-SHARD_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
-QUANT_TOKEN = re.compile(
-    r"(?i)[-_.](I?Q\d+(?:_[A-Z0-9]+)*|TQ\d+(?:_[A-Z0-9]+)*|(?:MX|NV)?FP\d+(?:_[A-Z0-9]+)*|BF\d+|F\d+)"
-    r"(?:[._-]|\.gguf$)"
-)
-#: GGUF architectures that are never served as models: projectors pair, encoders drop.
-PROJECTOR_ARCHS = frozenset({"clip"})
-ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
-#: A GGUF without tensors: llama.cpp's `--vocab-only` output (its `models/ggml-vocab-*.gguf`);
-#: llama-server refuses to load it.
-VOCAB_ONLY = ("no tensors: a vocabulary-only GGUF (llama.cpp --vocab-only output), which llama-server refuses "
-              "(tensor 'token_embd.weight' not found)")
-#: Characters kept in ids; anything else becomes "-" (ids are router keys and URL parts).
-ID_UNSAFE = re.compile(r"[^\w.+-]+")
+__all__ = ["SHARD_NAME", "VOCAB_ONLY", "Discovery", "Ignored", "discover", "gguf_ids", "quant_from_name",
+           "walk_signature"]
+
+#: PEFT's adapter weights (peft `utils/constants.py` SAFETENSORS_WEIGHTS_NAME, WEIGHTS_NAME).
+PEFT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 #: Records a model input's signature in the metadata cache, for the doit file checker:
@@ -88,16 +89,37 @@ Signer = Callable[[str, int, int], str]
 
 @frozen
 class Ignored:
-    """A file or folder that looked like a model and is not one (shown by `swapgen list`)."""
+    """A file or folder that is not a model of its own (shown by `swapgen list`): a reason
+    that names what it is. `attached`: it serves a model all the same (a projector, a draft,
+    a LoRA adapter offered as a profile), so the listing says so instead of "ignored"."""
 
     path: str
     reason: str
+    attached: bool = False
+
+
+@frozen
+class AdapterFile:
+    """A LoRA adapter found by the walk, waiting for its base (`discovery.pairing`): a GGUF
+    (`general.type` adapter) or a PEFT folder (`adapter_config.json` + weights).
+
+    Example: AdapterFile(path="/m/loras/sql-lora", kind="peft", size_bytes=33_571_000,
+    base_name="meta-llama/Llama-3.1-8B-Instruct", rank=16).
+    """
+
+    path: str
+    #: "gguf" or "peft".
+    kind: str
+    size_bytes: int
+    #: PEFT: `base_model_name_or_path` of adapter_config.json; GGUF: read from its header later.
+    base_name: str = ""
+    rank: int = 0
 
 
 @frozen
 class Discovery:
     models: tuple[ModelRow, ...]
-    #: Folders rejected as models (BERT, T5, …), dropped encoders; informational.
+    #: Files and folders that are not models of their own, each with what it is; informational.
     ignored: tuple[Ignored, ...] = ()
     #: Unreadable folders, symlink loops, missing roots: reported, never fatal.
     problems: tuple[str, ...] = ()
@@ -108,34 +130,27 @@ class Discovery:
     row_errors: dict[str, str] = field(factory=dict, hash=False)
     #: How far each incomplete download has come, keyed by model id (`swapgen list` shows it).
     downloads: dict[str, Download] = field(factory=dict, hash=False)
+    #: LoRA adapters found, for `discovery.pairing` to offer on their bases.
+    adapters: tuple[AdapterFile, ...] = ()
+    #: The ids given this run (path → id, device, inode), the next run's `Ledger`.
+    ledger: Ledger = field(factory=Ledger, hash=False)
+    #: One line per file whose id changed since the previous run (`naming.id_changes`).
+    id_changes: tuple[str, ...] = ()
 
 
-def quant_from_name(name: str) -> str:
-    m = QUANT_TOKEN.search(name)
-    return m.group(1).upper() if m else ""
+def _magic(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4)
+    except OSError:
+        return b""
 
 
-def _contains_part(text: str, part: str) -> bool:
-    return re.search(rf"(?i)(^|[-_.]){re.escape(part)}([-_.]|$)", text) is not None
-
-
-def clean_id(text: str) -> str:
-    cleaned = ID_UNSAFE.sub("-", text.lower()).strip("-.")
-    return cleaned or "model"
-
-
-def gguf_ids(name: str) -> tuple[str, str]:
-    """(id, quant) from a shard-stripped GGUF file name (docs/discovery.md#model-ids)."""
-    quant = quant_from_name(name)
-    base = name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
-    if quant and base.lower().endswith(quant.lower()) and len(base) > len(quant) and base[-len(quant) - 1] in "-_.":
-        base = base[: -len(quant) - 1]
-    if base.lower().endswith("-gguf"):
-        base = base[: -len("-gguf")]
-    base_id = clean_id(base)
-    if quant and not _contains_part(base_id, quant.lower()):
-        return f"{base_id}-{quant.lower()}", quant
-    return base_id, quant
+def _folder_names(folder: str) -> tuple[str, str]:
+    """(publisher, repo) of a folder: the `models--owner--repo` names in the HF cache, else the
+    parent's and the folder's own names."""
+    cache = hf_cache_repo(folder)
+    return cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
 
 
 def skipped_folder(name: str, parent: str) -> bool:
@@ -197,11 +212,17 @@ class _Walker:
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
         self.row_keys: list[tuple[int, int]] = []
+        #: st_mtime_ns of each row's path: with the key, what tells a renamed file (same inode,
+        #: same time) from a new one that reuses a freed inode.
+        self.row_times: list[int] = []
         self.ignored: list[Ignored] = []
         self.problems: list[str] = []
         self.unreadable: list[tuple[str, str]] = []
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.downloads: list[tuple[ModelRow, Download]] = []
+        self.adapters: list[AdapterFile] = []
+        #: (path, what) of each projector, draft and codec file, and the one its folder pairs.
+        self.sidecars: list[tuple[str, str, str]] = []
         #: Folder key → (the path it was walked as, the root it was walked under).
         self.visited: dict[tuple[int, int], tuple[str, str]] = {}
         #: Keys of the folders being walked, outermost first: meeting one again is a loop.
@@ -214,6 +235,7 @@ class _Walker:
         """Record the row, and the signature of each of its inputs (the doit checker's file_deps)."""
         self.rows.append(row)
         self.row_keys.append((st.st_dev, st.st_ino))
+        self.row_times.append(st.st_mtime_ns)
         for path in row.inputs if self.sign is not None else ():
             est = stats.get(path)
             if est is not None:
@@ -260,13 +282,13 @@ class _Walker:
                 subdirs.append((entry.path, est.st_mtime_ns))
             elif statmod.S_ISREG(est.st_mode):
                 files.append((entry, est))
-        if not self._hf_folder(folder, st, files, broken):
+        if not self._peft_folder(folder, files) and not self._hf_folder(folder, st, files, broken):
             rows = self._broken_ggufs(folder, broken)
             for entry in broken:
                 if entry.name not in rows:
                     self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
                                          "is missing)")
-        self._gguf_files(folder, files)
+        self._files(folder, files)
         self.descent.append(key)
         for sub, _ in self._walked_subdirs(folder, subdirs):
             self.walk(sub)
@@ -332,16 +354,34 @@ class _Walker:
             entry, st = names[MODELOPT_CONFIG]
             quant = self.config(entry.path, st.st_size, st.st_mtime_ns).quant or quant
             inputs.append(entry.path)
-        model_id = clean_id(base)
-        if quant and not _contains_part(model_id, quant.lower()):
-            model_id = f"{model_id}-{quant.lower()}"
-        row = self._add(ModelRow(id=model_id, format="hf", path=folder, quant=quant, size_bytes=check.have_bytes,
-                                 publisher=publisher, repo=base, inputs=tuple(sorted(inputs))), folder_st, stats)
+        foreign, evidence = info.foreign, info.foreign_evidence
+        if not foreign and "mlx" in check.formats:
+            foreign, evidence, quant = "mlx", "safetensors __metadata__ format mlx", "MLX"
+        row = self._add(ModelRow(id=with_quant(clean_id(base), quant), format="hf", path=folder, quant=quant,
+                                 size_bytes=check.have_bytes, publisher=publisher, repo=base,
+                                 inputs=tuple(sorted(inputs)), foreign_format=foreign, foreign_evidence=evidence),
+                        folder_st, stats)
         reason = info.error or check.reason
         if reason is not None:
             self.row_errors.append((row, reason))
         if check.download is not None:
             self.downloads.append((row, check.download))
+        return True
+
+    def _peft_folder(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> bool:
+        """A PEFT adapter folder (`adapter_config.json` + `adapter_model.safetensors`): an adapter
+        waiting for its base (`discovery.pairing`), never a model of its own."""
+        by_name = {e.name: (e, st) for e, st in files}
+        weights = next((by_name[n] for n in PEFT_WEIGHTS if n in by_name), None)
+        if ADAPTER_CONFIG not in by_name or weights is None:
+            return False
+        entry, st = by_name[ADAPTER_CONFIG]
+        info = self.config(entry.path, st.st_size, st.st_mtime_ns)
+        if info.error is not None:
+            self.ignored.append(Ignored(folder, f"PEFT adapter: {info.error}"))
+            return True
+        self.adapters.append(AdapterFile(path=folder, kind="peft", size_bytes=weights[1].st_size,
+                                         base_name=info.adapter_base, rank=info.adapter_rank))
         return True
 
     def _ollama_store(self, folder: str) -> None:
@@ -379,7 +419,7 @@ class _Walker:
             reason = self._gguf_reason(row, info, stats)
             if reason is None and info.arch.lower() in OLLAMA_ONLY_ARCHS:
                 reason = OLLAMA_ONLY_ARCHS[info.arch.lower()]
-            if reason is None and info.vision_tensors and info.arch.lower() not in PROJECTOR_ARCHS:
+            if reason is None and info.vision_tensors and info.arch.lower() != PROJECTOR_ARCH:
                 reason = PACKED_VISION.format(n=info.vision_tensors)
         for blob, what in ((projector, "projector"), (entry.draft, "draft")):
             if reason is None and blob is not None:
@@ -391,51 +431,50 @@ class _Walker:
 
     # -- files --------------------------------------------------------------------------------
 
-    def _gguf_files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+    def _files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+        """Each file of the folder, classified by `rules.classify` (header rules, then name
+        rules); models become rows, sidecars pair with the folder's models."""
         stats = {e.path: st for e, st in files}
         names = {e.name for e, _ in files}
+        publisher, repo = _folder_names(folder)
         #: (file name, stat, header) per model: a split set's shard 1, else (headless) its lowest shard.
         candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
         headless: dict[str, tuple[str, os.stat_result]] = {}
-        draft = codec = mmproj = None
-        mmproj_bytes = 0
+        paired: dict[Verdict, tuple[str, int, str]] = {}
+        foreign: dict[str, list[tuple[os.DirEntry, os.stat_result]]] = {}
         for entry, st in files:
-            name = entry.name
-            lower = name.lower()
-            if lower.endswith(".ggml") and SAM_NAME.search(name):
-                stem = clean_id(name[: -len(".ggml")].replace("_", "-"))
-                self._add(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
-                                   publisher=os.path.basename(os.path.dirname(folder)),
-                                   repo=os.path.basename(folder), inputs=(entry.path,)), st, stats)
-                continue
-            if not lower.endswith(".gguf") or BIREFNET_NAME.search(name) or FAST_MTP_NAME.search(name):
-                continue
-            if MTP_DRAFT_NAME.search(name) or DFLASH_DRAFT_NAME.search(name):
-                draft = entry.path
-                continue
-            if CODEC_NAME.search(name):
-                codec = entry.path
-                continue
-            if DIFFUSION_COMPONENT_NAME.search(name):
-                self.ignored.append(Ignored(entry.path, "diffusion component (encoder/VAE), not a model"))
-                continue
-            shard = SHARD_NAME.search(name)
-            if shard and int(shard.group(2)) > 1 and shard.group(1) != "00001":
-                first = _shard_names(name[: shard.start()], int(shard.group(2)))[0]
+            facts = FileFacts(entry.name, read_magic=lambda e=entry: _magic(e.path),
+                              read_header=lambda e=entry, s=st: self.probe(e.path, s.st_size, s.st_mtime_ns))
+            rule, info = classify(facts)
+            verdict = rule.verdict
+            if verdict is Verdict.MODEL:
+                candidates.append((entry.name, st, info))
+            elif verdict in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC):
+                if verdict in paired:  # the last in name order pairs (MTP and DFlash share one slot)
+                    self.sidecars.append((paired[verdict][0], paired[verdict][2], entry.path))
+                paired[verdict] = (entry.path, st.st_size, rule.what)
+            elif verdict is Verdict.SHARD:
+                shard = SHARD_NAME.search(entry.name)
+                first = _shard_names(entry.name[: shard.start()], int(shard.group(2)))[0]
                 if first not in names:
-                    headless.setdefault(first, (name, st))  # files come sorted: the lowest shard
-                continue  # shard 1 represents the set
-            info = self.probe(entry.path, st.st_size, st.st_mtime_ns)
-            arch = info.arch.lower()
-            if arch in PROJECTOR_ARCHS:
-                mmproj, mmproj_bytes = entry.path, st.st_size
-                continue
-            if arch in ENCODER_ARCHS:
-                self.ignored.append(Ignored(entry.path, f"text encoder (arch {arch}), not a model"))
-                continue
-            candidates.append((name, st, info))
+                    headless.setdefault(first, (entry.name, st))  # files come sorted: the lowest shard
+            elif verdict is Verdict.LORA:
+                self.adapters.append(AdapterFile(path=entry.path, kind="gguf", size_bytes=st.st_size))
+            elif verdict is Verdict.SAM:
+                stem = clean_id(entry.name[: -len(".ggml")].replace("_", "-"))
+                self._add(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
+                                   publisher=publisher, repo=repo, inputs=(entry.path,)), st, stats)
+            elif verdict is Verdict.FOREIGN:
+                foreign.setdefault(rule.what, []).append((entry, st))
+            elif verdict is Verdict.DROPPED:
+                arch = info.arch.lower() if info is not None else ""
+                self.ignored.append(Ignored(entry.path, rule.what.format(arch=arch) + ", not a model"))
         candidates += [(name, st, None) for name, st in headless.values()]
-        sidecars = tuple(p for p in (mmproj, draft, codec) if p)
+        self._foreign(folder, foreign, stats, publisher, repo)
+        mmproj, draft, codec = (paired.get(v) for v in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC))
+        for path, _, what in filter(None, (mmproj, draft, codec)):
+            self.sidecars.append((path, what, ""))
+        sidecars = tuple(p[0] for p in (mmproj, draft, codec) if p)
         for name, st, info in candidates:
             path = os.path.join(folder, name)
             shard = SHARD_NAME.search(name)
@@ -443,26 +482,47 @@ class _Walker:
             shards: tuple[str, ...] = ()
             present: tuple[str, ...] = (path,)
             if shard and int(shard.group(2)) > 1:
-                names = _shard_names(name[: shard.start()], int(shard.group(2)))
-                shards = tuple(os.path.join(folder, n) for n in names)
+                names_ = _shard_names(name[: shard.start()], int(shard.group(2)))
+                shards = tuple(os.path.join(folder, n) for n in names_)
                 present = tuple(s for s in shards if s in stats)
             missing = tuple(s for s in shards if s not in stats)
-            model_id, quant = gguf_ids(id_name)
+            model_id, quant = gguf_ids(id_name, repo)
             row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
-                           size_bytes=sum(stats[s].st_size for s in present),
-                           publisher=os.path.basename(os.path.dirname(folder)), repo=os.path.basename(folder),
-                           shards=shards, missing_shards=missing, mmproj=mmproj, mmproj_bytes=mmproj_bytes,
-                           draft=draft, codec=codec, inputs=tuple(dict.fromkeys(present + sidecars)))
+                           size_bytes=sum(stats[s].st_size for s in present), publisher=publisher, repo=repo,
+                           shards=shards, missing_shards=missing, mmproj=mmproj[0] if mmproj else None,
+                           mmproj_bytes=mmproj[1] if mmproj else 0, draft=draft[0] if draft else None,
+                           codec=codec[0] if codec else None, inputs=tuple(dict.fromkeys(present + sidecars)))
             self._add(row, st, stats)
             reason = self._gguf_reason(row, info, stats)
             if reason is not None:
                 self.row_errors.append((row, reason))
+
+    def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
+                 stats: dict[str, os.stat_result], publisher: str, repo: str) -> None:
+        """Weights in a format no configured engine loads (`metadata.formats`): a GGML `.bin` is
+        a row of its own; an ONNX or OpenVINO export is one row for its folder (named after the
+        repo when the folder is its `onnx/` or `openvino/` part)."""
+        for entry, st in found.pop("ggml", []):
+            model_id, quant = gguf_ids(entry.name, repo)
+            evidence = f"magic {GGML_MAGICS[_magic(entry.path)]}" if _magic(entry.path) in GGML_MAGICS else "magic"
+            self._add(ModelRow(id=model_id, format="ggml", path=entry.path, quant=quant, size_bytes=st.st_size,
+                               publisher=publisher, repo=repo, inputs=(entry.path,), foreign_format="ggml",
+                               foreign_evidence=evidence), st, stats)
+        for key, entries in sorted(found.items()):
+            name = repo if repo.lower() not in ("onnx", "openvino") else os.path.basename(os.path.dirname(folder))
+            shown = names_text([e.name for e, _ in entries])
+            first_st = entries[0][1]
+            self._add(ModelRow(id=with_quant(clean_id(repo_name(name)), key), format=key, path=folder,
+                               quant=key.upper(), size_bytes=sum(st.st_size for _, st in entries),
+                               publisher=publisher, repo=name, inputs=tuple(e.path for e, _ in entries),
+                               foreign_format=key, foreign_evidence=shown), first_st, stats)
 
     def _broken_ggufs(self, folder: str, broken: list[os.DirEntry]) -> set[str]:
         """A broken symlink named like a model (an HF cache snapshot whose blob is gone) is a row
         skipped with that reason; a broken shard of a set shows as a missing shard. Returns the
         names made rows."""
         rows = set()
+        publisher, repo = _folder_names(folder)
         for entry in broken:
             name = entry.name
             if (not name.lower().endswith(".gguf") or SHARD_NAME.search(name) or name.lower().startswith("mmproj")
@@ -473,10 +533,9 @@ class _Walker:
                 st = os.lstat(entry.path)
             except OSError:
                 continue
-            model_id, quant = gguf_ids(name)
+            model_id, quant = gguf_ids(name, repo)
             row = self._add(ModelRow(id=model_id, format="gguf", path=entry.path, quant=quant,
-                                     publisher=os.path.basename(os.path.dirname(folder)),
-                                     repo=os.path.basename(folder)), st, {})
+                                     publisher=publisher, repo=repo), st, {})
             self.row_errors.append((row, f"broken symlink (its target {_link_target(entry.path)} is missing)"))
             rows.add(name)
         return rows
@@ -535,32 +594,6 @@ def _link_target(path: str) -> str:
         return "?"
 
 
-def assign_unique_ids(rows: list[ModelRow]) -> list[ModelRow]:
-    """Resolve id clashes deterministically (docs/discovery.md#id-clashes): sort by (id, publisher, path); a
-    taken id gets `-<publisher>`, then `-<publisher>-<repo>`, then `-2`, `-3`, …"""
-    taken: set[str] = set()
-    out: list[ModelRow] = []
-    for row in sorted(rows, key=lambda r: (r.id, r.publisher, r.path)):
-        if row.id not in taken:
-            taken.add(row.id)
-            out.append(row)
-            continue
-        candidates = [row.id]
-        if slugify(row.publisher):
-            candidates.append(f"{row.id}-{slugify(row.publisher)}")
-        if slugify(row.publisher + "-" + row.repo):
-            candidates.append(f"{row.id}-{slugify(row.publisher + '-' + row.repo)}")
-        chosen = next((c for c in candidates if c not in taken), None)
-        n = 2
-        while chosen is None:
-            if f"{candidates[-1]}-{n}" not in taken:
-                chosen = f"{candidates[-1]}-{n}"
-            n += 1
-        taken.add(chosen)
-        out.append(row if chosen == row.id else attrs.evolve(row, id=chosen))
-    return out
-
-
 def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
     """(earlier root, later root, how) for each pair of roots where one holds the other."""
     real = [os.path.realpath(r) for r in roots]
@@ -577,11 +610,14 @@ def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
 
 
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
-             sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors) -> Discovery:
+             sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
+             previous: Ledger | None = None) -> Discovery:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
     its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
-    input's head there, for the doit file checker. Roots that nest are reported once, as
-    overlapping, and every folder is walked once."""
+    input's head there, for the doit file checker; `previous` is the last run's id ledger (a
+    file keeps the id it had). Roots that nest are reported once, as overlapping, and every
+    folder is walked once; a file reached twice (a symlink, LM Studio's links into the hub
+    cache) is one model, its other path listed as the same file."""
     walker = _Walker(probe, config, sign, safetensors)
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
@@ -593,17 +629,44 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
         walker.root = root
         walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
     unique: dict[tuple[int, int], ModelRow] = {}
-    for row, key in zip(walker.rows, walker.row_keys, strict=False):
-        unique.setdefault(key, row)
-    renamed = assign_unique_ids(list(unique.values()))
+    times: dict[str, int] = {}
+    for row, key, mtime in zip(walker.rows, walker.row_keys, walker.row_times, strict=True):
+        times[row.path] = mtime
+        kept = unique.setdefault(key, row)
+        if kept is not row:
+            walker.ignored.append(Ignored(row.path, f"same file as {kept.path}", attached=True))
+    previous = previous or Ledger()
+    renamed = assign_unique_ids(unique.values(), previous.ids)
     by_path = {r.path: r for r in renamed}
+    keys = {row.path: key for key, row in unique.items()}
+    ledger = Ledger({r.path: (r.id, *keys[r.path], times[r.path]) for r in renamed})
     errors = {by_path[row.path].id: reason for row, reason in walker.row_errors if row.path in by_path}
     downloads = {by_path[row.path].id: d for row, d in walker.downloads if row.path in by_path}
     return Discovery(
         models=tuple(sorted(renamed, key=lambda r: r.id)),
-        ignored=tuple(walker.ignored),
+        ignored=tuple(walker.ignored) + _sidecar_reasons(walker.sidecars, renamed),
         problems=tuple(walker.problems),
         unreadable=tuple(walker.unreadable),
         row_errors=errors,
         downloads=downloads,
+        adapters=tuple(walker.adapters),
+        ledger=ledger,
+        id_changes=tuple(id_changes(previous, ledger)) if previous.entries else (),
     )
+
+
+def _sidecar_reasons(sidecars: list[tuple[str, str, str]], rows: list[ModelRow]) -> tuple[Ignored, ...]:
+    """What each projector, draft and codec file is, and which models it serves."""
+    users: dict[str, list[str]] = {}
+    for row in rows:
+        for path in {row.mmproj, row.draft, row.codec} - {None}:
+            users.setdefault(path, []).append(row.id)
+    out = []
+    for path, what, displaced in sidecars:
+        if displaced:
+            out.append(Ignored(path, f"{what}, not paired: another {what} of this folder is (the last in name order)"))
+        elif path in users:
+            out.append(Ignored(path, f"{what} of {', '.join(sorted(users[path]))}", attached=True))
+        else:
+            out.append(Ignored(path, f"{what} with no model beside it, not served"))
+    return tuple(out)

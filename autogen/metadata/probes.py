@@ -9,10 +9,13 @@ from collections.abc import Callable
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.metadata.formats import config_format
 from autogen.metadata.hf_config import hf_model_reason, hf_quant, read_config_json
 from autogen.metadata.safetensors_header import read_safetensors_size
 
 MODELOPT_CONFIG = "hf_quant_config.json"
+#: PEFT's adapter config (peft `utils/constants.py` CONFIG_NAME).
+ADAPTER_CONFIG = "adapter_config.json"
 
 
 @frozen
@@ -29,6 +32,12 @@ class HeaderInfo:
     tensor_count: int | None = None
     #: GGUF vision-tower and projector tensors (`v.*`, `mm.*`).
     vision_tensors: int = 0
+    #: GGUF `general.type` ("model", "adapter", "imatrix", "mmproj"; "" when absent).
+    general_type: str = ""
+    #: GGUF adapters: "lora" or "control_vector" (`ModelMeta.adapter_type`).
+    adapter_type: str = ""
+    #: safetensors `__metadata__.format` ("pt", "mlx", …; "" when absent): who wrote the file.
+    weights_format: str = ""
 
 
 #: Reads a weight file's header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
@@ -41,7 +50,8 @@ def read_safetensors_info(path: str) -> HeaderInfo:
         found = read_safetensors_size(path)
     except ModelError as exc:
         return HeaderInfo(error=str(exc))
-    return HeaderInfo(expected_size=found.expected_size, tensor_count=found.tensor_count)
+    return HeaderInfo(expected_size=found.expected_size, tensor_count=found.tensor_count,
+                      weights_format=found.weights_format)
 
 
 @frozen
@@ -55,6 +65,13 @@ class ConfigInfo:
     quant: str = ""
     #: The file could not be read or parsed: why.
     error: str | None = None
+    #: A weight format no configured engine loads (`metadata.formats`: "mlx", "exl2", …), and
+    #: what in the config says so; "" for the formats vLLM loads.
+    foreign: str = ""
+    foreign_evidence: str = ""
+    #: adapter_config.json: `base_model_name_or_path` and the LoRA rank `r`.
+    adapter_base: str = ""
+    adapter_rank: int = 0
 
 
 #: Reads an HF config file through the metadata cache: (path, size, mtime_ns) -> ConfigInfo.
@@ -65,6 +82,8 @@ def read_config_info(path: str) -> ConfigInfo:
     """Read an HF config file (uncached): `config.json` → detection reason (docs/discovery.md#hf-folders)
     and quant label (same section); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
     ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
+    if os.path.basename(path).lower() == ADAPTER_CONFIG:
+        return _adapter_config(path)
     if os.path.basename(path).lower() == MODELOPT_CONFIG:
         try:
             algo = read_config_json(path).get("quantization", {}).get("quant_algo")
@@ -75,4 +94,17 @@ def read_config_info(path: str) -> ConfigInfo:
         config = read_config_json(path)
     except ModelError as exc:
         return ConfigInfo(error=str(exc))
-    return ConfigInfo(reason=hf_model_reason(config), quant=hf_quant(config))
+    foreign, evidence = config_format(config)
+    return ConfigInfo(reason=hf_model_reason(config), quant=foreign.upper() if foreign else hf_quant(config),
+                      foreign=foreign, foreign_evidence=evidence)
+
+
+def _adapter_config(path: str) -> ConfigInfo:
+    """A PEFT adapter's base model and rank (peft `LoraConfig`: `base_model_name_or_path`, `r`)."""
+    try:
+        config = read_config_json(path)
+    except ModelError as exc:
+        return ConfigInfo(error=str(exc))
+    base, rank = config.get("base_model_name_or_path"), config.get("r")
+    return ConfigInfo(reason=None, adapter_base=base.strip() if isinstance(base, str) else "",
+                      adapter_rank=rank if type(rank) is int and rank > 0 else 0)

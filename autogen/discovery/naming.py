@@ -1,0 +1,176 @@
+"""Model ids: from a file or folder name, and kept once given (docs/discovery.md#model-ids).
+
+An id is a router key clients put in every request, so it must never move to another file:
+
+- it is made from the file's own name (`gguf_ids`), and a generic stem (`model-Q4_K_M.gguf`,
+  `ggml-model-q4_0.gguf`) takes its repo folder's name instead, so two repos' generic files do
+  not fight over one id;
+- a clash is settled by candidates made from the file's own path (`candidates`): the bare id,
+  then `-<publisher>`, `-<publisher>-<repo>`, then a hash of the path, never a counter that
+  depends on which other files exist;
+- the file that held an id on the previous run keeps it (`assign_unique_ids` with the ledger
+  of `ids.json` in `cache_dir`), so a newcomer never takes it, whatever its name sorts as;
+- an id that changes all the same (the file was renamed) is said in one line (`id_changes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping
+
+import attrs
+import xxhash
+
+from autogen.discovery.rows import ModelRow
+from autogen.fsutil import write_if_changed
+from autogen.ids import slugify
+
+QUANT_TOKEN = re.compile(
+    r"(?i)[-_.](I?Q\d+(?:_[A-Z0-9]+)*|TQ\d+(?:_[A-Z0-9]+)*|(?:MX|NV)?FP\d+(?:_[A-Z0-9]+)*|BF\d+|F\d+)"
+    r"(?:[._-]|\.gguf$)"
+)
+#: Characters kept in ids; anything else becomes "-" (ids are router keys and URL parts).
+ID_UNSAFE = re.compile(r"[^\w.+-]+")
+#: File stems that name no model: converters' and uploaders' defaults (llama.cpp's
+#: `ggml-model-<type>.gguf`, transformers' `model`, unsloth's `unsloth.Q4_K_M.gguf`). Such a
+#: file takes its repo folder's name.
+GENERIC_STEMS = frozenset({"model", "ggml-model", "gguf-model", "model-gguf", "consolidated", "weights", "output",
+                           "converted", "unsloth", "ggml", "gguf", "pytorch_model", "pytorch-model"})
+#: Folder names that hold models without naming one: a generic file inside keeps its own name.
+CONTAINER_FOLDERS = frozenset({"models", "model", "downloads", "llm", "llms", "gguf", "ggml", "weights"})
+#: A repo folder's suffix that is not part of the model's name.
+_REPO_SUFFIX = re.compile(r"(?i)[-_.](gguf|ggml|onnx|openvino|mlx|exl2|exl3)$")
+LEDGER = "ids.json"
+
+
+def quant_from_name(name: str) -> str:
+    m = QUANT_TOKEN.search(name)
+    return m.group(1).upper() if m else ""
+
+
+def contains_part(text: str, part: str) -> bool:
+    return re.search(rf"(?i)(^|[-_.]){re.escape(part)}([-_.]|$)", text) is not None
+
+
+def clean_id(text: str) -> str:
+    cleaned = ID_UNSAFE.sub("-", text.lower()).strip("-.")
+    return cleaned or "model"
+
+
+def with_quant(base_id: str, quant: str) -> str:
+    """`base_id` + `-quant`, unless the base already holds the quant as a part."""
+    if quant and not contains_part(base_id, quant.lower()):
+        return f"{base_id}-{quant.lower()}"
+    return base_id
+
+
+def repo_name(repo: str) -> str:
+    """A repo folder as a model name: `gemma-2-9b-it-GGUF` → `gemma-2-9b-it`."""
+    return _REPO_SUFFIX.sub("", repo)
+
+
+def gguf_ids(name: str, repo: str = "") -> tuple[str, str]:
+    """(id, quant) from a shard-stripped file name (docs/discovery.md#model-ids); a generic
+    stem takes the name of `repo`, the folder the file sits in."""
+    quant = quant_from_name(name)
+    stem, dot, ext = name.rpartition(".")
+    base = stem if dot and ext.lower() in ("gguf", "bin") else name
+    if quant and base.lower().endswith(quant.lower()) and len(base) > len(quant) and base[-len(quant) - 1] in "-_.":
+        base = base[: -len(quant) - 1]
+    if base.lower().endswith("-gguf"):
+        base = base[: -len("-gguf")]
+    if clean_id(base) in GENERIC_STEMS and clean_id(repo_name(repo)) not in GENERIC_STEMS | CONTAINER_FOLDERS:
+        base = repo_name(repo)
+    return with_quant(clean_id(base), quant), quant
+
+
+def candidates(row: ModelRow) -> list[str]:
+    """The ids a row may take, in order, each made from its own path alone."""
+    out = [row.id]
+    for part in (row.publisher, f"{row.publisher}-{row.repo}"):
+        slug = slugify(part)
+        if slug and f"{row.id}-{slug}" not in out:
+            out.append(f"{row.id}-{slug}")
+    out.append(f"{row.id}-{xxhash.xxh3_64_hexdigest(row.path.encode('utf-8', 'surrogatepass'))[:8]}")
+    return out
+
+
+def assign_unique_ids(rows: Iterable[ModelRow], previous: Mapping[str, str] | None = None) -> list[ModelRow]:
+    """Resolve id clashes (docs/discovery.md#id-clashes). A row keeps the id it had on the
+    previous run (`previous`: path → id) while that id is still one of its candidates; the others
+    take their first free candidate, in (id, publisher, path) order."""
+    previous = previous or {}
+    rows = sorted(rows, key=lambda r: (r.id, r.publisher, r.path))
+    taken: set[str] = set()
+    chosen: dict[str, str] = {}
+    for row in rows:
+        held = previous.get(row.path)
+        if held is not None and held not in taken and held in candidates(row):
+            chosen[row.path] = held
+            taken.add(held)
+    out = []
+    for row in rows:
+        new = chosen.get(row.path)
+        if new is None:
+            options = candidates(row)
+            new = next((c for c in options if c not in taken), None)
+            n = 2
+            while new is None:  # a hash already taken: only by a row made to collide
+                new = f"{options[-1]}-{n}" if f"{options[-1]}-{n}" not in taken else None
+                n += 1
+            taken.add(new)
+        out.append(row if new == row.id else attrs.evolve(row, id=new))
+    return out
+
+
+# -- the ledger: which id each file had on the previous run ------------------------------------
+
+@attrs.frozen
+class Ledger:
+    """path → (id, st_dev, st_ino, st_mtime_ns) of the previous run: the id a file had, and the
+    file itself, to tell a renamed file (same inode and time) from a new one (a freed inode
+    is reused, but not with the old file's modification time)."""
+
+    entries: Mapping[str, tuple[str, int, int, int]] = attrs.field(factory=dict)
+
+    @property
+    def ids(self) -> dict[str, str]:
+        return {path: entry[0] for path, entry in self.entries.items()}
+
+
+def load_ledger(cache_dir: str) -> Ledger:
+    """The previous run's ledger; empty when there is none or it cannot be read."""
+    try:
+        with open(os.path.join(cache_dir, LEDGER), encoding="utf-8") as f:
+            data = json.load(f)
+        return Ledger({p: (str(e[0]), int(e[1]), int(e[2]), int(e[3])) for p, e in data["ids"].items()})
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return Ledger()
+
+
+def save_ledger(cache_dir: str, ledger: Ledger) -> None:
+    with contextlib.suppress(OSError):
+        os.makedirs(cache_dir, exist_ok=True)
+        text = json.dumps({"ids": {p: list(e) for p, e in ledger.entries.items()}}, sort_keys=True)
+        write_if_changed(os.path.join(cache_dir, LEDGER), text.encode("utf-8", "surrogatepass"), durable=False)
+
+
+def id_changes(previous: Ledger, current: Ledger) -> list[str]:
+    """One line per file whose id changed: the same path under a new id, or a file renamed (the
+    same device and inode under a new path) whose name makes another id."""
+    by_inode = {(dev, ino, mtime): (path, model_id) for path, (model_id, dev, ino, mtime) in current.entries.items()}
+    lines = []
+    for path, (old_id, dev, ino, mtime) in sorted(previous.entries.items()):
+        now = current.entries.get(path)
+        if now is not None:
+            if now[0] != old_id:
+                lines.append(f"id {old_id!r} of {path} is now {now[0]!r}: clients that use the old id must change")
+            continue
+        moved = by_inode.get((dev, ino, mtime))
+        if moved is not None and moved[0] not in previous.entries and moved[1] != old_id:
+            lines.append(f"id {old_id!r} is now {moved[1]!r}: {path} was renamed to {moved[0]}; clients that use "
+                         "the old id must change")
+    return lines

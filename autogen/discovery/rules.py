@@ -1,0 +1,193 @@
+"""What a file in a model folder is: one ordered table of rules, walked once per file.
+
+The file speaks first. For a GGUF, `general.type` and the architecture decide (gguf-py
+`gguf/constants.py` `GGUFType`; llama.cpp's own checks: src/llama-adapter.cpp refuses a LoRA
+whose `general.type` is not `adapter`, tools/imatrix writes `general.type = imatrix`,
+convert_hf_to_gguf writes `mmproj` for a projector); a `.bin` says by its magic whether it is a
+pre-GGUF GGML file. Name rules only break the ties the header leaves open: a file whose header
+says "model" (or nothing) may still be an MTP draft, a TTS codec or a diffusion component by
+its name. The first rule that matches decides (docs/discovery.md#file-rules, which states each
+rule in a sentence; `tests/test_discovery_rules.py` walks the table).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable
+
+from attrs import frozen
+
+from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, GGUFType
+from autogen.metadata.probes import HeaderInfo
+
+
+class Verdict(enum.StrEnum):
+    """What discovery does with a file."""
+
+    #: A model row.
+    MODEL = "model"
+    #: Shard 2..N of a split set: folded into the set shard 1 represents.
+    SHARD = "shard"
+    #: A vision/audio projector: `--mmproj` of every model of its folder.
+    PROJECTOR = "projector"
+    #: An MTP or DFlash draft head of the models of its folder.
+    DRAFT = "draft"
+    #: A TTS codec of the models of its folder (qwentts).
+    CODEC = "codec"
+    #: A LoRA adapter: offered as a profile of its base model (`discovery.pairing`).
+    LORA = "lora"
+    #: A SAM checkpoint (`.ggml`, no GGUF header): a segment row.
+    SAM = "sam"
+    #: Weights in a format no configured engine loads: a row skipped with the format named,
+    #: unless an override pins a `custom` backend (`metadata.formats`).
+    FOREIGN = "foreign"
+    #: Not a model: listed as ignored with the rule's reason.
+    DROPPED = "dropped"
+    #: Not a weight file at all (README, tokenizer, config): not listed.
+    OTHER = "other"
+
+
+@frozen
+class FileFacts:
+    """What the rules look at: the name, and, read at most once and only when a header rule
+    asks, the GGUF header (`header`) or a `.bin`'s first bytes (`magic`)."""
+
+    name: str
+    #: Reads the GGUF header through the metadata cache (never called for other files).
+    read_header: Callable[[], HeaderInfo]
+    #: Reads a `.bin` file's first 4 bytes (b"" when unreadable).
+    read_magic: Callable[[], bytes]
+
+    @property
+    def lower(self) -> str:
+        return self.name.lower()
+
+    @property
+    def is_gguf(self) -> bool:
+        return self.lower.endswith(".gguf")
+
+
+@frozen
+class Rule:
+    """One row of the table: where its evidence comes from, the sentence docs/discovery.md
+    states, the test, the verdict, and what the file is (the start of its reason)."""
+
+    source: str
+    says: str
+    test: Callable[[FileFacts, HeaderInfo | None], bool]
+    verdict: Verdict
+    what: str
+
+
+# -- name patterns -------------------------------------------------------------------------------
+
+SAM_NAME = re.compile(r"(?i)(sam2|sam3|edgetam|hiera)")
+BIREFNET_NAME = re.compile(r"(?i)birefnet")
+FAST_MTP_NAME = re.compile(r"(?i)(^|[-_.])fast[-_.]?mtp([-_.]|\.gguf$)")
+MTP_DRAFT_NAME = re.compile(r"(?i)^mtp[-_.]")
+DFLASH_DRAFT_NAME = re.compile(r"(?i)dflash")
+CODEC_NAME = re.compile(r"(?i)tokenizer-?\d+hz|codec")
+DIFFUSION_COMPONENT_NAME = re.compile(
+    r"(?i)(^|[-_.])(t5xxl|t5[-_]?v1[-_.]?1|umt5|clip[-_]?[lg]|text[-_]?encoder|ae|vae|taesd[a-z0-9_]*)"
+    r"([-_.]|\.gguf$)|[-_.](encoder|with[-_]?proj)([-_.]|\.gguf$)"
+)
+SHARD_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+#: optimum-intel's OpenVINO IR: `openvino_model.xml`, or one per part of a multimodal export
+#: (`openvino_language_model.xml`, `openvino_vision_embeddings_model.xml`), weights in `.bin`.
+OPENVINO_NAME = re.compile(r"(?i)^openvino_([a-z_]+_)?model\.xml$")
+ONNX_SUFFIX = ".onnx"
+
+#: Magic of the pre-GGUF formats, as the first 4 bytes of the file read them (llama.cpp's
+#: convert_llama_ggml_to_gguf.py `GGMLFormat`: 'ggml', 'ggmf', 'ggjt'; 'ggla' for old LoRAs).
+GGML_MAGICS = {b"lmgg": "ggml", b"fmgg": "ggmf", b"tjgg": "ggjt", b"algg": "ggla"}
+
+#: GGUF architectures of text encoders: never served, never paired.
+ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
+#: The architecture of a projector (llama.cpp tools/mtmd/clip.cpp reads `clip.*` keys).
+PROJECTOR_ARCH = "clip"
+
+VOCAB_ONLY = ("vocabulary-only GGUF (llama.cpp --vocab-only output, no tensors), which llama-server refuses "
+              "(tensor 'token_embd.weight' not found)")
+
+
+def _type(h: HeaderInfo | None) -> str:
+    return h.general_type if h is not None and h.error is None else ""
+
+
+def _arch(h: HeaderInfo | None) -> str:
+    return h.arch.lower() if h is not None and h.error is None else ""
+
+
+def _no_tensors(f: FileFacts, h: HeaderInfo | None) -> bool:
+    """No tensors, and not a shard of a set (`gguf-split --no-tensor-first-split` leaves shard 1
+    without any; the set is checked as a whole)."""
+    return h is not None and h.error is None and h.tensor_count == 0 and SHARD_NAME.search(f.name) is None
+
+
+#: The rules, in the order they are tried. Header rules first: a GGUF's `general.type` and
+#: architecture, a `.bin`'s magic. Then name rules, for what the header leaves open.
+RULES: tuple[Rule, ...] = (
+    Rule("header", "A GGUF whose general.type is adapter and adapter.type lora is a LoRA adapter.",
+         lambda f, h: _type(h) == GGUFType.ADAPTER and h.adapter_type == "lora", Verdict.LORA, "LoRA adapter"),
+    Rule("header", "A GGUF of architecture controlvector (llama.cpp's cvector-generator) is a control vector.",
+         lambda f, h: _arch(h) == CONTROL_VECTOR_ARCH, Verdict.DROPPED,
+         "control vector (llama-server applies one beside a model: --control-vector in its extra_args)"),
+    Rule("header", "Any other adapter GGUF is an adapter llama-server loads only beside its model.",
+         lambda f, h: _type(h) == GGUFType.ADAPTER, Verdict.DROPPED, "adapter whose adapter.type is not lora"),
+    Rule("header", "A GGUF whose general.type is imatrix is an importance matrix.",
+         lambda f, h: _type(h) == GGUFType.IMATRIX, Verdict.DROPPED,
+         "importance matrix (llama-imatrix output, the input of llama-quantize --imatrix)"),
+    Rule("header", "A GGUF whose general.type is mmproj, or whose architecture is clip, is a projector.",
+         lambda f, h: _type(h) == GGUFType.MMPROJ or _arch(h) == PROJECTOR_ARCH, Verdict.PROJECTOR, "projector"),
+    Rule("header", "A GGUF of architecture t5encoder, umt5 or t5 is a text encoder.",
+         lambda f, h: _arch(h) in ENCODER_ARCHS, Verdict.DROPPED, "text encoder (arch {arch})"),
+    Rule("header", "A GGUF without tensors that is not a shard of a set holds only a vocabulary.",
+         _no_tensors, Verdict.DROPPED, VOCAB_ONLY),
+    Rule("header", "A .bin file that starts with a GGML magic (ggml, ggmf, ggjt, ggla) is pre-GGUF GGML weights.",
+         lambda f, h: f.lower.endswith(".bin") and f.read_magic() in GGML_MAGICS, Verdict.FOREIGN, "ggml"),
+    Rule("name", "A .ggml file named for SAM 2/3, EdgeTAM or Hiera is a SAM checkpoint.",
+         lambda f, h: f.lower.endswith(".ggml") and SAM_NAME.search(f.name) is not None, Verdict.SAM, "SAM"),
+    Rule("name", "An .onnx file is an ONNX export.",
+         lambda f, h: f.lower.endswith(ONNX_SUFFIX), Verdict.FOREIGN, "onnx"),
+    Rule("name", "openvino_model.xml (or openvino_<part>_model.xml) is an OpenVINO IR export.",
+         lambda f, h: OPENVINO_NAME.match(f.name) is not None, Verdict.FOREIGN, "openvino"),
+    Rule("name", "Any other file that is not a .gguf is not a weight file.",
+         lambda f, h: not f.is_gguf, Verdict.OTHER, "not a weight file"),
+    Rule("name", "A GGUF named for BiRefNet is TRELLIS's background remover.",
+         lambda f, h: BIREFNET_NAME.search(f.name) is not None, Verdict.DROPPED,
+         "BiRefNet background remover (TRELLIS's)"),
+    Rule("name", "A GGUF named fast-mtp is a FastMTP head, neither a model nor a draft.",
+         lambda f, h: FAST_MTP_NAME.search(f.name) is not None, Verdict.DROPPED,
+         "FastMTP head (neither a model nor a draft llama-server loads)"),
+    Rule("name", "A GGUF whose name starts with mtp-, mtp_ or mtp. is an MTP draft of its folder.",
+         lambda f, h: MTP_DRAFT_NAME.search(f.name) is not None, Verdict.DRAFT, "MTP draft"),
+    Rule("name", "A GGUF with dflash in its name is a DFlash draft of its folder.",
+         lambda f, h: DFLASH_DRAFT_NAME.search(f.name) is not None, Verdict.DRAFT, "DFlash draft"),
+    Rule("name", "A GGUF named tokenizer-<n>hz or codec is a TTS codec of its folder.",
+         lambda f, h: CODEC_NAME.search(f.name) is not None, Verdict.CODEC, "TTS codec"),
+    Rule("name", "A GGUF named for a diffusion component (t5xxl, umt5, clip_l, vae, ae, taesd, -encoder, "
+                 "-with-proj) is part of an image pipeline.",
+         lambda f, h: DIFFUSION_COMPONENT_NAME.search(f.name) is not None, Verdict.DROPPED,
+         "diffusion component (encoder/VAE)"),
+    Rule("name", "A GGUF named -NNNNN-of-TTTTT other than shard 00001 belongs to its split set.",
+         lambda f, h: _later_shard(f.name), Verdict.SHARD, "shard of a split set"),
+    Rule("name", "Any other GGUF is a model.", lambda f, h: True, Verdict.MODEL, "model"),
+)
+
+
+def _later_shard(name: str) -> bool:
+    shard = SHARD_NAME.search(name)
+    return shard is not None and int(shard.group(2)) > 1 and shard.group(1) != "00001"
+
+
+def classify(facts: FileFacts) -> tuple[Rule, HeaderInfo | None]:
+    """The first rule that matches, and the header it read (None when no rule needed it)."""
+    header: HeaderInfo | None = None
+    read = False
+    for rule in RULES:
+        if rule.source == "header" and facts.is_gguf and not read:
+            header, read = facts.read_header(), True
+        if rule.test(facts, header):
+            return rule, header
+    raise AssertionError("the last rule matches every file")
