@@ -165,3 +165,61 @@ def test_every_llama_entry_of_a_generated_config_answers(tiny_model, tmp_path):
             assert status == 200 and reply["choices"][0]["message"]["content"] is not None
             launched_ids.append(model_id)
     assert len(launched_ids) == 3, launched_ids  # the model, its -4k tier and its -two-slots variant
+
+
+def write_real_lora(path: Path, rank: int = 4) -> Path:
+    """A LoRA for the tiny model with real (small, random) weights on every attn_q, in
+    convert_lora_to_gguf.py's layout: `lora_a` (ne0 = n_embd, ne1 = rank), `lora_b` (rank, n_embd)."""
+    import gguf  # noqa: PLC0415 - only the real-server tests write tensor data
+    import numpy as np  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_type(gguf.GGUFType.ADAPTER)
+    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, 8.0)
+    for block in range(2):
+        w.add_tensor(f"blk.{block}.attn_q.weight.lora_a", (rng.standard_normal((rank, 256)) * 0.01).astype(np.float32))
+        w.add_tensor(f"blk.{block}.attn_q.weight.lora_b", (rng.standard_normal((256, rank)) * 0.01).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_lora_and_draft_profiles_start_and_answer(tiny_model, tmp_path):
+    """A LoRA beside the model becomes `<id>+<adapter>` with `--lora`; a draft of the same
+    vocabulary (another tiny model, pinned) becomes `<id>-draft` with `-md … --spec-type
+    draft-simple`: llama-server b11434 loads both and answers."""
+    library = tmp_path / "models" / "pub"
+    library.mkdir(parents=True)
+    (library / "Tiny-F32.gguf").symlink_to(tiny_model)
+    write_real_lora(library / "tiny-style-LoRA-F32.gguf")
+    draft = tmp_path / "drafts" / "tiny-draft-F32.gguf"
+    draft.parent.mkdir()
+    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
+    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(draft), "--ctx", "8192", "--seed", "1"]) == 0
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(
+        "roots: [models]\nvram_budget_gb: 2\ncard_vram_gb: 0\nthreads: 2\n"
+        f"backends:\n  - {{id: llama-cpu, kind: llama, path: {json.dumps(SERVER)}, variant: cpu, default: true}}\n"
+        f"overrides:\n  - {{match: '*Tiny-F32*', draft: {json.dumps(str(draft))}}}\n")
+    assert cli.main(["--settings", str(settings)]) == 0
+    models = YAML(typ="safe").load((tmp_path / "config.yaml").read_text())["models"]
+    assert set(models) == {"tiny-f32", "tiny-f32+tiny-style-lora", "tiny-f32-draft"}
+    for model_id in ("tiny-f32+tiny-style-lora", "tiny-f32-draft"):
+        port = free_port()
+        argv = split_command(models[model_id]["cmd"].replace("${PORT}", str(port)))
+        base = f"http://127.0.0.1:{port}"
+        log = tmp_path / f"{model_id}.log"
+        with serving(argv, base, log):
+            status, reply = get(f"{base}/v1/chat/completions", {
+                "model": model_id, "max_tokens": 4, "seed": 1,
+                "messages": [{"role": "user", "content": "Hi"}]}, timeout=120)
+            assert status == 200 and reply["choices"][0]["message"]["content"] is not None
+        text = log.read_text()
+        assert ("lora" in text.lower()) if "+" in model_id else ("draft" in text.lower()), text[-2000:]

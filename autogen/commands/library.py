@@ -13,18 +13,23 @@ import os
 import pickle
 import sys
 
+import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
+from autogen.discovery.naming import Ledger, load_ledger, save_ledger
+from autogen.discovery.pairing import pair_adapters, pair_drafts
 from autogen.discovery.walk import Discovery, discover, walk_signature
 from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
+from autogen.emit.llama_profiles import draft_path
 from autogen.emit.served_paths import PathMap, plan_files, serve_plan
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.model_meta import ModelMeta
+from autogen.resolve.context import DraftModel
 from autogen.resolve.gpus import card_vram_gb, inventory
 from autogen.resolve.nodes import Fleet
 from autogen.settings.schema import Settings
@@ -67,12 +72,15 @@ class Library:
 
     def __init__(self, settings: Settings, card: float | None, discovery: Discovery,
                  metas: dict[str, ModelMeta | None], jobs: list[Job], stamps: dict[str, str],
-                 keys: dict[str, str] | None = None, cache: MetaCache | None = None):
+                 keys: dict[str, str] | None = None, cache: MetaCache | None = None,
+                 drafts: dict[str, DraftModel] | None = None):
         self.settings = settings
         self.card_vram_gb = card
         self.discovery = discovery
         self.metas = metas
         self.jobs = jobs
+        #: id → the draft of its speculative-decoding profile, header read.
+        self.drafts = drafts or {}
         #: id → the size and head hash of each of its input files (`_inputs_stamp`).
         self.stamps = stamps
         #: id → `model_key`, computed once per load and kept in the memo with what it is made of.
@@ -96,8 +104,12 @@ class Library:
         loaded = memo.load()
         if loaded is None:
             library = cls.discover(settings, card, fleet)
+            save_ledger(settings.cache_dir, library.discovery.ledger)
+            for line in library.discovery.id_changes:  # said once, by the run that gives the new id
+                print(f"swapgen: warning: {line}", file=sys.stderr)
+            library.discovery = attrs.evolve(library.discovery, ledger=Ledger(), id_changes=())  # not memoised
             keys = {job.row.id: library.model_key(job) for job in library.jobs}
-            memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys)
+            memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys, None, library.drafts)
         else:
             library = cls(settings, card, *loaded)
         where = f"{fleet.host}: " if fleet is not None else ""
@@ -112,12 +124,14 @@ class Library:
 
     @classmethod
     def discover(cls, settings: Settings, card: float | None, fleet: Fleet | None = None) -> Library:
-        """Walk the roots, read metadata through the cache and resolve every model (no memo, no
-        checks, nothing printed: `load` adds those for a run)."""
+        """Walk the roots, read metadata through the cache, pair adapters and drafts, and
+        resolve every model (no memo, no checks, nothing printed: `load` adds those for a run,
+        and saves the ids given, saying which changed)."""
         cache = MetaCache(settings.cache_dir)
-        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors)
+        previous = load_ledger(settings.cache_dir)
+        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, previous)
         metas: dict[str, ModelMeta | None] = {}
-        jobs: list[Job] = []
+        errors: dict[str, str] = {}
         for row in discovery.models:
             error = discovery.row_errors.get(row.id)
             meta = None
@@ -127,10 +141,20 @@ class Library:
                 except ModelError as exc:
                     error = str(exc)
             metas[row.id] = meta
-            jobs.append(make_job(settings, row, meta, error, card, fleet=fleet))
+            if error is not None:
+                errors[row.id] = error
+        discovery = pair_drafts(pair_adapters(discovery, metas, lambda path: _meta_or_none(cache, path)), metas)
+        jobs: list[Job] = []
+        drafts: dict[str, DraftModel] = {}
+        for row in discovery.models:
+            job = make_job(settings, row, metas[row.id], errors.get(row.id), card, fleet=fleet)
+            found = draft_path(row, job.override)
+            if found is not None:
+                drafts[row.id], job = _draft(cache, job, metas, *found)
+            jobs.append(job)
         cache.save()
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
-        return cls(settings, card, discovery, metas, jobs, stamps, cache=cache)
+        return cls(settings, card, discovery, metas, jobs, stamps, cache=cache, drafts=drafts)
 
     @property
     def cache(self) -> MetaCache:
@@ -143,7 +167,7 @@ class Library:
     def plan(self, job: Job) -> Plan:
         """The model's plan with its paths as the engine will see them (`path_map`)."""
         plan = build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
-                          self.profile_owners)
+                          self.profile_owners, self.drafts.get(job.row.id))
         if self.path_map is None:
             return plan
         return serve_plan(plan, self.path_map, plan_files(job.row, job.override, self.settings, plan), job.row.inputs)
@@ -156,6 +180,28 @@ class Library:
                 model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
                 + self.stamps[job.row.id])
         return key
+
+
+def _meta_or_none(cache: MetaCache, path: str) -> ModelMeta | None:
+    try:
+        return cache.meta(path)
+    except ModelError:
+        return None
+
+
+def _draft(cache: MetaCache, job: Job, metas: dict[str, ModelMeta | None], path: str,
+           why: str) -> tuple[DraftModel, Job]:
+    """The draft of a model's `-draft` profile with its header read; a draft pinned by path
+    becomes an input of the model (paired drafts already are)."""
+    paired = job.row.spec_draft
+    if paired is not None and paired.path == path:
+        return DraftModel(path=path, meta=metas.get(paired.model_id), size_bytes=paired.size_bytes, why=why), job
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return DraftModel(path=path, meta=None, size_bytes=0, why=why), job
+    job = attrs.evolve(job, row=attrs.evolve(job.row, inputs=(*job.row.inputs, path)))
+    return DraftModel(path=path, meta=_meta_or_none(cache, path), size_bytes=size, why=why), job
 
 
 def _inputs_stamp(cache: MetaCache, job: Job) -> str:

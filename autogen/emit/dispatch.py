@@ -23,6 +23,7 @@ from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.errors import ModelError
 from autogen.fsutil import file_size
+from autogen.metadata.formats import foreign_reason
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import (
@@ -36,7 +37,7 @@ from autogen.resolve.backends import (
     resolve_embedder,
     without_audiocpp,
 )
-from autogen.resolve.context import EmitContext
+from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
@@ -253,8 +254,9 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
     ))
 
 
-def _path_problem(row: ModelRow) -> str | None:
-    for path in (row.path, row.mmproj, row.draft, row.codec):
+def _path_problem(row: ModelRow, draft: DraftModel | None) -> str | None:
+    extra = (a.path for a in row.loras)
+    for path in (row.path, row.mmproj, row.draft, row.codec, draft.path if draft else None, *extra):
         if path and not _is_utf8(path):
             return f"path {path!r} is not valid UTF-8, which a YAML config cannot carry; rename the file"
         if path:
@@ -273,15 +275,16 @@ def _is_utf8(text: str) -> bool:
 
 
 def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset(),
-               owners: Mapping[str, str] | None = None) -> Plan:
+               owners: Mapping[str, str] | None = None, draft: DraftModel | None = None) -> Plan:
     """Run the emitter for one job (`taken_ids`: every model's id, `owners`: `profile_owners`,
-    for profile names). Per-model problems become a Skip, never an exception."""
+    for profile names; `draft`: the draft of its speculative-decoding profile, header read).
+    Per-model problems become a Skip, never an exception."""
     row = job.row
     if job.override is not None and job.override.skip:
         return Plan(model_id=row.id, notes=(f"{SKIPPED_BY_OVERRIDE}; not written",))
     if job.error is not None:
         return Plan.skip(row.id, job.error)
-    problem = _path_problem(row)
+    problem = _path_problem(row, draft)
     if problem:
         return Plan.skip(row.id, problem)
     clashes = _profile_clashes(job, settings, taken_ids, owners)
@@ -289,7 +292,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       override=job.override, settings=settings, backend=job.backend,
                       budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
                       taken_ids=frozenset(clashes), devices=job.placement.gpus, nodes=job.nodes,
-                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)))
+                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft)
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":
@@ -338,8 +341,18 @@ def needs_vllm(job: Job) -> bool:
     return job.row.format == "hf" and job.backend is not None and job.engine != Engine.VLLM
 
 
+def emitter_for_custom() -> Callable[[EmitContext], Plan]:
+    """The emitter of a row pinned to a `custom` backend (formats no known engine loads)."""
+    # deliberate lazy import, as `emitter_for`
+    return importlib.import_module("autogen.emit.custom").emit_custom
+
+
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:
-    engine = job.engine
+    row, engine = job.row, job.engine
+    if row.foreign_format:  # a format no engine swapgen knows loads: a custom backend row alone may claim it
+        if engine in set(Engine):
+            raise ModelError(foreign_reason(row.foreign_format, row.foreign_evidence))
+        return emitter_for_custom()(ctx)
     if needs_vllm(job):
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
                          "Add a row of kind vllm to `backends` in swapgen.yaml")

@@ -7,6 +7,8 @@ value, no `--no-mmap`/`--mlock`. Chat argv order (the flags we size or the user 
       -c <ctx × slots> -ngl <n> [--n-cpu-moe <n>] -fit off
       [-fa on|off|auto] [-ctk <t> -ctv <t>] [--parallel <n>] [-t <n>]
       [--mmproj <file> [--no-mmproj-offload]]
+      [-md <draft> -ngld <all> --spec-type draft-simple --spec-draft-n-max 3 --spec-draft-n-min 0
+       [-ctkd <t> -ctvd <t>]]
       <extra_args>
 
 Embedding argv (docs/classes.md#embeddings; `--pooling auto` no longer exists, so the header's
@@ -30,8 +32,12 @@ llama-server runs its auto 4 slots over one shared KV pool of -c tokens: the sam
 slot and more concurrency, and the 4 sequences of recurrent state are charged (`AUTO_SLOTS`).
 A scanned chat template that never mentions `tools` gives no `tools` capability.
 
-Profiles: ctx tiers, named variants and the vision profile of a chat model, each
-sized here as its own entry; their names, clashes and inheritance are `profiles_llama`'s.
+Profiles: ctx tiers, named variants, the vision profile, LoRA adapters and the draft profile of
+a chat model, each sized here as its own entry; their names, clashes and inheritance are
+`llama_profiles`'. The draft profile runs llama.cpp's standalone draft (`--spec-type
+draft-simple`: a draft model alone sets no type in b11434, common/arg.cpp), with llama.cpp's
+own default draft lengths written out (`common_params_speculative_draft`: n_max 3, n_min 0) so
+they can be seen and changed, and the draft's cache at the main cache's type.
 """
 
 from __future__ import annotations
@@ -42,16 +48,31 @@ import attrs
 
 from autogen.cmdline import HOST
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
-from autogen.emit.llama_profiles import note_profiles_ignored, profile_context, profiles, refused_before_sizing
+from autogen.emit.llama_profiles import (
+    DRAFT,
+    note_profiles_ignored,
+    profile_context,
+    profiles,
+    refused_before_sizing,
+)
 from autogen.errors import ModelError
 from autogen.metadata.chat_template import TOOLS_VAR
-from autogen.metadata.kvcost import kv_bytes
+from autogen.metadata.kvcost import kv_bytes, kv_cost
 from autogen.numfmt import GIB, format_g, size_gb
-from autogen.resolve.context import EmitContext
+from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
-from autogen.sizing.llama import AUTO_SLOTS, BASE_OVERHEAD, LlamaSizing, gb, projector_charge, runtime_bytes, size_llama
+from autogen.sizing.llama import (
+    AUTO_SLOTS,
+    BASE_OVERHEAD,
+    DraftLoad,
+    LlamaSizing,
+    gb,
+    projector_charge,
+    runtime_bytes,
+    size_llama,
+)
 from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
 
@@ -64,6 +85,10 @@ EMBED_CTX_CAP = 8192
 #: llama.cpp's load-time fitting stays off: the command runs exactly the sizing above, whatever
 #: else holds the card at start (docs/sizing.md#llamacpps---fit).
 FIT_OFF = ("-fit", "off")
+#: llama.cpp's own draft lengths (common/common.h `common_params_speculative_draft`: n_max 3,
+#: n_min 0), written out so the command says what runs.
+DRAFT_N_MAX = 3
+DRAFT_N_MIN = 0
 
 def emit_llama(ctx: EmitContext) -> Plan:
     """The llama-server entries of one model (chat: + its profiles; embedding), or Skips."""
@@ -81,7 +106,7 @@ def emit_llama(ctx: EmitContext) -> Plan:
         reason = profile.refused or refused_before_sizing(ctx, profile)
         if reason is None:
             try:
-                entry, notes = _chat_entry(profile_context(ctx, profile))
+                entry, notes = _chat_entry(profile_context(ctx, profile), ctx.draft if profile.kind == DRAFT else None)
             except ModelError as exc:
                 reason = str(exc)
         if reason is not None:
@@ -126,14 +151,18 @@ def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str
     return checked_path(os.path.expanduser(mode)), "auto"
 
 
-def size_chat(ctx: EmitContext, choices: LlamaChoices) -> tuple[LlamaSizing, str | None, bool]:
+def size_chat(ctx: EmitContext, choices: LlamaChoices,
+              draft: DraftModel | None = None) -> tuple[LlamaSizing, str | None, bool]:
     """(sizing, projector path, projector on GPU). `auto` keeps the projector on the GPU only
     when that costs no layers, experts or context below what the CPU placement gets."""
     meta = ctx.meta
     assert meta is not None
     projector, placement = _projector(ctx, choices)
+    load = None
+    if draft is not None and draft.meta is not None:
+        load = DraftLoad(meta=draft.meta, cost=kv_cost(draft.meta), weights=draft.size_bytes)
     common = dict(size=ctx.row.size_bytes or meta.tensor_bytes, budget=int(ctx.budget_gb * GIB),
-                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)))
+                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)), draft=load)
     if projector is None or placement == "cpu":
         return size_llama(meta, ctx.kv, **common), projector, False
     own = projector == ctx.row.mmproj
@@ -150,7 +179,7 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices) -> tuple[LlamaSizing, str
 
 
 def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, projector: str | None,
-              projector_on_gpu: bool) -> tuple[str, ...]:
+              projector_on_gpu: bool, draft: DraftModel | None = None) -> tuple[str, ...]:
     """The command line, in the order of the module docstring."""
     groups = _head(ctx)
     groups += [("-c", str(sizing.ctx_total)), ("-ngl", str(sizing.ngl))]
@@ -169,15 +198,20 @@ def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, proj
         groups.append(("--mmproj", projector))
         if not projector_on_gpu:
             groups.append(("--no-mmproj-offload",))
+    if draft is not None and draft.meta is not None:
+        groups += [("-md", draft.path), ("-ngld", str(draft.meta.block_count + 1)), ("--spec-type", "draft-simple"),
+                   ("--spec-draft-n-max", str(DRAFT_N_MAX)), ("--spec-draft-n-min", str(DRAFT_N_MIN))]
+        if sizing.kv_type != "f16":
+            groups += [("-ctkd", sizing.kv_type), ("-ctvd", sizing.kv_type)]
     return _finish(groups, choices)
 
 
-def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
+def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entry, tuple[str, ...]]:
     meta, row, ov = ctx.meta, ctx.row, ctx.override
     assert meta is not None
     choices = resolve_choices(ctx)
-    sizing, projector, on_gpu = size_chat(ctx, choices)
-    argv = chat_argv(ctx, choices, sizing, projector, on_gpu)
+    sizing, projector, on_gpu = size_chat(ctx, choices, draft)
+    argv = chat_argv(ctx, choices, sizing, projector, on_gpu, draft)
     ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
     comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {sizing.ctx}, {ngl_text} "
                f"({sizing.why})",
@@ -186,6 +220,8 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
                f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")]
     if projector:
         comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
+    if draft is not None:
+        comment.append(f"draft {os.path.basename(draft.path)}: {draft.why}")
     if choices.replaced:
         comment.append("extra_args set: " + ", ".join(sorted(choices.replaced)))
     tools = meta.has_chat_template and (TOOLS_VAR in meta.chat_template_markers or not meta.chat_template_scanned)
@@ -206,8 +242,12 @@ def _chat_entry(ctx: EmitContext) -> tuple[Entry, tuple[str, ...]]:
 
 
 def memory_parts(sizing: LlamaSizing) -> tuple[tuple[str, int], ...]:
-    """swapgen's figures in the parts `llama-fit-params` prints: model, context, compute."""
-    return (("model", sizing.weights), ("context", sizing.kv_total + sizing.state), ("compute", sizing.compute))
+    """swapgen's figures in the parts `llama-fit-params` prints: model, context, compute (a
+    draft's counted in each)."""
+    d = sizing.draft_memory
+    return (("model", sizing.weights + sizing.draft_weights),
+            ("context", sizing.kv_total + sizing.state + (d.kv_total + d.state if d else 0)),
+            ("compute", sizing.compute + (d.compute if d else 0)))
 
 
 def fit_note(choices: LlamaChoices) -> str:

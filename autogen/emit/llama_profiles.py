@@ -3,7 +3,10 @@ entries of one chat model, each sized on its own by `emit_llama`.
 
 In this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`
 (override `variants`, then `default_variants` not shadowed by a model variant of the same name),
-and `<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`).
+`<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`), one
+`<id>+<adapter>` per LoRA adapter whose base the model is (`--lora`, sized with the adapter's
+bytes), and `<id>-draft` (speculative decoding with a draft of the same vocabulary: `-md`, its
+layers and context charged; the override's `draft` pins one or, `none`, turns it off).
 A tier is the model's override with its context pinned. A variant is the model's override with
 every field the variant sets replaced: an unset field inherits (override, then settings), the
 budget too (the Go original fell back to the global one); `unlisted` is the variant's own; its
@@ -29,7 +32,8 @@ from functools import lru_cache
 import attrs
 from attrs import frozen
 
-from autogen.discovery.rows import ModelRow
+from autogen.discovery.pairing import same_vocabulary, vocabulary_text
+from autogen.discovery.rows import Adapter, ModelRow
 from autogen.emit.entry import Plan
 from autogen.ids import slugify
 from autogen.resolve.context import EmitContext
@@ -38,6 +42,11 @@ from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_
 
 #: The variant name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
+#: Profile kinds of a LoRA adapter and of a speculative-decoding draft.
+LORA = "lora"
+DRAFT = "draft"
+#: The override's `draft` that turns the draft profile off.
+NO_DRAFT = "none"
 #: Variant field → the flag meanings (`emit_llama.FLAG_KNOBS` values) it takes over from
 #: inherited extra_args.
 VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
@@ -69,11 +78,17 @@ class Profile:
     variant: Variant | None = None
     #: Why it is not emitted (a name clash, no projector), or None.
     refused: str | None = None
+    #: The LoRA adapter it applies (LoRA profiles).
+    adapter: Adapter | None = None
 
     @property
     def describe(self) -> str:
         if self.kind == VISION:
             return "vision profile (projector on the GPU)"
+        if self.kind == LORA:
+            return f"LoRA adapter {self.adapter.name}"
+        if self.kind == DRAFT:
+            return "speculative-decoding draft profile"
         return f"ctx tier {self.ctx}" if self.variant is None else f"variant {self.variant.name!r}"
 
 
@@ -91,11 +106,23 @@ def vision_projector(row: ModelRow, override: Override | None, variant: Variant)
     return (path, mode) if path else None
 
 
+def draft_path(row: ModelRow, override: Override | None) -> tuple[str, str] | None:
+    """(file, why) of the draft the model's `-draft` profile runs: the override's `draft` (a
+    path; `none` turns drafts off), else the one discovery paired; None = no draft profile."""
+    pin = (override.draft or "").strip() if override is not None else ""
+    if pin == NO_DRAFT:
+        return None
+    if pin:
+        return os.path.expanduser(pin), "pinned by the override's draft"
+    return (row.spec_draft.path, row.spec_draft.why) if row.spec_draft is not None else None
+
+
 def profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[Profile]:
     """Candidate profiles in emit order; within the model the first of an id wins."""
     tiers = override.ctx_variants if override is not None else ()
     own = override.variants if override is not None else ()
-    if not tiers and not own and not settings.default_variants:
+    draft = draft_path(row, override)
+    if not tiers and not own and not settings.default_variants and not row.loras and draft is None:
         return []
     own_slugs = {slugify(v.name) for v in own}
     variants = [(v, True) for v in own] + [(v, False) for v in settings.default_variants
@@ -114,6 +141,9 @@ def profiles(row: ModelRow, override: Override | None, settings: Settings) -> li
         refused = None if vision_projector(row, override, variant) else "no projector to put on the GPU"
         if refused is None or is_own:  # a default `vision` variant passes text-only models silently
             out.append(Profile(id=f"{row.id}-{VISION}", kind=VISION, variant=variant, refused=refused))
+    out += [Profile(id=f"{row.id}+{a.name}", kind=LORA, adapter=a) for a in row.loras if a.kind == "gguf"]
+    if draft is not None:
+        out.append(Profile(id=f"{row.id}-{DRAFT}", kind=DRAFT))
     first: dict[str, str] = {}
     for i, p in enumerate(out):
         if p.refused is None and p.id in first:
@@ -168,6 +198,23 @@ def refused_before_sizing(ctx: EmitContext, profile: Profile) -> str | None:
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     if profile.ctx and trained and profile.ctx > trained:
         return f"ctx tier {profile.ctx} is above the trained context {trained}"
+    if profile.kind == DRAFT:
+        return _draft_refused(ctx)
+    return None
+
+
+def _draft_refused(ctx: EmitContext) -> str | None:
+    """A draft whose header is unknown, or whose vocabulary is not the model's: llama-server
+    would refuse it ("draft model vocab type must match target model"), or draft useless tokens."""
+    draft = ctx.draft
+    if draft is None or draft.meta is None:
+        where = draft.path if draft is not None else "the draft"
+        return f"the header of {where} cannot be read"
+    if ctx.meta is None or not same_vocabulary(ctx.meta, draft.meta):
+        theirs = vocabulary_text(draft.meta)
+        ours = vocabulary_text(ctx.meta) if ctx.meta is not None else "unknown"
+        return (f"draft {os.path.basename(draft.path)} has another vocabulary ({theirs}) than the model ({ours}): "
+                "speculative decoding needs the very same token list")
     return None
 
 
@@ -188,6 +235,12 @@ def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
     ov = ctx.override or Override(match="*")
     inherited = split_equals(ov.extra_args)
+    if profile.kind == LORA:
+        lora = attrs.evolve(ov, extra_args=(*inherited, "--lora", profile.adapter.path))
+        row = attrs.evolve(ctx.row, size_bytes=ctx.row.size_bytes + profile.adapter.size_bytes)
+        return attrs.evolve(ctx, row=row, override=lora)
+    if profile.kind == DRAFT:
+        return ctx
     if profile.variant is None:
         tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, {"ctx"}))
         return attrs.evolve(ctx, override=tier)

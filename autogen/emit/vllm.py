@@ -10,7 +10,9 @@ Argv order (docs/sizing.md#vllm-argv): exe, `serve <path>`, `--host`, `--port`, 
 `--quantization gguf` (GGUF only), `--gpu-memory-utilization`, then — new against the Go
 original's code, placed where its design note suggests — `--kv-cache-memory-bytes`, then `--max-model-len`,
 `--tokenizer`, `--enable-auto-tool-choice --tool-call-parser`, `--tensor-parallel-size`,
-`extra_args`.
+`--enable-lora --lora-modules <name>=<path>… --max-lora-rank <r>` (PEFT adapters whose base
+this folder is; each adapter's name is an alias of the entry, so a request for it reaches this
+vLLM, which serves the adapter under that name), `extra_args`.
 
 Where we differ from the original: the path is passed as is (backslashes are not turned into
 `/`; quoting is the renderer's job).
@@ -18,9 +20,13 @@ Where we differ from the original: the path is passed as is (backslashes are not
 
 from __future__ import annotations
 
+import json
 import re
 
+import attrs
+
 from autogen.cmdline import HOST, quote_arg
+from autogen.discovery.rows import Adapter
 from autogen.discovery.walk import SHARD_NAME
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
@@ -34,6 +40,37 @@ from autogen.versions import format_version, parse_version
 DEFAULT_EXE = "vllm"
 #: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (vllm-project/vllm#39612).
 GGUF_PLUGIN_SINCE = (0, 24)
+#: The ranks `--max-lora-rank` accepts (vllm/config/lora.py `MaxLoRARanks`), and its default.
+MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+DEFAULT_LORA_RANK = 16
+
+
+def peft_adapters(ctx: EmitContext) -> tuple[Adapter, ...]:
+    return tuple(a for a in ctx.row.loras if a.kind == "peft")
+
+
+def lora_rank(adapters: tuple[Adapter, ...]) -> int:
+    """The smallest rank vLLM accepts that holds every adapter's (vLLM refuses to load an
+    adapter above `--max-lora-rank`)."""
+    want = max((a.rank for a in adapters), default=0) or DEFAULT_LORA_RANK
+    return next((r for r in MAX_LORA_RANKS if r >= want), MAX_LORA_RANKS[-1])
+
+
+def lora_slot_bytes(adapters: tuple[Adapter, ...], rank: int) -> int:
+    """GPU memory of one adapter slot (vLLM's default `--max-loras 1`), from the largest
+    adapter's file scaled to the slot's rank."""
+    return max((a.size_bytes * rank // (a.rank or rank) for a in adapters), default=0)
+
+
+def lora_args(adapters: tuple[Adapter, ...]) -> list[str]:
+    """`--enable-lora --lora-modules name=path … --max-lora-rank r`; a path with a comma is
+    written as JSON, the other form vLLM's LoRAParserAction reads
+    (vllm/entrypoints/common/cli_args.py)."""
+    if not adapters:
+        return []
+    modules = [f"{a.name}={a.path}" if "," not in a.path and "=" not in a.name
+               else json.dumps({"name": a.name, "path": a.path}) for a in adapters]
+    return ["--enable-lora", "--lora-modules", *modules, "--max-lora-rank", str(lora_rank(adapters))]
 
 def is_split_gguf(ctx: EmitContext) -> bool:
     """A shard set (or a lone shard of one): served by llama.cpp only."""
@@ -80,6 +117,7 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
         argv += ["--tensor-parallel-size", str(sizing.tensor_parallel)]
     if ctx.nodes is not None:
         argv += node_args(ctx, 0)
+    argv += lora_args(peft_adapters(ctx))
     return (*argv, *(ov.extra_args if ov else ()))
 
 
@@ -134,8 +172,11 @@ def emit_vllm(ctx: EmitContext) -> Plan:
         return Plan.skip(row.id, reason)
     row_version = ctx.backend.row.version if ctx.backend.row is not None else ""
     version = parse_version(row_version)
+    adapters = peft_adapters(ctx)
+    slot = lora_slot_bytes(adapters, lora_rank(adapters))
+    sized = attrs.evolve(ctx, row=attrs.evolve(row, size_bytes=row.size_bytes + slot)) if slot else ctx
     try:
-        sizing = size_vllm(ctx, version)
+        sizing = size_vllm(sized, version)
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
     arch = meta.arch if meta is not None else ""
@@ -167,6 +208,9 @@ def emit_vllm(ctx: EmitContext) -> Plan:
                        f"{sizing.tensor_parallel} per node × pipeline parallel {sizing.pipeline_parallel}; "
                        "start the workers first:")
         comment += [f"on {host}: {command}" for host, command in worker_commands(ctx, argv)]
+    if adapters:
+        comment.append(f"LoRA modules {', '.join(a.name for a in adapters)} (PEFT, max rank {lora_rank(adapters)}; "
+                       f"one adapter slot of {gib(slot):.2f} GB charged with the weights)")
     if row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
         which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
         comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
@@ -188,7 +232,7 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment),
                   metadata=tuple(metadata),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
-                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters))
     notes = _notes(ctx, sizing, parser, row_version)
     if ctx.nodes is not None:
         notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))

@@ -16,6 +16,22 @@ from autogen.settings.schema import Gpu, Override, Settings
 
 
 @frozen
+class DraftModel:
+    """The speculative-decoding draft a model's `-draft` profile runs: pinned by the override's
+    `draft`, else paired by discovery (`ModelRow.spec_draft`), with its header read.
+
+    Example: DraftModel(path="/m/Qwen3-0.6B-Q8_0.gguf", meta=ModelMeta(...), size_bytes=639_447_040,
+    why="same vocabulary (gpt2/qwen2, 151936 tokens, identical token list), same folder").
+    """
+
+    path: str
+    #: None: its header could not be read (the profile is refused, saying so).
+    meta: ModelMeta | None
+    size_bytes: int
+    why: str
+
+
+@frozen
 class EmitContext:
     row: ModelRow
     #: None for rows that carry no readable metadata (e.g. SAM .ggml files).
@@ -46,3 +62,5 @@ class EmitContext:
     taken_by: tuple[tuple[str, str], ...] = ()
     #: The hosts a multi-node vLLM model spans (`resolve.nodes.plan_nodes`); None = one host.
     nodes: MultiNode | None = None
+    #: The draft of the model's speculative-decoding profile; None = no such profile.
+    draft: DraftModel | None = None

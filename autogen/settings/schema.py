@@ -91,6 +91,9 @@ class Override:
     ngl: int | None = None
     #: "auto" | "none" | "cpu" | "gpu" | a projector path.
     mmproj: str | None = None
+    #: The speculative-decoding draft of the `-draft` profile: a GGUF path, or "none" for no
+    #: draft profile; None = the one discovery pairs (same vocabulary, smaller, same family).
+    draft: str | None = None
     # sd-server (image) knobs; component paths win over `encoders`, "none" drops the component
     #: VAE, e.g. "/models/flux/ae.safetensors".
     vae: str | None = None

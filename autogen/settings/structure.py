@@ -228,6 +228,8 @@ def _path_map(value: Any, _type: Any) -> tuple[PathMapping, ...]:
     return tuple(pairs)
 
 
+
+_draft = _checked(_strict_str, lambda v: v.strip() != "", "expected none or the path of a draft GGUF")
 _LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
 
 _SD_HOOKS = {
@@ -259,6 +261,7 @@ _FIELD_HOOKS: dict[type, dict[str, Any]] = {
         "threads": _positive_int,
         "extra_args": _args,
         **_LLAMA_HOOKS,
+        "draft": _draft,
         **_SD_HOOKS,
         "llama_swap": _key_map,
     },

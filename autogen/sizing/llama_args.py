@@ -44,6 +44,14 @@ FLAG_KNOBS: dict[str, str] = {
     "--swa-full": "swa_full",
     **dict.fromkeys(("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"), "kv_unified"),
     **dict.fromkeys(("-fit", "--fit"), "fit"),
+    # speculative decoding with a draft model (the `-draft` profile)
+    **dict.fromkeys(("-md", "--model-draft", "--spec-draft-model"), "draft_model"),
+    **dict.fromkeys(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"), "draft_ngl"),
+    **dict.fromkeys(("-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"), "cache_type_k_draft"),
+    **dict.fromkeys(("-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"), "cache_type_v_draft"),
+    "--spec-type": "spec_type",
+    "--spec-draft-n-max": "draft_max",
+    "--spec-draft-n-min": "draft_min",
 }
 #: Flags that take no value (the rest take exactly one).
 SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",

@@ -1,0 +1,221 @@
+"""What pairs models of a library with each other once their headers are read: LoRA adapters
+with their bases, and speculative-decoding drafts with the models they speed up.
+
+- A LoRA GGUF goes to the models llama.cpp would accept it on (src/llama-adapter.cpp refuses
+  another architecture, and tensors of another shape): the same architecture, its `lora_a`
+  input as wide as the model's embedding, no block beyond the model's. Among those, the
+  models its header names as base (`general.base_model.*`); an adapter that names none goes
+  to the models of its own folder. It becomes a profile of each base (`<base>+<adapter>`).
+- A PEFT folder goes to the Hugging Face folder its `base_model_name_or_path` names (vLLM
+  serves it with `--lora-modules` on that entry).
+- A draft shares the model's vocabulary exactly: the same tokenizer model and pre-tokenizer,
+  token count and token list (its digest; never the width alone), is at most a quarter of
+  its size in parameters, and sits in the same folder or family. Never another.
+
+Everything not paired is listed with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+
+import attrs
+
+from autogen.discovery.naming import clean_id, quant_from_name, repo_name
+from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
+from autogen.discovery.walk import AdapterFile, Discovery, Ignored
+from autogen.metadata.model_meta import ModelMeta
+
+#: A draft has at most this share of its target's parameters (block_count × embedding²).
+DRAFT_SHARE = 4
+#: A size part of a name: `8b`, `0.6b`, `135m` (the family is what comes before it).
+SIZE_PART = re.compile(r"(?i)^\d+(\.\d+)?[bm]$")
+
+
+def name_key(text: str) -> str:
+    """Letters and digits only, lower case: `Meta Llama 3.1 8B Instruct` → `metallama318binstruct`."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def family(model_id: str) -> str:
+    """The parts of an id before its size part: `qwen2.5-coder-32b-instruct-q4_k_m` →
+    `qwen2.5-coder`; "" when the id has no size part."""
+    parts = model_id.split("-")
+    for i, part in enumerate(parts):
+        if i and SIZE_PART.match(part):
+            return "-".join(parts[:i])
+    return ""
+
+
+def adapter_name(path: str) -> str:
+    """An adapter's name for clients: its file or folder name, without extension and quant."""
+    stem = os.path.basename(path.rstrip("/"))
+    stem, dot, ext = stem.rpartition(".")
+    stem = stem if dot and ext.lower() == "gguf" else os.path.basename(path.rstrip("/"))
+    quant = quant_from_name(stem + ".gguf")
+    if quant and stem.lower().endswith(quant.lower()):
+        stem = stem[: -len(quant)].rstrip("-_.")
+    return clean_id(stem)
+
+
+def _model_keys(row: ModelRow, meta: ModelMeta) -> list[str]:
+    texts = [row.repo, repo_name(row.repo), os.path.basename(row.path), meta.name,
+             " ".join(p for p in (meta.basename, meta.size_label, meta.finetune) if p)]
+    return [k for k in map(name_key, texts) if k]
+
+
+def _base_keys(names: Sequence[str]) -> list[str]:
+    """Keys of the base models an adapter names: each name, and a repo's own name."""
+    keys = []
+    for name in names:
+        keys.append(name_key(name))
+        tail = name.rstrip("/").rsplit("/", 1)[-1]
+        keys.append(name_key(tail))
+    return [k for k in dict.fromkeys(keys) if len(k) >= 3]
+
+
+def _fits_lora(meta: ModelMeta, lora: ModelMeta) -> bool:
+    """What llama.cpp checks when it loads a LoRA onto a model: architecture and shapes."""
+    return (meta.arch == lora.arch and meta.pooling_type == 0
+            and (not lora.lora_width or lora.lora_width == meta.embedding_length)
+            and lora.lora_layers <= meta.block_count)
+
+
+def _lora_bases(adapter: AdapterFile, lora: ModelMeta, models: list[tuple[ModelRow, ModelMeta]]) -> tuple[
+        list[ModelRow], str]:
+    """(bases, why not when none) of a LoRA GGUF."""
+    shaped = [(row, meta) for row, meta in models if row.format == "gguf" and _fits_lora(meta, lora)]
+    keys = _base_keys(lora.base_models)
+    shape = f"arch {lora.arch or '?'}" + (f", width {lora.lora_width}" if lora.lora_width else "")
+    if keys:
+        named = [row for row, meta in shaped if any(k in m for k in keys for m in _model_keys(row, meta))]
+        if named:
+            return named, ""
+        return [], (f"its base {lora.base_models[0]} ({shape}) is not in the library"
+                    + (f"; {len(shaped)} other models have its shape" if shaped else ""))
+    folder = os.path.dirname(adapter.path)
+    beside = [row for row, _ in shaped if os.path.dirname(row.path) == folder]
+    if beside:
+        return beside, ""
+    return [], f"it names no base model, and no model of its shape ({shape}) sits beside it"
+
+
+def _peft_bases(adapter: AdapterFile, rows: Sequence[ModelRow]) -> tuple[list[ModelRow], str]:
+    """(bases, why not when none) of a PEFT folder: the HF folders its base names."""
+    base = adapter.base_name
+    if not base:
+        return [], "adapter_config.json names no base_model_name_or_path"
+    owner, _, repo = base.rstrip("/").rpartition("/")
+    want = name_key(repo)
+    found = [r for r in rows if r.format == "hf" and not r.foreign_format and name_key(r.repo) == want]
+    owned = [r for r in found if name_key(os.path.basename(owner)) == name_key(r.publisher)]
+    if owned or found:
+        return (owned or found)[:1], ""
+    return [], f"its base {base} is not in the library as a Hugging Face folder (vLLM serves it on that base)"
+
+
+def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
+                  adapter_meta: Callable[[str], ModelMeta | None]) -> Discovery:
+    """Each adapter on its bases (`ModelRow.loras`), or listed with why not."""
+    rows = {row.id: row for row in discovery.models}
+    models = [(row, meta) for row in discovery.models if (meta := metas.get(row.id)) is not None
+              and row.id not in discovery.row_errors]
+    ignored = list(discovery.ignored)
+    for adapter in discovery.adapters:
+        name = adapter_name(adapter.path)
+        if adapter.kind == "peft":
+            bases, why = _peft_bases(adapter, [r for r, _ in models])
+            what = f"PEFT LoRA adapter (rank {adapter.rank or '?'})"
+            record = Adapter(path=adapter.path, name=name, kind="peft", size_bytes=adapter.size_bytes,
+                             rank=adapter.rank)
+        else:
+            lora = adapter_meta(adapter.path)
+            if lora is None:
+                ignored.append(Ignored(adapter.path, "LoRA adapter whose header cannot be read, not served"))
+                continue
+            bases, why = _lora_bases(adapter, lora, models)
+            what = f"LoRA adapter (rank {lora.lora_rank or '?'}, alpha {lora.lora_alpha:g})"
+            record = Adapter(path=adapter.path, name=name, kind="gguf", size_bytes=adapter.size_bytes,
+                             rank=lora.lora_rank, alpha=lora.lora_alpha)
+        if not bases:
+            ignored.append(Ignored(adapter.path, f"{what}: {why}; llama-server and vLLM load an adapter only with "
+                                                 "its base model"))
+            continue
+        for base in bases:
+            rows[base.id] = attrs.evolve(rows[base.id], loras=(*rows[base.id].loras, record),
+                                         inputs=(*rows[base.id].inputs, *_adapter_inputs(record)))
+        offered = ", ".join(f"{b.id}+{name}" if record.kind == "gguf" else b.id for b in bases)
+        how = "offered as" if record.kind == "gguf" else f"served as LoRA module {name} of"
+        ignored.append(Ignored(adapter.path, f"{what} for {', '.join(b.id for b in bases)}: {how} {offered}",
+                               attached=True))
+    return attrs.evolve(discovery, models=tuple(rows[r.id] for r in discovery.models), ignored=tuple(ignored))
+
+
+def _adapter_inputs(adapter: Adapter) -> tuple[str, ...]:
+    """The files of an adapter its base's fragment depends on."""
+    if adapter.kind == "gguf":
+        return (adapter.path,)
+    return tuple(os.path.join(adapter.path, n) for n in ("adapter_config.json", "adapter_model.safetensors")
+                 if os.path.exists(os.path.join(adapter.path, n)))
+
+
+# -- drafts --------------------------------------------------------------------------------------
+
+def same_vocabulary(a: ModelMeta, b: ModelMeta) -> bool:
+    """The same tokenizer: model, pre-tokenizer, token count and token list (the digest of its
+    bytes). Files without a token list never match."""
+    return (bool(a.vocab_digest) and a.vocab_digest == b.vocab_digest and a.vocab_size == b.vocab_size
+            and a.tokenizer_model == b.tokenizer_model and a.tokenizer_pre == b.tokenizer_pre)
+
+
+def vocabulary_text(meta: ModelMeta) -> str:
+    """"gpt2/qwen2, 151936 tokens"."""
+    tokenizer = "/".join(p for p in (meta.tokenizer_model, meta.tokenizer_pre) if p) or "unnamed tokenizer"
+    return f"{tokenizer}, {meta.vocab_size} tokens"
+
+
+def _params(meta: ModelMeta) -> int:
+    return meta.block_count * meta.embedding_length ** 2
+
+
+def _can_draft(meta: ModelMeta) -> bool:
+    return bool(meta.vocab_digest) and meta.pooling_type == 0 and meta.block_count > 0 and not meta.adapter_type
+
+
+def choose_draft(target: ModelRow, meta: ModelMeta, models: Sequence[tuple[ModelRow, ModelMeta]]) -> SpecDraft | None:
+    """The draft of `target`: same vocabulary, a quarter of its parameters at most, in its folder
+    or family; the same folder first, then the fewest parameters, then the largest file (the
+    better quant), then the path."""
+    if not _can_draft(meta):
+        return None
+    folder, fam = os.path.dirname(target.path), family(target.id)
+    found = []
+    for row, other in models:
+        if (row.path == target.path or row.format != "gguf" or not _can_draft(other)
+                or _params(other) * DRAFT_SHARE > _params(meta) or not same_vocabulary(meta, other)):
+            continue
+        beside = os.path.dirname(row.path) == folder
+        if beside or (fam and family(row.id) == fam):
+            found.append((not beside, _params(other), -row.size_bytes, row.path, row, beside))
+    if not found:
+        return None
+    *_, row, beside = min(found, key=lambda f: f[:4])
+    where = "same folder" if beside else f"family {fam}"
+    return SpecDraft(path=row.path, model_id=row.id, size_bytes=row.size_bytes,
+                     why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
+
+
+def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> Discovery:
+    """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model."""
+    models = [(row, meta) for row in discovery.models if (meta := metas.get(row.id)) is not None
+              and row.id not in discovery.row_errors and not row.shards]
+    out = []
+    for row in discovery.models:
+        meta = metas.get(row.id)
+        draft = choose_draft(row, meta, models) if meta is not None and row.id not in discovery.row_errors else None
+        if draft is not None:
+            row = attrs.evolve(row, spec_draft=draft, inputs=(*row.inputs, draft.path))
+        out.append(row)
+    return attrs.evolve(discovery, models=tuple(out))

@@ -1,0 +1,280 @@
+"""Pairing once headers are read: LoRA adapters on their bases (GGUF profiles, PEFT modules of a
+vLLM entry), drafts only on the very same vocabulary; what pairs nothing is listed, saying why."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from ruamel.yaml import YAML
+
+from autogen.cmdline import split_command
+from autogen.commands import tasks
+from autogen.discovery.naming import load_ledger
+from autogen.discovery.pairing import adapter_name, family, pair_adapters, pair_drafts
+from autogen.discovery.walk import discover
+from autogen.metadata.cache import MetaCache
+from tests.gguf_fixtures import Q, write_gguf, write_lora
+from tests.hf_fixtures import LLAMA_CONFIG, write_config, write_safetensors
+from tests.runs import generate
+from tests.shared import TOOLS, VLLM_VENV
+
+QWEN_TOKENS = [f"Ġq{i:04d}" for i in range(512)]
+LLAMA_TOKENS = [f"Ġl{i:04d}" for i in range(512)]
+QWEN = ("gpt2", "qwen2")
+
+
+def chat(path, *, blocks=8, embd=256, tokens=QWEN_TOKENS, tokenizer=QWEN, arch="qwen3", name="", **kw):
+    """A chat GGUF with a real attention layout and tokenizer."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    kv = {"{arch}.block_count": blocks, "{arch}.context_length": 8192, "{arch}.embedding_length": embd,
+          "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 2, "{arch}.feed_forward_length": 4 * embd}
+    if name:
+        kv["general.name"] = name
+    tensors = [("token_embd.weight", (embd, len(tokens)), Q.Q8_0)]
+    tensors += [(f"blk.{i}.attn_q.weight", (embd, embd), Q.Q8_0) for i in range(blocks)]
+    return write_gguf(path, arch, kv=kv, tensors=tensors, tokens=tokens, tokenizer=tokenizer,
+                      chat_template="{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{% endif %}", **kw)
+
+
+def paired(tmp_path):
+    cache = MetaCache(str(tmp_path / "cache"))
+    found = discover((str(tmp_path / "models"),), cache.gguf, cache.config, safetensors=cache.safetensors)
+    metas = {r.id: cache.meta(r.path, hf=r.format == "hf") for r in found.models if r.id not in found.row_errors}
+    found = pair_drafts(pair_adapters(found, metas, cache.meta), metas)
+    return found, {r.id: r for r in found.models}
+
+
+def listed(found) -> dict[str, tuple[str, bool]]:
+    return {Path(i.path).name: (i.reason, i.attached) for i in found.ignored}
+
+
+class TestNames:
+    @pytest.mark.parametrize("model_id, fam", [("qwen3-32b-q4_k_m", "qwen3"), ("qwen2.5-coder-0.5b-instruct-q8_0",
+                                                                                "qwen2.5-coder"),
+                                               ("smollm2-135m-instruct-q8_0", "smollm2"), ("phi-4-q4_k_m", "")])
+    def test_family_is_the_name_before_the_size(self, model_id, fam):
+        assert family(model_id) == fam
+
+    def test_adapter_name_drops_extension_and_quant(self):
+        assert adapter_name("/l/Qwen3-8B-sql-LoRA-F16.gguf") == "qwen3-8b-sql-lora"
+        assert adapter_name("/l/sql-lora/") == "sql-lora"
+
+
+class TestLora:
+    def test_a_lora_goes_to_the_base_its_header_names_with_its_shape(self, tmp_path):
+        chat(tmp_path / "models/bartowski/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")
+        chat(tmp_path / "models/bartowski/Qwen3-8B-GGUF/Qwen3-8B-Q8_0.gguf", name="Qwen3 8B")
+        chat(tmp_path / "models/other/Other-8B-GGUF/Other-8B-Q4_K_M.gguf", name="Other 8B")  # same shape, other model
+        lora = write_lora(tmp_path / "models/loras/Qwen3-8B-sql-LoRA-F16.gguf", "qwen3", blocks=8, embd=256, rank=16,
+                          alpha=32, base=("Qwen3 8B", "Qwen", "https://huggingface.co/Qwen/Qwen3-8B"))
+        found, rows = paired(tmp_path)
+        for model_id in ("qwen3-8b-q4_k_m", "qwen3-8b-q8_0"):
+            (adapter,) = rows[model_id].loras
+            assert (adapter.name, adapter.rank, adapter.alpha, adapter.kind) == ("qwen3-8b-sql-lora", 16, 32.0, "gguf")
+            assert str(lora) in rows[model_id].inputs
+        assert rows["other-8b-q4_k_m"].loras == ()
+        reason, attached = listed(found)["Qwen3-8B-sql-LoRA-F16.gguf"]
+        assert attached and reason == ("LoRA adapter (rank 16, alpha 32) for qwen3-8b-q4_k_m, qwen3-8b-q8_0: offered as "
+                                       "qwen3-8b-q4_k_m+qwen3-8b-sql-lora, qwen3-8b-q8_0+qwen3-8b-sql-lora")
+
+    @pytest.mark.parametrize("shape", [dict(arch="llama"), dict(embd=128), dict(blocks=12)])
+    def test_a_lora_of_another_architecture_width_or_depth_pairs_nothing(self, tmp_path, shape):
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")
+        args = {"arch": "qwen3", "embd": 256, "blocks": 8, **shape}
+        write_lora(tmp_path / "models/q/Qwen3-8B-LoRA.gguf", args.pop("arch"), **args,
+                   base=("Qwen3 8B", "Qwen", "https://huggingface.co/Qwen/Qwen3-8B"))
+        found, rows = paired(tmp_path)
+        assert rows["qwen3-8b-q4_k_m"].loras == ()
+        reason, attached = listed(found)["Qwen3-8B-LoRA.gguf"]
+        assert not attached and "its base Qwen3 8B" in reason and "is not in the library" in reason
+
+    def test_a_lora_that_names_no_base_goes_to_the_models_beside_it(self, tmp_path):
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf")
+        chat(tmp_path / "models/elsewhere/Qwen3-8B-Q8_0.gguf")
+        write_lora(tmp_path / "models/q/my-lora.gguf", "qwen3", blocks=8, embd=256)
+        _, rows = paired(tmp_path)
+        assert [a.name for a in rows["qwen3-8b-q4_k_m"].loras] == ["my-lora"] and rows["qwen3-8b-q8_0"].loras == ()
+
+    def test_a_lora_alone_is_listed_as_ignored_saying_why(self, tmp_path):
+        write_lora(tmp_path / "models/loras/orphan-LoRA.gguf", "qwen3", blocks=8, embd=256)
+        found, _ = paired(tmp_path)
+        reason, attached = listed(found)["orphan-LoRA.gguf"]
+        assert not attached and reason == (
+            "LoRA adapter (rank 8, alpha 16): it names no base model, and no model of its shape (arch qwen3, "
+            "width 256) sits beside it; llama-server and vLLM load an adapter only with its base model")
+
+
+def peft(folder, base, rank=16):
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text(json.dumps({
+        "base_model_name_or_path": base, "peft_type": "LORA", "r": rank, "lora_alpha": 32,
+        "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}))
+    write_safetensors(folder / "adapter_model.safetensors", 1 << 20)
+    return folder
+
+
+class TestPeft:
+    def test_a_peft_folder_joins_its_hf_base(self, tmp_path):
+        base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
+        write_config(base, LLAMA_CONFIG)
+        write_safetensors(base / "model.safetensors", 1 << 20)
+        folder = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
+        found, rows = paired(tmp_path)
+        (adapter,) = rows["llama-3.1-8b-instruct-bf16"].loras
+        assert (adapter.path, adapter.name, adapter.kind, adapter.rank) == (str(folder), "sql-lora", "peft", 24)
+        assert str(folder / "adapter_config.json") in rows["llama-3.1-8b-instruct-bf16"].inputs
+        assert listed(found)["sql-lora"] == (
+            "PEFT LoRA adapter (rank 24) for llama-3.1-8b-instruct-bf16: served as LoRA module sql-lora of "
+            "llama-3.1-8b-instruct-bf16", True)
+
+    def test_a_peft_folder_without_its_base_is_listed(self, tmp_path):
+        peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-70B-Instruct")
+        found, _ = paired(tmp_path)
+        reason, attached = listed(found)["sql-lora"]
+        assert not attached and "its base meta-llama/Llama-3.1-70B-Instruct is not in the library" in reason
+
+
+class TestDrafts:
+    def test_a_small_model_with_the_same_vocabulary_in_the_family_is_the_draft(self, tmp_path):
+        chat(tmp_path / "models/bartowski/Qwen3-32B-GGUF/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
+        small = chat(tmp_path / "models/bartowski/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        chat(tmp_path / "models/bartowski/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q4_0.gguf", blocks=4, embd=64,
+             sparse_size=1 << 16)  # the same model, a smaller file: the Q8_0 wins
+        _, rows = paired(tmp_path)
+        draft = rows["qwen3-32b-q4_k_m"].spec_draft
+        assert (draft.path, draft.model_id) == (str(small), "qwen3-0.6b-q8_0")
+        assert draft.why == "same vocabulary (gpt2/qwen2, 512 tokens, identical token list), family qwen3"
+        assert str(small) in rows["qwen3-32b-q4_k_m"].inputs
+        assert rows["qwen3-0.6b-q8_0"].spec_draft is None  # nothing is a quarter of it
+
+    @pytest.mark.parametrize("other", [
+        dict(tokens=[*QWEN_TOKENS[:-1], "Ġdifferent"]),  # same count, one token differs
+        dict(tokenizer=("gpt2", "llama-bpe")),  # same tokens, another pre-tokenizer
+        dict(tokens=QWEN_TOKENS[:-1]),  # one token fewer
+        dict(tokens=LLAMA_TOKENS, tokenizer=("gpt2", "llama-bpe"), arch="llama"),
+    ])
+    def test_never_a_draft_with_another_vocabulary(self, tmp_path, other):
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
+        chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64, **other)
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-32b-q4_k_m"].spec_draft is None
+
+    def test_a_model_too_close_in_size_is_no_draft(self, tmp_path):
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", blocks=8, embd=256)
+        chat(tmp_path / "models/q/Qwen3-4B-Q4_K_M.gguf", blocks=8, embd=192)  # 56% of its parameters
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-8b-q4_k_m"].spec_draft is None
+
+    def test_a_same_vocabulary_model_of_another_family_elsewhere_is_no_draft(self, tmp_path):
+        chat(tmp_path / "models/a/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
+        chat(tmp_path / "models/b/Tiny-0.5B-Q8_0.gguf", blocks=4, embd=64)
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-32b-q4_k_m"].spec_draft is None
+
+
+SETTINGS = """roots: [models]
+vram_budget_gb: 8
+card_vram_gb: 0
+backends:
+  - {id: llama, kind: llama, path: /opt/llama/llama-server, default: true}
+  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: "0.33.0"}
+"""
+
+
+def config_of(tmp_path, settings=SETTINGS):
+    (tmp_path / "swapgen.yaml").write_text(settings)
+    assert generate(tmp_path / "swapgen.yaml")[0] == 0
+    return YAML(typ="safe").load((tmp_path / "config.yaml").read_text()), (tmp_path / "config.yaml").read_text()
+
+
+def argv(entry) -> list[str]:
+    return entry["cmd"].split()
+
+
+class TestEmitted:
+    def test_lora_and_draft_profiles_run_what_they_say(self, tmp_path):
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, name="Qwen3 32B")
+        draft = chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        lora = write_lora(tmp_path / "models/q/Qwen3-32B-sql-LoRA-F16.gguf", "qwen3", blocks=16, embd=512, rank=16,
+                          base=("Qwen3 32B", "Qwen", "https://huggingface.co/Qwen/Qwen3-32B"))
+        config, _ = config_of(tmp_path)
+        models = config["models"]
+        base, with_lora, drafted = (models[k] for k in ("qwen3-32b-q4_k_m", "qwen3-32b-q4_k_m+qwen3-32b-sql-lora",
+                                                        "qwen3-32b-q4_k_m-draft"))
+        assert "--lora" not in argv(base) and "-md" not in argv(base)
+        cmd = argv(with_lora)
+        assert cmd[cmd.index("--lora") + 1] == str(lora)
+        assert with_lora["metadata"]["size_gb"] > base["metadata"]["size_gb"]
+        cmd = argv(drafted)
+        assert cmd[cmd.index("-md") + 1] == str(draft) and cmd[cmd.index("-ngld") + 1] == "5"
+        assert cmd[cmd.index("--spec-type") + 1] == "draft-simple"
+        assert (cmd[cmd.index("--spec-draft-n-max") + 1], cmd[cmd.index("--spec-draft-n-min") + 1]) == ("3", "0")
+        assert drafted["metadata"]["est_vram_gb"] > base["metadata"]["est_vram_gb"]
+
+    def test_an_override_turns_the_draft_off_or_pins_one_and_a_mismatch_is_refused(self, tmp_path):
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
+        chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        other = chat(tmp_path / "elsewhere/Llama-3.2-1B-Q8_0.gguf", blocks=4, embd=64, tokens=LLAMA_TOKENS,
+                     tokenizer=("gpt2", "llama-bpe"), arch="llama")
+        off = SETTINGS + 'overrides:\n  - {match: "*Qwen3-32B*", draft: none}\n'
+        config, _ = config_of(tmp_path, off)
+        assert "qwen3-32b-q4_k_m-draft" not in config["models"]
+        pinned = SETTINGS + f'overrides:\n  - {{match: "*Qwen3-32B*", draft: "{other}"}}\n'
+        config, text = config_of(tmp_path, pinned)
+        assert "qwen3-32b-q4_k_m-draft" not in config["models"]
+        assert ('# SKIPPED "qwen3-32b-q4_k_m-draft": draft Llama-3.2-1B-Q8_0.gguf has another vocabulary '
+                "(gpt2/llama-bpe, 512 tokens) than the model (gpt2/qwen2, 512 tokens)") in text
+
+    def test_a_peft_adapter_is_a_lora_module_and_an_alias_of_its_vllm_base(self, tmp_path):
+        base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
+        write_config(base, LLAMA_CONFIG)
+        write_safetensors(base / "model.safetensors", 1 << 30)
+        folder = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
+        config, _ = config_of(tmp_path)
+        entry = config["models"]["llama-3.1-8b-instruct-bf16"]
+        cmd = argv(entry)
+        assert cmd[cmd.index("--enable-lora") + 1:cmd.index("--enable-lora") + 5] == [
+            "--lora-modules", f"sql-lora={folder}", "--max-lora-rank", "32"]
+        assert entry["aliases"] == ["sql-lora"]
+
+    def test_a_second_run_re_emits_nothing(self, tmp_path):
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, name="Qwen3 32B")
+        chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        write_lora(tmp_path / "models/q/Qwen3-32B-sql-LoRA-F16.gguf", "qwen3", blocks=16, embd=512)
+        peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct")
+        config_of(tmp_path)
+        graph = tasks.load(str(tmp_path / "swapgen.yaml"))
+        assert tasks.run_doit(graph, []) == 0 and graph.stats["emitted"] == 0
+        assert load_ledger(str(tmp_path / "cache")).ids
+
+
+ARGCHECK = TOOLS / "vllm-argcheck" / "vllm_argcheck.py"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (VLLM_VENV / "bin" / "python").exists() or not ARGCHECK.exists(),
+                    reason=f"no vLLM CPU venv at {VLLM_VENV} (build it with vllm-argcheck/vllm_cpu_env.sh)")
+def test_vllms_own_parser_reads_the_lora_modules(tmp_path):
+    """vLLM 0.33.0's `vllm serve` parser takes `--enable-lora --lora-modules name=path
+    --max-lora-rank r` as written, one module per adapter."""
+    base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
+    write_config(base, LLAMA_CONFIG)
+    write_safetensors(base / "model.safetensors", 1 << 30)
+    sql = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
+    chat_lora = peft(tmp_path / "models/loras/chat,lora", "meta-llama/Llama-3.1-8B-Instruct", rank=8)
+    config, _ = config_of(tmp_path)
+    entry = config["models"]["llama-3.1-8b-instruct-bf16"]
+    argv = split_command(entry["cmd"])
+    assert argv[argv.index("--lora-modules") + 1:argv.index("--max-lora-rank") + 2] == [
+        json.dumps({"name": "chat-lora", "path": str(chat_lora)}), f"sql-lora={sql}", "--max-lora-rank", "32"]
+    refused = [*argv[:argv.index("--max-lora-rank") + 1], "24", *argv[argv.index("--max-lora-rank") + 2:]]
+    lines = "".join(shlex.join(a) + "\n" for a in (argv, refused))
+    proc = subprocess.run([str(VLLM_VENV / "bin" / "python"), str(ARGCHECK), "--json"], input=lines,
+                          capture_output=True, text=True, timeout=600)
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert [r["ok"] for r in results] == [True, False], proc.stdout + proc.stderr  # 24 is no rank vLLM accepts
