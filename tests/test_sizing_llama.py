@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import attrs
 import pytest
@@ -482,3 +483,75 @@ def test_moe_keeps_at_least_the_whole_gpu_context_and_moves_the_fewest_experts(s
     if m.n_cpu_moe and m.ngl > m.blocks:  # one layer's experts fewer would not fit
         assert m.est_vram + m.est_ram / m.n_cpu_moe > m.budget - 2
     assert m.est_vram <= m.budget
+
+
+class TestEveryReasonIsTrue:
+    """Each printed reason states arithmetic this test recomputes from llama.cpp's allocations."""
+
+    def test_a_ctx_pinned_above_the_trained_length_keeps_f16_when_it_fits(self):
+        """Qwen3-30B-A3B trains 40960 tokens; a pinned 131072 at f16 fits a 48 GB budget."""
+        meta = qwen3_30b_a3b()
+        s = size_llama(meta, kv_cost(meta), size=gib(17.3), budget=gib(48), knobs=LlamaKnobs(ctx=131072), runtime=CUDA)
+        assert s.kv_type == "f16" and s.ctx == 131072
+        assert s.notes[1].startswith("KV type f16: the pinned ctx 131072 needs ")
+
+    def test_a_ctx_pinned_above_the_trained_length_quantizes_only_when_f16_does_not_fit(self):
+        meta = qwen3_30b_a3b()
+        room = need(meta, 131072) - gib(0.5)
+        s = size_llama(meta, kv_cost(meta), size=gib(17.3), budget=gib(17.3) + fixed(CUDA) + room,
+                       knobs=LlamaKnobs(ctx=131072), runtime=CUDA)
+        assert s.kv_type == "q8_0" and "only" in s.notes[1]
+
+    @pytest.mark.parametrize("meta", [llama8b(), qwen3_30b_a3b(), llama8b(context_length=8192)],
+                             ids=["llama8b", "qwen3moe", "short-trained"])
+    @pytest.mark.parametrize("budget_gb", [6, 9, 11.5, 16, 24, 48])
+    @pytest.mark.parametrize("pin", [None, 4096, 65536, 131072])
+    def test_the_kv_type_reason_recomputes(self, meta, budget_gb, pin):
+        size, budget = gib(4.6 if meta.expert_count == 0 else 17.3), gib(budget_gb)
+        try:
+            s = size_llama(meta, kv_cost(meta), size=size, budget=budget, knobs=LlamaKnobs(ctx=pin), runtime=CUDA)
+        except ModelError:
+            return
+        room = budget - size - fixed(CUDA)
+        note = s.notes[1]
+        if m := re.fullmatch(r"KV type (f16|q8_0): the pinned ctx (\d+) needs ([\d.]+) GB at f16 \(KV, state, "
+                             r"compute\), (?:only )?([\d.]+) GB is free beside the weights", note):
+            kv_type, ctx, needed, free = m.group(1), int(m.group(2)), float(m.group(3)), float(m.group(4))
+            assert ctx == pin and needed == round(need(meta, ctx) / GIB, 2) and free == round(room / GIB, 2)
+            assert (kv_type == "f16") == (need(meta, ctx) <= room)
+        elif m := re.fullmatch(r"KV type q8_0: the weights and fixed charges are ([\d.]+) GB over the budget "
+                               r"already, no room on the GPU for a cache at f16", note):
+            assert room <= 0 and float(m.group(1)) == round(-room / GIB, 2)
+        elif m := re.fullmatch(r"KV type f16: (\d+) tokens fit on the GPU at f16 \((\d+) would\)", note):
+            wanted, fits = int(m.group(1)), int(m.group(2))
+            assert need(meta, fits) <= room and fits >= wanted
+            top = min(meta.context_length, 1 << 20)
+            assert fits == top or need(meta, fits + 1) > room
+        elif m := re.fullmatch(r"KV type q8_0: only (\d+) of (\d+) tokens fit on the GPU at f16", note):
+            fits, wanted = int(m.group(1)), int(m.group(2))
+            assert fits < wanted and (fits == 0 or need(meta, fits) <= room) and need(meta, fits + 1) > room
+            assert pin is None and wanted == min(32768, meta.context_length)
+        else:
+            pytest.fail(f"a KV type reason this test cannot recompute: {note!r}")
+        # the context's reason
+        trained = meta.context_length
+        ctx_line = re.fullmatch(rf"ctx {s.ctx}: (.+) \(trained {trained}\)", s.notes[2])
+        assert ctx_line, s.notes[2]
+        why, per_layer = ctx_line.group(1), s.kv_total
+        if why == "trained length fits on the GPU":
+            assert s.ctx == trained and need(meta, s.ctx, s.kv_type) <= room
+        elif why == "largest ctx that fits on the GPU" or why.startswith("largest ctx that fits on the GPU, under"):
+            assert need(meta, s.ctx, s.kv_type) <= room < need(meta, s.ctx + CTX_STEP, s.kv_type)
+        elif why.startswith("layers offloaded for ctx "):
+            assert s.ctx == int(why.rsplit(" ", 1)[1]) and s.ngl <= meta.block_count
+        # the placement's
+        place = s.notes[-2].removeprefix("placement: ")
+        if m := re.fullmatch(r"all (\d+) layers on the GPU", place):
+            assert int(m.group(1)) == meta.block_count and s.ngl == meta.block_count + 1 and s.est_vram <= budget
+        elif m := re.fullmatch(r"(\d+) of (\d+) layers on the GPU \(([\d.]+) GB each with KV\)", place):
+            assert int(m.group(1)) == s.ngl and float(m.group(3)) == round((size + per_layer) / meta.block_count / GIB, 2)
+        # the estimate line states the figures the sizing holds
+        est = re.fullmatch(r"estimate: VRAM ([\d.]+) GB of ([\d.]+) GB budget, RAM ([\d.]+) GB( \(ABOVE BUDGET\))?",
+                           s.notes[-1])
+        assert est and float(est.group(1)) == round(s.est_vram / GIB, 2) and float(est.group(2)) == budget_gb
+        assert bool(est.group(4)) == (s.est_vram > budget)

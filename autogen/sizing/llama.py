@@ -138,6 +138,9 @@ class LlamaSizing:
     runtime: int = 0
     #: llama.cpp's allocations at the chosen launch, part by part (None for embedding models).
     memory: LlamaMemory | None = None
+    #: A speculative-decoding draft's weights and its context's allocations (0 / None without).
+    draft_weights: int = 0
+    draft_memory: LlamaMemory | None = None
 
     @property
     def ctx_total(self) -> int:
@@ -146,6 +149,23 @@ class LlamaSizing:
     @property
     def full_gpu(self) -> bool:
         return self.n_cpu_moe == 0 and self.ngl > self.blocks
+
+
+@frozen
+class DraftLoad:
+    """A speculative-decoding draft (`-md`) as sizing sees it: all its layers on the GPU
+    (`-ngld`), and a context of its own made from the main one's parameters (llama.cpp
+    common/speculative.cpp `common_base_params_to_speculative`: the same `-c`, slots and
+    batches, the cache types of `-ctkd`/`-ctvd`, which swapgen sets to the main cache's)."""
+
+    meta: ModelMeta
+    cost: KvCost
+    weights: int
+
+    @property
+    def layers(self) -> int:
+        """`-ngld`: every block and the output layer."""
+        return self.meta.block_count + 1
 
 
 def runtime_bytes(variant: str) -> int:
@@ -272,9 +292,10 @@ class _Engine:
     """llama.cpp's allocations for one model at any context and cache type (memoised: the
     context search asks for the same points more than once)."""
 
-    def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs) -> None:
-        self.meta, self.state_per_seq, self.knobs = meta, cost.state_bytes_per_seq, knobs
+    def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs, draft: DraftLoad | None = None) -> None:
+        self.meta, self.state_per_seq, self.knobs, self.draft = meta, cost.state_bytes_per_seq, knobs, draft
         self._seen: dict[tuple[int, str], LlamaMemory] = {}
+        self._draft_seen: dict[tuple[int, str], LlamaMemory] = {}
 
     def at(self, ctx: int, kv_type: str) -> LlamaMemory:
         key = (ctx, kv_type)
@@ -282,21 +303,49 @@ class _Engine:
             self._seen[key] = allocations(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq)
         return self._seen[key]
 
+    def draft_at(self, ctx: int, kv_type: str) -> int:
+        """Bytes of the draft's context at `ctx` (KV, state, compute: all on the GPU), 0 without one."""
+        if self.draft is None:
+            return 0
+        key = (ctx, kv_type)
+        if key not in self._draft_seen:
+            self._draft_seen[key] = allocations(self.draft.meta, launch(self.knobs, ctx, kv_type),
+                                                self.draft.cost.state_bytes_per_seq)
+        m = self._draft_seen[key]
+        return m.kv_total + m.state + m.compute
+
+    def draft_memory(self, ctx: int, kv_type: str) -> LlamaMemory | None:
+        if self.draft is None:
+            return None
+        self.draft_at(ctx, kv_type)
+        return self._draft_seen[(ctx, kv_type)]
+
     def need(self, kv_type: str) -> Callable[[int], int]:
         """Bytes that grow with the context, or stay on the GPU whatever the placement:
-        KV, recurrent state, compute buffer."""
+        KV, recurrent state, compute buffer, and the draft's context."""
         def need(ctx: int) -> int:
             m = self.at(ctx, kv_type)
-            return m.kv_total + m.state + m.compute
+            return m.kv_total + m.state + m.compute + self.draft_at(ctx, kv_type)
         return need
 
 
 def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, top: int) -> tuple[str, str]:
-    """(type, note): a pin wins; f16 when the minimum context fits on the GPU at f16, else q8_0."""
+    """(type, note): a pin wins; f16 when the minimum context (a pinned one, whatever the
+    trained length) fits on the GPU at f16, else q8_0. The note states the arithmetic."""
     if knobs.kv_type:
         return knobs.kv_type, f"KV type {knobs.kv_type} (pinned)"
     if knobs.flash_attn == "off":
         return "f16", "KV type f16 (flash attention off: llama-server cannot quantize V without it)"
+    if room <= 0:
+        return "q8_0", (f"KV type q8_0: the weights and fixed charges are {gb(-room)} GB over the budget already, "
+                        "no room on the GPU for a cache at f16")
+    if knobs.ctx:
+        need = engine.need("f16")(knobs.ctx)
+        if need <= room:
+            return "f16", (f"KV type f16: the pinned ctx {knobs.ctx} needs {gb(need)} GB at f16 (KV, state, compute), "
+                           f"{gb(room)} GB is free beside the weights")
+        return "q8_0", (f"KV type q8_0: the pinned ctx {knobs.ctx} needs {gb(need)} GB at f16 (KV, state, compute), "
+                        f"only {gb(room)} GB is free beside the weights")
     fits = max_ctx(engine.need("f16"), room, top)
     if fits >= min_ctx:
         return "f16", f"KV type f16: {min_ctx} tokens fit on the GPU at f16 ({fits} would)"
@@ -343,7 +392,7 @@ def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights,
 
     def resident(c: int) -> int:
         m = engine.at(c, kv_type)
-        return m.compute + m.state
+        return m.compute + m.state + engine.draft_at(c, kv_type)
 
     if resident(ctx) > budget - fixed:
         ctx = fit_ctx(max_ctx(resident, budget - fixed, top), top)
@@ -354,8 +403,9 @@ def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights,
 
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
-               runtime: int, projector: int = 0) -> LlamaSizing:
-    """Size one chat model for llama-server. Raises ModelError when the header is insufficient."""
+               runtime: int, projector: int = 0, draft: DraftLoad | None = None) -> LlamaSizing:
+    """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
+    and context stay on the GPU). Raises ModelError when the header is insufficient."""
     blocks = meta.block_count
     if blocks <= 0:
         raise ModelError("GGUF header has no block_count: cannot place layers on the GPU")
@@ -367,13 +417,15 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     if knobs.kv_type and knobs.kv_type not in FLOAT_KV_TYPES and knobs.flash_attn == "off":
         raise ModelError(f"kv_type {knobs.kv_type} needs flash attention: llama-server refuses a "
                          "quantized V cache with flash_attn off (set flash_attn: auto or kv_type: f16)")
+    if draft is not None and (draft.cost.bytes_per_token is None or draft.meta.block_count <= 0):
+        raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
     w, experts_note = _weights(meta, size)
-    engine = _Engine(meta, cost, knobs)
-    fixed = BASE_OVERHEAD + runtime + projector
+    engine = _Engine(meta, cost, knobs, draft)
+    fixed = BASE_OVERHEAD + runtime + projector + (draft.weights if draft else 0)
     smallest = engine.at(1, knobs.kv_type or "q8_0")
-    if fixed + smallest.compute + smallest.state >= budget:
-        raise ModelError(f"VRAM budget {gb(budget)} GB does not cover llama-server's fixed overhead "
-                         f"{gb(fixed + smallest.compute + smallest.state)} GB")
+    least = fixed + smallest.compute + smallest.state + engine.draft_at(1, knobs.kv_type or "q8_0")
+    if least >= budget:
+        raise ModelError(f"VRAM budget {gb(budget)} GB does not cover llama-server's fixed overhead {gb(least)} GB")
     model_max = meta.context_length if meta.context_length > 0 else NATIVE_CTX_FALLBACK
     top = min(model_max, LADDER_TOP)
     min_ctx = knobs.ctx if knobs.ctx else min(MIN_CTX, model_max)
@@ -381,7 +433,8 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     ctx, why = _choose_ctx(engine, meta, knobs, w, kv_type, budget=budget, fixed=fixed, top=top, min_ctx=min_ctx)
 
     memory = engine.at(ctx, kv_type)
-    overhead = fixed + memory.compute + memory.state
+    drafted = engine.draft_at(ctx, kv_type)
+    overhead = fixed + memory.compute + memory.state + drafted
     ngl, ncm, place_note = _place(w, kv=memory.kv_total, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
                                   ncm_pin=knobs.n_cpu_moe)
     vram, ram = _price(w, kv=memory.kv_total, overhead=overhead, ngl=ngl, ncm=ncm)
@@ -396,6 +449,8 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
         f"runtime {gb(runtime)} GB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GB"
         " (docs/sizing.md)",
         *([f"projector {gb(projector)} GB on the GPU"] if projector else []),
+        *([f"draft: weights {gb(draft.weights)} GB, all {draft.layers} layers on the GPU (-ngld {draft.layers}), "
+           f"its context {gb(drafted)} GB at ctx {ctx} (KV {kv_type}, state, compute)"] if draft else []),
         f"placement: {place_note}",
         f"estimate: VRAM {gb(vram)} GB of {gb(budget)} GB budget, RAM {gb(ram)} GB"
         + (" (ABOVE BUDGET)" if vram > budget else ""),
@@ -404,4 +459,6 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                        kv_bytes_per_token=kv_bytes(cost, 1 << 20, element_bytes=KV_TYPE_BYTES[kv_type]) >> 20,
                        kv_total=memory.kv_total, weights=size, compute=memory.compute, projector=projector,
                        overhead=overhead, est_vram=vram, est_ram=ram, budget=budget, blocks=blocks, why=why,
-                       notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory)
+                       notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory,
+                       draft_weights=draft.weights if draft else 0,
+                       draft_memory=engine.draft_memory(ctx, kv_type) if draft else None)
