@@ -207,14 +207,23 @@ def choose_draft(target: ModelRow, meta: ModelMeta, models: Sequence[tuple[Model
                      why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
 
 
+def _vocabulary_key(meta: ModelMeta) -> tuple[str, int, str, str]:
+    return meta.vocab_digest, meta.vocab_size, meta.tokenizer_model, meta.tokenizer_pre
+
+
 def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> Discovery:
-    """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model."""
-    models = [(row, meta) for row in discovery.models if (meta := metas.get(row.id)) is not None
-              and row.id not in discovery.row_errors and not row.shards]
+    """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model.
+    Models are grouped by vocabulary first, so a library costs one pass, not one per pair."""
+    groups: dict[tuple[str, int, str, str], list[tuple[ModelRow, ModelMeta]]] = {}
+    for row in discovery.models:
+        meta = metas.get(row.id)
+        if meta is not None and row.id not in discovery.row_errors and not row.shards and _can_draft(meta):
+            groups.setdefault(_vocabulary_key(meta), []).append((row, meta))
     out = []
     for row in discovery.models:
         meta = metas.get(row.id)
-        draft = choose_draft(row, meta, models) if meta is not None and row.id not in discovery.row_errors else None
+        group = groups.get(_vocabulary_key(meta), ()) if meta is not None and _can_draft(meta) else ()
+        draft = choose_draft(row, meta, group) if len(group) > 1 and row.id not in discovery.row_errors else None
         if draft is not None:
             row = attrs.evolve(row, spec_draft=draft, inputs=(*row.inputs, draft.path))
         out.append(row)
