@@ -12,12 +12,11 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.discovery.rules import RULES, Verdict
-from autogen.discovery.walk import discover
-from autogen.metadata.cache import MetaCache
 from autogen.metadata.formats import foreign_reason
 from tests.gguf_fixtures import Q, write_gguf, write_lora
 from tests.hf_fixtures import LLAMA_CONFIG, write_config, write_safetensors
 from tests.runs import generate
+from tests.test_library_layouts import run
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
@@ -28,14 +27,6 @@ TENSORS = [("token_embd.weight", (64, 256), Q.F16), ("blk.0.attn_q.weight", (64,
 def model(path, arch="llama", **kw):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return write_gguf(path, arch, kv=kw.pop("kv", LLAMA_KV), tensors=kw.pop("tensors", TENSORS), **kw)
-
-
-def run(tmp_path, *roots):
-    cache = MetaCache(str(tmp_path / "cache"))
-    found = discover(tuple(str(r) for r in roots) or (str(tmp_path / "models"),), cache.gguf, cache.config,
-                     safetensors=cache.safetensors)
-    cache.save()
-    return found
 
 
 def reasons(found) -> dict[str, str]:
@@ -106,6 +97,15 @@ class TestHeaderFirst:
         model(tmp_path / "models/flux/ae.gguf", arch=None, kv={})
         found = run(tmp_path)
         assert found.models == () and reasons(found)["ae.gguf"].startswith("diffusion component")
+
+    def test_a_projector_whose_header_cannot_be_read_is_listed_not_paired(self, tmp_path):
+        m = model(tmp_path / "models/g/gemma-3-4b-it-Q4_K_M.gguf")
+        bad = m.with_name("mmproj-F16.gguf")
+        bad.write_bytes(b"GGUF" + b"\xff" * 40)
+        found = run(tmp_path)
+        (row,) = found.models
+        assert row.mmproj is None
+        assert reasons(found) == {"mmproj-F16.gguf": "projector whose header cannot be read, not a model"}
 
     def test_a_broken_header_falls_through_to_the_name_rules_and_becomes_a_skipped_row(self, tmp_path):
         bad = tmp_path / "models/x/Broken-Q4_0.gguf"

@@ -118,11 +118,16 @@ def peft(folder, base, rank=16):
     return folder
 
 
+def hf_base(tmp_path, size=1 << 20) -> Path:
+    base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
+    write_config(base, LLAMA_CONFIG)
+    write_safetensors(base / "model.safetensors", size)
+    return base
+
+
 class TestPeft:
     def test_a_peft_folder_joins_its_hf_base(self, tmp_path):
-        base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
-        write_config(base, LLAMA_CONFIG)
-        write_safetensors(base / "model.safetensors", 1 << 20)
+        hf_base(tmp_path)
         folder = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
         found, rows = paired(tmp_path)
         (adapter,) = rows["llama-3.1-8b-instruct-bf16"].loras
@@ -231,9 +236,7 @@ class TestEmitted:
                 "(gpt2/llama-bpe, 512 tokens) than the model (gpt2/qwen2, 512 tokens)") in text
 
     def test_a_peft_adapter_is_a_lora_module_and_an_alias_of_its_vllm_base(self, tmp_path):
-        base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
-        write_config(base, LLAMA_CONFIG)
-        write_safetensors(base / "model.safetensors", 1 << 30)
+        hf_base(tmp_path, 1 << 30)
         folder = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
         config, _ = config_of(tmp_path)
         entry = config["models"]["llama-3.1-8b-instruct-bf16"]
@@ -262,9 +265,7 @@ ARGCHECK = TOOLS / "vllm-argcheck" / "vllm_argcheck.py"
 def test_vllms_own_parser_reads_the_lora_modules(tmp_path):
     """vLLM 0.33.0's `vllm serve` parser takes `--enable-lora --lora-modules name=path
     --max-lora-rank r` as written, one module per adapter."""
-    base = tmp_path / "models/meta-llama/Llama-3.1-8B-Instruct"
-    write_config(base, LLAMA_CONFIG)
-    write_safetensors(base / "model.safetensors", 1 << 30)
+    hf_base(tmp_path, 1 << 30)
     sql = peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-8B-Instruct", rank=24)
     chat_lora = peft(tmp_path / "models/loras/chat,lora", "meta-llama/Llama-3.1-8B-Instruct", rank=8)
     config, _ = config_of(tmp_path)
@@ -278,3 +279,13 @@ def test_vllms_own_parser_reads_the_lora_modules(tmp_path):
                           capture_output=True, text=True, timeout=600)
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert [r["ok"] for r in results] == [True, False], proc.stdout + proc.stderr  # 24 is no rank vLLM accepts
+
+
+def test_a_lora_module_named_like_another_model_is_no_alias(tmp_path):
+    hf_base(tmp_path)
+    peft(tmp_path / "models/loras/Qwen3-0.6B", "meta-llama/Llama-3.1-8B-Instruct")
+    chat(tmp_path / "models/q/Qwen3-0.6B.gguf", blocks=4, embd=64)
+    config, text = config_of(tmp_path)
+    entry = config["models"]["llama-3.1-8b-instruct-bf16"]
+    assert "aliases" not in entry and "qwen3-0.6b=" in entry["cmd"]
+    assert "# alias qwen3-0.6b left out: another model has that id" in text

@@ -61,8 +61,7 @@ def adapter_name(path: str) -> str:
 
 
 def _model_keys(row: ModelRow, meta: ModelMeta) -> list[str]:
-    texts = [row.repo, repo_name(row.repo), os.path.basename(row.path), meta.name,
-             " ".join(p for p in (meta.basename, meta.size_label, meta.finetune) if p)]
+    texts = [row.repo, repo_name(row.repo), os.path.basename(row.path), meta.name, meta.full_name]
     return [k for k in map(name_key, texts) if k]
 
 

@@ -51,11 +51,7 @@ from autogen.discovery.ollama_store import (
 )
 from autogen.discovery.rows import Download, ModelRow
 from autogen.discovery.rules import (
-    CODEC_NAME,
-    DFLASH_DRAFT_NAME,
-    DIFFUSION_COMPONENT_NAME,
     GGML_MAGICS,
-    MTP_DRAFT_NAME,
     PROJECTOR_ARCH,
     SHARD_NAME,
     VOCAB_ONLY,
@@ -525,9 +521,9 @@ class _Walker:
         publisher, repo = _folder_names(folder)
         for entry in broken:
             name = entry.name
-            if (not name.lower().endswith(".gguf") or SHARD_NAME.search(name) or name.lower().startswith("mmproj")
-                    or MTP_DRAFT_NAME.search(name) or DFLASH_DRAFT_NAME.search(name) or CODEC_NAME.search(name)
-                    or DIFFUSION_COMPONENT_NAME.search(name)):
+            facts = FileFacts(name, read_header=lambda: HeaderInfo(error="broken symlink"), read_magic=lambda: b"")
+            if not name.lower().endswith(".gguf") or classify(facts)[0].verdict is not Verdict.MODEL \
+                    or SHARD_NAME.search(name):  # a shard's set names it missing; a sidecar is a warning
                 continue
             try:
                 st = os.lstat(entry.path)

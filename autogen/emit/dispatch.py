@@ -297,9 +297,23 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":
             plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
-        return _with_llama_swap_keys(job, settings, plan)
+        return _with_llama_swap_keys(job, settings, _free_aliases(plan, taken_ids))
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
+
+
+def _free_aliases(plan: Plan, taken_ids: Container[str]) -> Plan:
+    """An alias an emitter gave (a LoRA module's name) that is another model's id is dropped,
+    saying so: llama-swap refuses an alias that names a model."""
+    entries = []
+    for entry in plan.entries:
+        taken = [a for a in entry.aliases if a in taken_ids]
+        if taken:
+            line = f"alias {', '.join(taken)} left out: another model has that id"
+            entry = attrs.evolve(entry, aliases=tuple(a for a in entry.aliases if a not in taken),
+                                 comment=(*entry.comment, line))
+        entries.append(entry)
+    return attrs.evolve(plan, entries=tuple(entries))
 
 
 def _with_llama_swap_keys(job: Job, settings: Settings, plan: Plan) -> Plan:

@@ -105,10 +105,6 @@ class Keys:
         TYPE       = "adapter.type"
         LORA_ALPHA = "adapter.lora.alpha"
 
-    class IMatrix:
-        CHUNK_COUNT = "imatrix.chunk_count"
-        CHUNK_SIZE  = "imatrix.chunk_size"
-
     class Clip:
         PROJECTOR_TYPE = "clip.projector_type"
 

@@ -26,11 +26,9 @@ class ModelMeta:
     general_type: str = ""
     #: Display name (`general.name`), informational only.
     name: str = ""
-    #: `general.basename`, `general.size_label`, `general.finetune` (convert_hf_to_gguf's naming
-    #: parts: "Llama-3.1", "8B", "Instruct"); names a LoRA adapter's base is matched against.
-    basename: str = ""
-    size_label: str = ""
-    finetune: str = ""
+    #: `general.basename`, `general.size_label` and `general.finetune` joined (convert_hf_to_gguf's
+    #: naming parts: "Llama-3.1 8B Instruct"); a name a LoRA adapter's base is matched against.
+    full_name: str = ""
     #: Models this file derives from, as its header names them: each `general.base_model.N`'s
     #: name, "organization/name" and repo URL, and a control vector's `model_hint`.
     #: Example: ("Llama 3.1 8B Instruct", "Meta Llama/Llama 3.1 8B Instruct",
@@ -45,8 +43,6 @@ class ModelMeta:
     lora_rank: int = 0
     lora_width: int = 0
     lora_layers: int = 0
-    #: Importance matrix (`general.type` imatrix): the chunks it was computed over.
-    imatrix_chunks: int = 0
     #: HF `architectures` (e.g. ("Qwen3ForCausalLM",)); empty for GGUF.
     architectures: tuple[str, ...] = ()
     #: Trained context window (GGUF `{arch}.context_length`, HF `max_position_embeddings`).
