@@ -198,7 +198,7 @@ def test_lora_and_draft_profiles_start_and_answer(tiny_model, tmp_path):
     write_real_lora(library / "tiny-style-LoRA-F32.gguf")
     draft = tmp_path / "drafts" / "tiny-draft-F32.gguf"
     draft.parent.mkdir()
-    script = require(CHECK_TOOLS / "make_tiny_gguf.py")
+    script = CHECK_TOOLS / "make_tiny_gguf.py"
     spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
