@@ -224,12 +224,12 @@ class TestEmitted:
     def test_an_override_turns_the_draft_off_or_pins_one_and_a_mismatch_is_refused(self, tmp_path):
         chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
         chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
-        other = chat(tmp_path / "elsewhere/Llama-3.2-1B-Q8_0.gguf", blocks=4, embd=64, tokens=LLAMA_TOKENS,
+        chat(tmp_path / "elsewhere/Llama-3.2-1B-Q8_0.gguf", blocks=4, embd=64, tokens=LLAMA_TOKENS,
                      tokenizer=("gpt2", "llama-bpe"), arch="llama")
         off = SETTINGS + 'overrides:\n  - {match: "*Qwen3-32B*", draft: none}\n'
         config, _ = config_of(tmp_path, off)
         assert "qwen3-32b-q4_k_m-draft" not in config["models"]
-        pinned = SETTINGS + f'overrides:\n  - {{match: "*Qwen3-32B*", draft: "{other}"}}\n'
+        pinned = SETTINGS + 'overrides:\n  - {match: "*Qwen3-32B*", draft: elsewhere/Llama-3.2-1B-Q8_0.gguf}\n'  # the settings' folder
         config, text = config_of(tmp_path, pinned)
         assert "qwen3-32b-q4_k_m-draft" not in config["models"]
         assert ('# SKIPPED "qwen3-32b-q4_k_m-draft": draft Llama-3.2-1B-Q8_0.gguf has another vocabulary '
