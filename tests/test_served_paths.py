@@ -13,12 +13,12 @@ import yaml
 from autogen.cmdline import split_command
 from autogen.commands import sample
 from autogen.commands.detect import detect
-from autogen.discovery.rows import ModelRow
+from autogen.discovery.rows import Adapter, ModelRow
 from autogen.emit.entry import Entry, Plan
 from autogen.emit.served_paths import PathMap, plan_files, serve_plan
 from autogen.errors import SettingsError, SwapgenError
 from autogen.settings.load import load_settings
-from autogen.settings.schema import PathMapping, Settings
+from autogen.settings.schema import Override, PathMapping, Settings
 from tests.builders import SETTINGS, add_model
 from tests.runs import generate
 from tests.test_readme import code_blocks, yaml_blocks
@@ -107,6 +107,19 @@ class TestServePlan:
         assert out.entries[0].argv[2] == "/models/a/x.gguf"
         assert out.conflicts == ("path_map: model 'm': /data/loras/style.gguf is outside every mapped folder; "
                                  "map a folder above it, or serve it as it is with `/data/loras: keep`",)
+
+    def test_adapters_and_a_pinned_draft_are_plan_files(self):
+        """A LoRA paired by discovery and a draft an override pins outside the roots are mapped or refused."""
+        row = ModelRow(id="m", format="gguf", path="/mnt/models/a/x.gguf",
+                       loras=(Adapter(path="/mnt/models/a/style.gguf", name="style", kind="gguf", size_bytes=1),))
+        override = Override(match="*", draft="/data/drafts/small.gguf")
+        plan = entry_plan("-m", row.path, "--lora", "/mnt/models/a/style.gguf", "-md", "/data/drafts/small.gguf")
+        files = plan_files(row, override, Settings(roots=()), plan)
+        assert {"/mnt/models/a/style.gguf", "/data/drafts/small.gguf"} <= set(files)
+        out = served(plan, self.pmap, *files)
+        assert out.entries[0].argv[4] == "/models/a/style.gguf"
+        assert out.conflicts == ("path_map: model 'm': /data/drafts/small.gguf is outside every mapped folder; "
+                                 "map a folder above it, or serve it as it is with `/data/drafts: keep`",)
 
     def test_a_path_outside_the_map_is_named_with_its_model(self):
         plan = entry_plan("-m", "/home/me/models/x.gguf")

@@ -153,11 +153,11 @@ class PathMap:
 def plan_files(row: ModelRow, override: Override | None, settings: Settings, plan: Plan) -> tuple[str, ...]:
     """Every host path the plan may name: the model's files, the settings' component paths, the
     side files it writes. Any of them in a command must be served from a mapped folder."""
-    paths = [row.path, *row.inputs, *row.shards, row.mmproj, row.draft, row.codec]
+    paths = [row.path, *row.inputs, *row.shards, row.mmproj, row.draft, row.codec, *(a.path for a in row.loras)]
     paths += [v for v in attrs.astuple(settings.encoders) if v]
     if override is not None:
         paths += [getattr(override, name) for name in SD_COMPONENT_FIELDS]
-        paths += [override.lora_dir, override.mmproj, *(v.mmproj for v in override.variants)]
+        paths += [override.lora_dir, override.mmproj, override.draft, *(v.mmproj for v in override.variants)]
     paths += [v.mmproj for v in settings.default_variants]
     paths += [path for path, _ in plan.files]
     return tuple(dict.fromkeys(p for p in paths if p and p.startswith("/") and p.lower() not in MMPROJ_MODES))
