@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
-from autogen.commands import tasks
+from autogen.commands import listing, tasks
 from autogen.discovery.naming import load_ledger
 from autogen.discovery.pairing import adapter_name, family, pair_adapters, pair_drafts
 from autogen.discovery.walk import discover
@@ -137,6 +137,22 @@ class TestPeft:
             "PEFT LoRA adapter (rank 24) for llama-3.1-8b-instruct-bf16: served as LoRA module sql-lora of "
             "llama-3.1-8b-instruct-bf16", True)
 
+    def test_a_module_name_two_adapters_share_is_qualified_by_its_base(self, tmp_path):
+        """llama-swap routes a module by alias: two bases' `sql-lora` become `<base>+sql-lora`, one adapter each."""
+        hf_base(tmp_path)
+        other = tmp_path / "models/Qwen/Qwen3-8B"
+        write_config(other, {**LLAMA_CONFIG, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
+        write_safetensors(other / "model.safetensors", 1 << 20)
+        peft(tmp_path / "models/loras/a/sql-lora", "meta-llama/Llama-3.1-8B-Instruct")
+        peft(tmp_path / "models/loras/b/sql-lora", "Qwen/Qwen3-8B")
+        peft(tmp_path / "models/loras/c/sql-lora", "Qwen/Qwen3-8B")
+        found, rows = paired(tmp_path)
+        assert [a.name for a in rows["llama-3.1-8b-instruct-bf16"].loras] == ["llama-3.1-8b-instruct-bf16+sql-lora"]
+        assert [a.name for a in rows["qwen3-8b-bf16"].loras] == ["qwen3-8b-bf16+sql-lora"]
+        reasons = {Path(i.path).parent.name: (i.reason, i.attached) for i in found.ignored}
+        assert reasons["c"] == ("PEFT LoRA adapter (rank 16) for qwen3-8b-bf16: another adapter of qwen3-8b-bf16 is named "
+                                "sql-lora too; rename its folder to serve it", False)
+
     def test_a_peft_folder_without_its_base_is_listed(self, tmp_path):
         peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-70B-Instruct")
         found, _ = paired(tmp_path)
@@ -234,6 +250,23 @@ class TestEmitted:
         assert "qwen3-32b-q4_k_m-draft" not in config["models"]
         assert ('# SKIPPED "qwen3-32b-q4_k_m-draft": draft Llama-3.2-1B-Q8_0.gguf has another vocabulary '
                 "(gpt2/llama-bpe, 512 tokens) than the model (gpt2/qwen2, 512 tokens)") in text
+
+    def test_a_gguf_lora_on_a_base_vllm_serves_is_listed_not_offered(self, tmp_path):
+        """vLLM loads PEFT folders only: a GGUF LoRA of a base pinned to vLLM makes no profile, and its line says why."""
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, name="Qwen3 32B")
+        write_lora(tmp_path / "models/q/Qwen3-32B-sql-LoRA-F16.gguf", "qwen3", blocks=16, embd=512,
+                   base=("Qwen3 32B", "Qwen", "https://huggingface.co/Qwen/Qwen3-32B"))
+        config, _ = config_of(tmp_path, SETTINGS + 'overrides:\n  - {match: "*Qwen3-32B-Q4*", backend: vllm}\n')
+        assert [k for k in config["models"] if "+" in k] == []
+        graph = tasks.load(str(tmp_path / "swapgen.yaml"))
+        try:
+            lines = {Path(r["path"]).name: (r["class"], r["skipped"]) for r in listing.rows(graph) if not r["task"]}
+        finally:
+            graph.close()
+        assert lines["Qwen3-32B-sql-LoRA-F16.gguf"] == (
+            "ignored", "LoRA adapter (rank 8, alpha 16): its base qwen3-32b-q4_k_m (vllm) is not served by "
+            "llama-server, the one engine that loads a GGUF LoRA (vLLM takes PEFT adapter folders); llama-server "
+            "and vLLM load an adapter only with its base model")
 
     def test_a_peft_adapter_is_a_lora_module_and_an_alias_of_its_vllm_base(self, tmp_path):
         hf_base(tmp_path, 1 << 30)

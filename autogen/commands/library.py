@@ -21,7 +21,7 @@ from autogen.commands.checks import check_roots, check_vanished, no_budget, unma
 from autogen.discovery.naming import Ledger, load_ledger, save_ledger
 from autogen.discovery.pairing import pair_adapters, pair_drafts
 from autogen.discovery.walk import Discovery, discover, walk_signature
-from autogen.emit.dispatch import Job, build_plan, global_inputs, make_job, model_inputs, profile_owners
+from autogen.emit.dispatch import Job, build_plan, engine_for, global_inputs, make_job, model_inputs, profile_owners
 from autogen.emit.entry import Plan
 from autogen.emit.llama_profiles import draft_path
 from autogen.emit.served_paths import PathMap, plan_files, serve_plan
@@ -143,7 +143,9 @@ class Library:
             metas[row.id] = meta
             if error is not None:
                 errors[row.id] = error
-        discovery = pair_drafts(pair_adapters(discovery, metas, lambda path: _meta_or_none(cache, path)), metas)
+        discovery = pair_adapters(discovery, metas, lambda path: _meta_or_none(cache, path),
+                                  lambda row: None if row.id in errors else engine_for(settings, row, metas[row.id]))
+        discovery = pair_drafts(discovery, metas)
         jobs: list[Job] = []
         drafts: dict[str, DraftModel] = {}
         for row in discovery.models:

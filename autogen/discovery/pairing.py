@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
@@ -82,23 +83,28 @@ def _fits_lora(meta: ModelMeta, lora: ModelMeta) -> bool:
             and lora.lora_layers <= meta.block_count)
 
 
-def _lora_bases(adapter: AdapterFile, lora: ModelMeta, models: list[tuple[ModelRow, ModelMeta]]) -> tuple[
-        list[ModelRow], str]:
-    """(bases, why not when none) of a LoRA GGUF."""
+def _lora_bases(adapter: AdapterFile, lora: ModelMeta, models: list[tuple[ModelRow, ModelMeta]],
+                engine_of: Callable[[ModelRow], str | None]) -> tuple[list[ModelRow], str]:
+    """(bases, why not when none) of a LoRA GGUF: only llama-server loads one (`--lora`)."""
     shaped = [(row, meta) for row, meta in models if row.format == "gguf" and _fits_lora(meta, lora)]
     keys = _base_keys(lora.base_models)
     shape = f"arch {lora.arch or '?'}" + (f", width {lora.lora_width}" if lora.lora_width else "")
     if keys:
-        named = [row for row, meta in shaped if any(k in m for k in keys for m in _model_keys(row, meta))]
-        if named:
-            return named, ""
-        return [], (f"its base {lora.base_models[0]} ({shape}) is not in the library"
-                    + (f"; {len(shaped)} other models have its shape" if shaped else ""))
-    folder = os.path.dirname(adapter.path)
-    beside = [row for row, _ in shaped if os.path.dirname(row.path) == folder]
-    if beside:
-        return beside, ""
-    return [], f"it names no base model, and no model of its shape ({shape}) sits beside it"
+        found = [row for row, meta in shaped if any(k in m for k in keys for m in _model_keys(row, meta))]
+        missing = (f"its base {lora.base_models[0]} ({shape}) is not in the library"
+                   + (f"; {len(shaped)} other models have its shape" if shaped else ""))
+    else:
+        folder = os.path.dirname(adapter.path)
+        found = [row for row, _ in shaped if os.path.dirname(row.path) == folder]
+        missing = f"it names no base model, and no model of its shape ({shape}) sits beside it"
+    if not found:
+        return [], missing
+    served = [row for row in found if engine_of(row) == "llama"]
+    if served:
+        return served, ""
+    others = ", ".join(f"{row.id} ({engine_of(row) or 'not served'})" for row in found)
+    return [], (f"its base {others} is not served by llama-server, the one engine that loads a GGUF LoRA "
+                "(vLLM takes PEFT adapter folders)")
 
 
 def _peft_bases(adapter: AdapterFile, rows: Sequence[ModelRow]) -> tuple[list[ModelRow], str]:
@@ -116,12 +122,15 @@ def _peft_bases(adapter: AdapterFile, rows: Sequence[ModelRow]) -> tuple[list[Mo
 
 
 def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
-                  adapter_meta: Callable[[str], ModelMeta | None]) -> Discovery:
-    """Each adapter on its bases (`ModelRow.loras`), or listed with why not."""
+                  adapter_meta: Callable[[str], ModelMeta | None],
+                  engine_of: Callable[[ModelRow], str | None] = lambda row: "llama") -> Discovery:
+    """Each adapter on its bases (`ModelRow.loras`), or listed with why not. `engine_of`: the
+    engine that serves a model (None: none does), for a GGUF LoRA, which only llama-server loads."""
     rows = {row.id: row for row in discovery.models}
     models = [(row, meta) for row in discovery.models if (meta := metas.get(row.id)) is not None
               and row.id not in discovery.row_errors]
     ignored = list(discovery.ignored)
+    modules: list[tuple[str, Adapter, ModelRow]] = []
     for adapter in discovery.adapters:
         name = adapter_name(adapter.path)
         if adapter.kind == "peft":
@@ -134,22 +143,47 @@ def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
             if lora is None:
                 ignored.append(Ignored(adapter.path, "LoRA adapter whose header cannot be read, not served"))
                 continue
-            bases, why = _lora_bases(adapter, lora, models)
+            bases, why = _lora_bases(adapter, lora, models, engine_of)
             what = f"LoRA adapter (rank {lora.lora_rank or '?'}, alpha {lora.lora_alpha:g})"
             record = Adapter(path=adapter.path, name=name, kind="gguf", size_bytes=adapter.size_bytes,
                              rank=lora.lora_rank, alpha=lora.lora_alpha)
         if not bases:
             ignored.append(Ignored(adapter.path, f"{what}: {why}; llama-server and vLLM load an adapter only with "
                                                  "its base model"))
-            continue
-        for base in bases:
-            rows[base.id] = attrs.evolve(rows[base.id], loras=(*rows[base.id].loras, record),
-                                         inputs=(*rows[base.id].inputs, *_adapter_inputs(record)))
-        offered = ", ".join(f"{b.id}+{name}" if record.kind == "gguf" else b.id for b in bases)
-        how = "offered as" if record.kind == "gguf" else f"served as LoRA module {name} of"
-        ignored.append(Ignored(adapter.path, f"{what} for {', '.join(b.id for b in bases)}: {how} {offered}",
-                               attached=True))
+        elif record.kind == "peft":
+            modules.append((what, record, bases[0]))
+        else:
+            for base in bases:
+                rows[base.id] = _with_adapter(rows[base.id], record)
+            offered = ", ".join(f"{b.id}+{name}" for b in bases)
+            ignored.append(Ignored(adapter.path, f"{what} for {', '.join(b.id for b in bases)}: offered as {offered}",
+                                   attached=True))
+    _add_modules(rows, ignored, modules)
     return attrs.evolve(discovery, models=tuple(rows[r.id] for r in discovery.models), ignored=tuple(ignored))
+
+
+def _with_adapter(row: ModelRow, adapter: Adapter) -> ModelRow:
+    return attrs.evolve(row, loras=(*row.loras, adapter), inputs=(*row.inputs, *_adapter_inputs(adapter)))
+
+
+def _add_modules(rows: dict[str, ModelRow], ignored: list[Ignored], modules: list[tuple[str, Adapter, ModelRow]],
+                 ) -> None:
+    """PEFT adapters onto their vLLM bases as LoRA modules. A module's name is what clients ask
+    for, and llama-swap routes it by alias, so it must name one adapter in the library: a name
+    several adapters share is qualified by the base (`<base>+<name>`, as a GGUF LoRA's profile),
+    and a second adapter of one base under one name is listed, not served."""
+    shared = Counter(record.name for _, record, _ in modules)
+    taken: set[str] = set()
+    for what, record, base in sorted(modules, key=lambda m: m[1].path):
+        name = record.name if shared[record.name] == 1 else f"{base.id}+{record.name}"
+        if name in taken:
+            ignored.append(Ignored(record.path, f"{what} for {base.id}: another adapter of {base.id} is named "
+                                                f"{record.name} too; rename its folder to serve it"))
+            continue
+        taken.add(name)
+        rows[base.id] = _with_adapter(rows[base.id], attrs.evolve(record, name=name))
+        ignored.append(Ignored(record.path, f"{what} for {base.id}: served as LoRA module {name} of {base.id}",
+                               attached=True))
 
 
 def _adapter_inputs(adapter: Adapter) -> tuple[str, ...]:

@@ -101,6 +101,14 @@ def resolve_for(settings: Settings, override: Override | None, row: ModelRow, ro
     return resolve_backend(settings, override, "llm")
 
 
+def engine_for(settings: Settings, row: ModelRow, meta: ModelMeta | None) -> str | None:
+    """The engine that will serve the row, or None when its backend pin is refused."""
+    try:
+        return resolve_for(settings, match_override(settings, row), row, model_role(row, meta), meta).engine
+    except ModelError:
+        return None
+
+
 def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None,
                devices: tuple[Gpu, ...] = ()) -> float:
     """Override budget, else the VRAM of the model's devices (`devices.budget_gb`), else the
