@@ -2,7 +2,8 @@
 
 `tests/data/llama_alloc_b11434.json` records what llama-server itself logged on GGUFs with the
 KV structure of Llama-3.1, Qwen3, Qwen3-MoE, Gemma-2/3, gpt-oss, Phi-3, DeepSeek MLA, Falcon MQA,
-Mamba2, Granite-4.0-H, Nemotron-H and LFM2, plus dense and MoE models at real widths, under
+Mamba2, Granite-4.0-H, Nemotron-H and LFM2, plus dense and MoE models at real widths (MoE at
+real depth from llama-fit-params), under
 `-c` 4k–128k, auto / explicit / unified slots, q8_0 caches, flash attention off and
 `--swa-full` (how: `tests/data/record_llama_alloc.py`). Each record's header is rebuilt here
 as a GGUF and read by swapgen's own reader, so the whole path is under test; no server runs.
@@ -22,7 +23,7 @@ from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.sizing.llama_memory import Launch, allocations, row_bytes, sliding_layers
+from autogen.sizing.llama_memory import Launch, allocations, expert_width, row_bytes, sliding_layers
 
 TABLE = json.loads((Path(__file__).parent / "data" / "llama_alloc_b11434.json").read_text())
 RECORDS = [r for r in TABLE["records"] if r["status"] == "loaded"]
@@ -48,7 +49,7 @@ def ours(tmp_path_factory):
 
     @cache
     def meta_of(model: str) -> ModelMeta:
-        dims = next(r["gguf"] for r in RECORDS if r["model"] == model)
+        dims = next(r["gguf"] for r in TABLE["records"] if r["model"] == model)
         kv = {f"{{arch}}.{k}": v for k, v in dims.items() if k not in NOT_KEYS}
         path = write_gguf(directory / f"{model}.gguf", dims["arch"], kv=kv, vocab=dims["vocab"])
         return meta_from_gguf(read_gguf_header(path))
@@ -111,6 +112,26 @@ def test_llama_fit_params_agrees(record, ours):
     assert m.compute / 2**20 == pytest.approx(fit["compute_mib"], rel=0.15)
 
 
+#: Real depth (every layer of Qwen3-30B-A3B, Qwen3-235B-A22B) asked of llama-fit-params only: the
+#: server's load would read tens of GB of a sparse file.
+DEEP = [r for r in TABLE["records"] if r["status"] == "fit-params only"]
+
+
+@pytest.mark.parametrize("record", DEEP, ids=ids(DEEP))
+def test_moe_at_real_width_and_depth_agrees_with_llama_fit_params(record, ours):
+    fit = record["fit_params"]
+    explicit = "--parallel" in record["args"]
+    m = ours(record, outputs=512, **({} if explicit else {"slots": 1, "unified": True}))
+    assert (m.kv_total + m.state) / 2**20 == pytest.approx(fit["context_mib"], rel=0.01, abs=1)
+    assert m.compute / 2**20 == pytest.approx(fit["compute_mib"], rel=0.05)
+
+
+def test_the_moe_records_cover_real_widths_with_and_without_the_expert_width_key():
+    moe = {r["model"] for r in RECORDS + DEEP if r["gguf"]["arch"] == "qwen3moe" and r["model"].startswith("w-")}
+    assert {"w-qwen3moe-30b", "w-qwen3moe-30b-nokey", "w-qwen3moe-30b-48l", "w-qwen3moe-235b"} <= moe
+    assert "expert_feed_forward_length" not in next(r for r in RECORDS if r["model"] == "w-qwen3moe-30b-nokey")["gguf"]
+
+
 class TestRules:
     """The source rules on their own, with the examples llama.cpp's code gives."""
 
@@ -138,6 +159,14 @@ class TestRules:
         assert allocations(gemma, Launch(ctx=8192, slots=4, unified=True, swa_full=True)).geometry.swa_cells == 8192
         assert allocations(self.meta("gpt-oss", sliding_window=128),
                            Launch(ctx=131072, slots=4, unified=True)).geometry.swa_cells == 1024
+
+    @pytest.mark.parametrize("arch, key, width", [("qwen3moe", 768, 768), ("qwen3moe", 0, 6144 // 8),
+                                                  ("glm4moe", 0, 6144 // 8), ("llama", 0, 6144)])
+    def test_an_experts_ffn_width_as_the_loader_sets_it(self, arch, key, width):
+        """src/models/qwen3moe.cpp: n_ff / n_expert_used without the key; Mixtral (`llama`): n_ff."""
+        meta = attrs.evolve(self.meta(arch), feed_forward_length=6144, expert_count=128, expert_used_count=8,
+                            expert_feed_forward_length=key)
+        assert expert_width(meta) == width
 
     def test_quantized_rows_are_ggml_blocks(self):
         assert (row_bytes("q8_0", 2048), row_bytes("q4_0", 2048), row_bytes("f16", 2048)) == (2176, 1152, 4096)

@@ -54,6 +54,12 @@ UNGATED_FFN_ARCHS = frozenset({"arcee", "bloom", "codeshell", "falcon", "gpt2", 
 #: added after it (src/models/falcon.cpp "use the attn norm", phi2.cpp, command-r.cpp,
 #: cohere2.cpp `attn_out`), one more n_embd row alive through the FFN.
 PARALLEL_BLOCK_ARCHS = frozenset({"falcon", "phi2", "command-r", "cohere2"})
+#: MoE architectures whose loader takes one expert's FFN width as n_ff / n_expert_used when the
+#: header has no `expert_feed_forward_length` (src/models/qwen3moe.cpp and the others listed:
+#: "n_ff_exp = hparams.n_ff_exp() ? hparams.n_ff_exp() : n_ff / n_expert_used"); the others take
+#: n_ff itself (Mixtral as `llama`, grok, cohere2moe) or require the key.
+SHARED_FFN_MOE_ARCHS = frozenset({"qwen2moe", "qwen3moe", "qwen35moe", "qwen3next", "qwen3vlmoe", "qwen4exp",
+                                  "glm4moe", "grovemoe", "hy_v3", "llada-moe", "mellum", "rnd1"})
 #: Recurrent state elements are f32 (`create_memory`: GGML_TYPE_F32, GGML_TYPE_F32).
 STATE_BYTES = 4
 
@@ -294,7 +300,7 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     ffn = meta.feed_forward_length
     routed = 0
     if meta.expert_count > 0 and meta.expert_used_count > 0:
-        ffn = (meta.expert_feed_forward_length or ffn) * meta.expert_used_count
+        ffn = expert_width(meta) * meta.expert_used_count
         routed = embd * meta.expert_used_count  # each token's input, once per chosen expert (mul_mat_id)
     if meta.kv_lora_rank > 0:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
         q = meta.head_count * (meta.kv_lora_rank + meta.qk_rope_head_dim)
@@ -320,6 +326,15 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
              + f", or the logits {mib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
              " (llama_context::sched_reserve)"]
     return total, lines
+
+
+def expert_width(meta: ModelMeta) -> int:
+    """One expert's FFN width as llama.cpp's loader sets it (`SHARED_FFN_MOE_ARCHS`)."""
+    if meta.expert_feed_forward_length > 0:
+        return meta.expert_feed_forward_length
+    if meta.arch in SHARED_FFN_MOE_ARCHS:
+        return meta.feed_forward_length // meta.expert_used_count
+    return meta.feed_forward_length
 
 
 def _recurrent_block(meta: ModelMeta, launch: Launch) -> int:

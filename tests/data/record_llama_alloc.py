@@ -60,6 +60,9 @@ LAUNCHES: dict[str, list[str]] = {
 SWA_ONLY = {"c8k-swafull"}
 #: Launches for the width table (compute buffer from 4k to 128k).
 WIDTH_LAUNCHES = ["c4k", "c32k", "c128k", "c8k-np1", "c8k-faoff", "c32k-faoff"]
+#: MoE models at real width and depth, asked of llama-fit-params only: llama-server's mmap load
+#: reads every page of the file (tens of GB of a sparse hole), the estimator none of them.
+FIT_ONLY = {"w-qwen3moe-30b-48l", "w-qwen3moe-235b"}
 
 #: Dense models at real widths: (name, arch, n_embd, n_ff, n_head, n_kv, head_dim, vocab, layers,
 #: trained ctx, sliding window, pattern).
@@ -73,6 +76,11 @@ WIDTHS = [
     ("w-gemma3-12b", "gemma3", 3840, 15360, 16, 8, 256, 262208, 6, 131072, 1024, 6),
     ("w-gemma3-27b", "gemma3", 5376, 21504, 32, 16, 128, 262208, 6, 131072, 1024, 6),
     ("w-qwen3moe-30b", "qwen3moe", 2048, 6144, 32, 4, 128, 151936, 2, 40960, 0, 0, (128, 8, 768)),
+    # every layer of Qwen3-30B-A3B and of Qwen3-235B-A22B (FIT_ONLY)
+    # a header without `expert_feed_forward_length`, as some converters write it
+    ("w-qwen3moe-30b-nokey", "qwen3moe", 2048, 6144, 32, 4, 128, 151936, 2, 40960, 0, 0, (128, 8, 768, False)),
+    ("w-qwen3moe-30b-48l", "qwen3moe", 2048, 6144, 32, 4, 128, 151936, 48, 40960, 0, 0, (128, 8, 768)),
+    ("w-qwen3moe-235b", "qwen3moe", 4096, 12288, 64, 4, 128, 151936, 94, 40960, 0, 0, (128, 8, 1536)),
 ]
 
 
@@ -85,7 +93,9 @@ def width_spec(mc, name, arch, n_embd, n_ff, n_head, n_kv, hd, vocab, layers, ct
         hp["attention.sliding_window"] = swa
         hp["attention.sliding_window_pattern"] = pattern
     if moe:
-        hp.update({"expert_count": moe[0], "expert_used_count": moe[1], "expert_feed_forward_length": moe[2]})
+        hp.update({"expert_count": moe[0], "expert_used_count": moe[1]})
+        if len(moe) < 4 or moe[3]:  # (…, False): no key; llama.cpp then takes n_ff / n_expert_used
+            hp["expert_feed_forward_length"] = moe[2]
     s = mc.Spec(arch, f"{name}: n_embd {n_embd}, n_ff {n_ff}, {n_head} heads / {n_kv} KV x {hd}, vocab {vocab}",
                 hp, vocab=vocab, zero=True, stem=name)
     mc._embed_out(s, n_embd, tied=True)
@@ -157,9 +167,23 @@ def fit_params(binary: str, model: Path, args: list[str]) -> dict | None:
     return None
 
 
+def gguf_dims(ms, model: Path) -> dict:
+    """The tool's header dims, with the width of one expert's FFN (the tool's key list lacks it)."""
+    import gguf  # noqa: PLC0415 - as in write_sparse
+
+    dims = ms.gguf_dims(model)
+    field = gguf.GGUFReader(str(model)).fields.get(f"{dims['arch']}.expert_feed_forward_length")
+    if field is not None:
+        dims["expert_feed_forward_length"] = int(field.parts[-1][0])
+    return dims
+
+
 def record(ms, model: Path, name: str, launch: str, server: str, logs: Path, fitp: str | None,
            reuse: bool = False) -> dict:
     args = LAUNCHES[launch]
+    if name in FIT_ONLY:
+        return {"model": name, "launch": launch, "args": args, "status": "fit-params only",
+                "gguf": gguf_dims(ms, model), "fit_params": fit_params(fitp, model, args) if fitp else None}
     log = logs / f"{name}__{launch}.log"
     parsed = ms.parse_log(log.read_text(errors="replace")) if log.is_file() and reuse else {}
     if parsed.get("compute_bytes"):
@@ -168,7 +192,7 @@ def record(ms, model: Path, name: str, launch: str, server: str, logs: Path, fit
         status = ms.run_server(server, model, args, log, 180.0)
         parsed = ms.parse_log(log.read_text(errors="replace"))
     rec = {"model": name, "launch": launch, "args": args, "status": status["status"],
-           "gguf": ms.gguf_dims(model),
+           "gguf": gguf_dims(ms, model),
            "ctx": parsed["ctx"], "flash_attn": parsed["flash_attn_effective"],
            "kv_caches": [{k: c[k] for k in ("part", "bytes", "cells", "layers", "n_seq_max", "n_stream",
                                             "type_k", "type_v")} for c in parsed["kv_caches"]],
