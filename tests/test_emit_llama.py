@@ -75,8 +75,9 @@ class TestChatArgv:
     def test_notes_explain_each_number(self):
         _, plan = only_entry(context())
         text = "\n".join(plan.notes)
-        for needle in ("budget 11.5 GB", "KV full attention 5632.00 MiB: 32 layers × 45056 cells", "KV type f16",
-                       "compute buffer", "llama_context::sched_reserve", "runtime 0.30 GB", "ctx 45056",
+        for needle in ("KV full attention 5632.00 MiB: 32 layers × 45056 cells", "f16 KV: 48,640 tokens fit; "
+                       "131,072 would need 21.63 GiB of 11.50 GiB",
+                       "compute buffer", "llama_context::sched_reserve", "runtime 0.30 GiB", "ctx 45056",
                        "placement: all 32 layers", "estimate: VRAM", "fit: -fit off, swapgen's sizing decides"):
             assert needle in text
 
@@ -329,7 +330,7 @@ class TestProjector:
         entry, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
         assert entry.argv[-2:] == ("--mmproj", "/models/mmproj-f16.gguf")
         assert entry.capabilities.inputs == ("text", "image")
-        assert any("GPU, charged 1.80 GB" in n for n in plan.notes)
+        assert any("GPU, charged 1.80 GiB" in n for n in plan.notes)
 
     def test_tight_budget_moves_the_projector_to_the_cpu(self):
         entry, _ = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))

@@ -1,90 +1,207 @@
-"""llama.cpp's own estimate beside swapgen's, for `swapgen show`.
+"""llama.cpp's own estimate of a command: `llama-fit-params --fit-print on` (tools/fit-params,
+common/fit.cpp `common_fit_print`) prints, per device, the MiB of model, context (KV cache and
+recurrent state) and compute buffer that the same flags would allocate, without reading weights.
 
-llama.cpp ships `llama-fit-params`: given a model and the launch flags it prints, per device,
-the MiB of model, context (KV + recurrent state) and compute buffer that llama-server would
-allocate (`common_fit_print`, common/fit.cpp), without reading the weights. When the serving
-backend row's build has it (next to its `llama-server`), `show` runs it on the entry's own
-flags. Generation never needs it: configs are often written where no engine is installed.
+Which binary: the backend row's `fit_params`, else `llama-fit-params` beside its `llama-server`
+(`fit_params: none` turns it off). Its identity (path, size, modification time) is part of every
+cache key that holds its answers.
 
-One known difference: the estimator reserves logits for `n_batch` outputs where llama-server
-passes its slot count (`n_outputs_max`), so its compute figure is higher by about
-n_vocab × (n_batch − slots) × 4 bytes (docs/sizing.md).
+The call carries every flag of the generated command that changes what llama.cpp allocates and
+that llama-fit-params b11434 accepts, spelled as written (`ESTIMATOR_FLAGS`), and runs with the
+entry's environment (the device variables decide which devices it sees). What llama-server does
+that the estimator cannot be told (common/arg.cpp registers those flags for other tools only):
+
+- **the unified slot pool.** Without `--parallel` llama-server runs 4 sequences over one KV stream
+  (tools/server/server.cpp: "n_parallel is set to auto, using n_parallel = 4 and kv_unified =
+  true"); llama-fit-params runs 1 sequence and refuses `--kv-unified`. This was the 10% gap
+  between the two (a Gemma-3 window cache of 4 × 1024 + 512 cells against 1024 + 512). The call
+  asks with `-np 1`, the same full-attention cells; the window cells and recurrent state of the
+  other sequences are priced by llama.cpp's rules (`footprint.Gap`, from the emitter).
+- **the projector and the draft model** (`--mmproj`, `-md`): the estimator loads neither; their
+  charge stays swapgen's (the footprint's `unseen`).
+- **n_outputs_max**: the estimator reserves logits for n_batch outputs, llama-server for its
+  slots (tools/server/server-context.cpp), so its compute figure is the higher by up to
+  n_vocab × (n_ubatch − slots) × 4 bytes. No flag sets it; the estimator's figure is kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 from collections.abc import Sequence
 
+import xxhash
 from attrs import frozen
 
+from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, Footprint, Source, from_data, to_data
+from autogen.fsutil import write_if_changed
+
 ESTIMATOR = "llama-fit-params"
-#: Flags of a generated command that change what llama.cpp allocates (value-taking / switches).
-SIZING_FLAGS = frozenset({"-c", "--ctx-size", "-ngl", "--gpu-layers", "--n-gpu-layers", "--n-cpu-moe", "-ncmoe",
-                          "-fa", "--flash-attn", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-np",
-                          "--parallel", "-b", "--batch-size", "-ub", "--ubatch-size", "-sm", "--split-mode",
-                          "-ts", "--tensor-split"})
-SIZING_SWITCHES = frozenset({"--swa-full", "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--cpu-moe",
-                             "-cmoe"})
-TIMEOUT_S = 60
+#: A backend row's `fit_params: none`: never ask.
+OFF = "none"
+#: Flags llama-fit-params b11434 accepts that change what llama.cpp allocates, by spelling:
+#: True = takes a value (its `--help`; common/arg.cpp).
+ESTIMATOR_FLAGS: dict[str, bool] = {
+    **dict.fromkeys(("-m", "--model", "-c", "--ctx-size", "-b", "--batch-size", "-ub", "--ubatch-size",
+                     "-fa", "--flash-attn", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-np", "--parallel",
+                     "-dev", "--device", "-ot", "--override-tensor", "-ncmoe", "--n-cpu-moe", "-ncffn",
+                     "--n-cpu-ffn", "-ngl", "--gpu-layers", "--n-gpu-layers", "-sm", "--split-mode", "-ts",
+                     "--tensor-split", "-mg", "--main-gpu", "--override-kv", "--rpc", "--lora", "--lora-scaled",
+                     "-lm", "--load-mode"), True),
+    **dict.fromkeys(("--swa-full", "-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--repack", "-nr",
+                     "--no-repack", "--no-host", "-cmoe", "--cpu-moe", "--op-offload", "--no-op-offload"), False),
+}
+#: llama-server flags that take a value (so the walk skips it) but mean nothing to the estimator.
+_VALUE_FLAGS_SKIPPED = frozenset({"--host", "--port", "-t", "--threads", "-mm", "--mmproj", "-mmu", "--mmproj-url",
+                                  "-md", "--model-draft", "--spec-draft-model", "-fit", "--fit", "--pooling",
+                                  "-a", "--alias", "--api-key", "--chat-template", "--jinja-template"})
+_UNIFIED = frozenset({"-kvu", "--kv-unified"})
+_PARALLEL = frozenset({"-np", "--parallel"})
+#: llama-server's slots without `--parallel` (tools/server/server.cpp).
+SERVER_AUTO_SLOTS = 4
+TIMEOUT_S = 120
 
 
 @frozen
-class DeviceFigures:
-    """One device's line of `llama-fit-params --fit-print on`, in MiB."""
+class EstimatorCall:
+    """What llama-fit-params is asked for one generated command."""
 
-    device: str
-    model: int
-    context: int
-    compute: int
+    argv: tuple[str, ...]
+    env: tuple[str, ...]
+    #: Sequences of the command's unified KV pool that the call asks as one (0 = none asked so):
+    #: the emitter prices the rest (`footprint.Gap`).
+    unified_slots: int = 0
 
 
-def estimator_beside(server_exe: str | None) -> str | None:
-    """`llama-fit-params` next to the backend row's `llama-server`, if that build has it."""
-    if not server_exe or os.sep not in server_exe:
+def estimator_for(server_exe: str | None, row_setting: str = "") -> str | None:
+    """The build's llama-fit-params: the row's `fit_params` path, else the one beside its
+    `llama-server`; None when it has none (or `fit_params: none`)."""
+    if row_setting.strip().lower() == OFF:
         return None
-    candidate = os.path.join(os.path.dirname(server_exe), ESTIMATOR)
-    return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+    candidate = os.path.expanduser(row_setting.strip()) if row_setting.strip() else None
+    if candidate is None and server_exe and os.sep in server_exe:
+        candidate = os.path.join(os.path.dirname(server_exe), ESTIMATOR)
+    return candidate if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
 
 
-def estimator_argv(estimator: str, argv: Sequence[str]) -> list[str]:
-    """The estimator's command for a generated llama-server argv: the model and the flags that
-    size allocations, then `--fit-print on`."""
+def identity(path: str | None) -> str:
+    """A binary's identity in cache keys: path, size and modification time ("" when absent)."""
+    if not path:
+        return ""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def estimator_call(estimator: str, argv: Sequence[str], env: Sequence[str] = ()) -> EstimatorCall:
+    """The estimator's command for a generated llama-server argv (module docstring), then
+    `--fit-print on`."""
     out = [estimator]
+    parallel = None
+    unified = False
     i = 1
     while i < len(argv):
         arg = argv[i]
-        if arg in ("-m", "--model") or arg in SIZING_FLAGS:
-            if i + 1 < len(argv):
-                out += [arg, argv[i + 1]]
+        if arg in _PARALLEL and i + 1 < len(argv):
+            parallel = argv[i + 1]
+        unified = unified or arg in _UNIFIED
+        takes_value = ESTIMATOR_FLAGS.get(arg)
+        if takes_value is not None:
+            out += [arg, argv[i + 1]] if takes_value and i + 1 < len(argv) else [arg]
+            i += 2 if takes_value else 1
+            continue
+        i += 2 if arg in _VALUE_FLAGS_SKIPPED else 1
+    slots = SERVER_AUTO_SLOTS if parallel in (None, "-1") else int(parallel) if parallel.isdigit() else 1
+    unified_slots = 0
+    if (parallel in (None, "-1") or unified) and slots > 1:
+        out = [*_without_parallel(out), "-np", "1"]
+        unified_slots = slots
+    return EstimatorCall(argv=(*out, "--fit-print", "on"), env=tuple(env), unified_slots=unified_slots)
+
+
+def _without_parallel(argv: list[str]) -> list[str]:
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _PARALLEL:
             i += 2
             continue
-        if arg in SIZING_SWITCHES:
-            out.append(arg)
+        out.append(argv[i])
         i += 1
-    return [*out, "--fit-print", "on"]
+    return out
 
 
-def parse(text: str) -> tuple[DeviceFigures, ...]:
-    """Lines "<device> <model MiB> <context MiB> <compute MiB>" of `common_fit_print`."""
-    found = []
+def parse(text: str) -> Footprint | None:
+    """`common_fit_print`'s lines, "<device> <model MiB> <context MiB> <compute MiB>", one per
+    device, the host's last. Devices it names (CUDA0, ROCm1, Vulkan0, …) are the budget's; with
+    none (a CPU build), the host stands for the device."""
+    devices = []
+    host = None
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 4 and all(p.isdigit() for p in parts[1:]):
-            found.append(DeviceFigures(parts[0], int(parts[1]), int(parts[2]), int(parts[3])))
-    return tuple(found)
+        if len(parts) != 4 or not all(p.isdigit() for p in parts[1:]):
+            continue
+        figures = DeviceMemory(parts[0], *(int(p) * MIB for p in parts[1:]))
+        if parts[0] == HOST_DEVICE:
+            host = figures
+        else:
+            devices.append(figures)
+    if host is None and not devices:
+        return None
+    if not devices:
+        return Footprint(source=Source.FIT_PARAMS, devices=(host,))
+    return Footprint(source=Source.FIT_PARAMS, devices=tuple(devices), host=host)
 
 
-def run(estimator: str, argv: Sequence[str]) -> tuple[tuple[DeviceFigures, ...], str]:
-    """(figures, "") or ((), why not)."""
-    command = estimator_argv(estimator, argv)
+def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[Footprint | None, str]:
+    """(figures, "") or (None, the estimator's own last error line)."""
+    env = {**os.environ, **dict(e.split("=", 1) for e in call.env if "=" in e)}
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        proc = subprocess.run(call.argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
+                              stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return (), f"{ESTIMATOR} did not run: {exc}"
+        return None, f"{ESTIMATOR} did not run: {exc}"
     figures = parse(proc.stdout)
-    if proc.returncode != 0 or not figures:
+    if proc.returncode != 0 or figures is None:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return (), f"{ESTIMATOR} exited {proc.returncode}: {tail}"
+        return None, f"{ESTIMATOR} exited {proc.returncode}: {tail.strip()}"
     return figures, ""
+
+
+class AnswerCache:
+    """llama-fit-params' answers in `cache_dir/engine-estimates/`, one small file per question,
+    keyed by the estimator's identity, the call, its environment and the model files' stamp: a
+    rebuilt estimator or a changed file asks again. A failure is kept too, with its message."""
+
+    DIR = "engine-estimates"
+
+    def __init__(self, cache_dir: str):
+        self.root = os.path.join(cache_dir, self.DIR)
+
+    def key(self, estimator: str, call: EstimatorCall, model_stamp: str) -> str:
+        return xxhash.xxh3_128_hexdigest(repr((identity(estimator), call.argv, call.env, model_stamp)).encode())
+
+    def get(self, key: str) -> tuple[Footprint | None, str] | None:
+        """(figures, "") or (None, error) as asked before; None = never asked."""
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            with open(os.path.join(self.root, f"{key}.json"), encoding="utf-8") as f:
+                data = json.load(f)
+            return (from_data(data["figures"]) if data["figures"] else None), str(data["error"])
+        return None
+
+    def put(self, key: str, figures: Footprint | None, error: str) -> None:
+        data = {"figures": to_data(figures) if figures is not None else None, "error": error}
+        write_if_changed(os.path.join(self.root, f"{key}.json"), json.dumps(data).encode(), durable=False)
+
+    def answer(self, estimator: str, call: EstimatorCall, model_stamp: str) -> tuple[Footprint | None, str]:
+        """The cached answer, else the estimator's (then cached)."""
+        key = self.key(estimator, call, model_stamp)
+        cached = self.get(key)
+        if cached is not None:
+            return cached
+        figures, error = run(call)
+        self.put(key, figures, error)
+        return figures, error

@@ -9,6 +9,7 @@ pure (`emit.dispatch.build_plan`); this module only hands it the loaded records.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import sys
@@ -18,6 +19,7 @@ import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
+from autogen.commands.engine_figures import EngineFigures, engine_state, plan_with_engine
 from autogen.discovery.naming import Ledger, load_ledger, save_ledger
 from autogen.discovery.pairing import pair_adapters, pair_drafts
 from autogen.discovery.walk import Discovery, discover, walk_signature
@@ -43,14 +45,16 @@ class LoadMemo:
     """What loading produced (discovered rows, metadata, resolved jobs), kept in `cache_dir`
     and reused while nothing it was computed from has changed: the settings, every entry
     discovery can see (`discovery.walk_signature`), the card reading and GPU inventory, and
-    swapgen's own code. A no-op run then costs a walk of `stat` calls, not a rediscovery."""
+    swapgen's own code, and what the engines' own figures depend on (`engine_state`). A no-op run
+    then costs a walk of `stat` calls, not a rediscovery."""
 
     FILE = "load-memo.pickle"
 
     def __init__(self, settings: Settings, card: float | None, fleet: Fleet | None = None):
         self.path = os.path.join(settings.cache_dir, self.FILE)
         self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
-                                 fleet, walk_signature(settings.roots), PathMap.of(settings))))
+                                 fleet, walk_signature(settings.roots), PathMap.of(settings),
+                                 engine_state(settings))))
 
     def load(self) -> tuple | None:
         try:
@@ -158,6 +162,11 @@ class Library:
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
         return cls(settings, card, discovery, metas, jobs, stamps, cache=cache, drafts=drafts)
 
+    @functools.cached_property
+    def engine(self) -> EngineFigures:
+        """The engines' own figures (measurements, llama-fit-params' answers), read on first use."""
+        return EngineFigures(self.settings, self.stamps)
+
     @property
     def cache(self) -> MetaCache:
         """The metadata cache, loaded on first use (a run served from the load memo needs it
@@ -168,8 +177,18 @@ class Library:
 
     def plan(self, job: Job) -> Plan:
         """The model's plan with its paths as the engine will see them (`path_map`)."""
-        plan = build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every model id
-                          self.profile_owners, self.drafts.get(job.row.id))
+        return self.served(job, self.host_plan(job))
+
+    def host_plan(self, job: Job) -> Plan:
+        """The model's plan with this host's paths, sized with the engine's own figures where it
+        has them: llama-fit-params and `swapgen calibrate` run its commands here."""
+        def build(readings):
+            return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every id
+                              self.profile_owners, self.drafts.get(job.row.id), readings)
+        return plan_with_engine(build, job, self.engine)
+
+    def served(self, job: Job, plan: Plan) -> Plan:
+        """`plan` with the paths the engine sees (`path_map`)."""
         if self.path_map is None:
             return plan
         return serve_plan(plan, self.path_map, plan_files(job.row, job.override, self.settings, plan), job.row.inputs)
@@ -180,7 +199,7 @@ class Library:
         if key is None:
             key = self._keys[job.row.id] = digest(
                 model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
-                + self.stamps[job.row.id])
+                + self.stamps[job.row.id] + self.engine.key(job))
         return key
 
 

@@ -35,6 +35,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
     for job in library.jobs:
         skip = job.error
         entries = [job.row.id]
+        memory: dict[str, str] = {}
+        start_errors: dict[str, str] = {}
         path = graph.fragments[job.row.id]
         # the fragment tells what the emitter decided, when it was emitted from today's inputs
         if skip is None and graph.fragment_is_current(job):
@@ -44,6 +46,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
                 summary = None
             if summary:
                 entries = summary.get("entries") or []
+                memory = summary.get("memory") or {}
+                start_errors = summary.get("start_errors") or {}
                 if summary.get("skips") and not entries:
                     skip = summary["skips"][0][1]
         if job.override is not None and job.override.skip:
@@ -63,13 +67,15 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "entries": entries,
             "skipped": skip,
             "download": _download(downloads.get(job.row.id)),
+            "memory": memory,
+            "start_errors": start_errors,
         })
     for item in library.discovery.ignored:
         kind = "attached" if item.attached else "ignored"
         out.append({"id": None, "host": host, "task": None, "class": kind, "role": None, "engine": "-",
                     "backend": "-", "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
                     "skipped": item.reason,
-                    "download": None})
+                    "download": None, "memory": {}, "start_errors": {}})
     return out
 
 
@@ -94,13 +100,16 @@ def table(items: list[dict[str, Any]]) -> str:
     cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
             ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
             ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
-            ("status", lambda r: "SKIPPED" if r["task"] and r["skipped"] else r["class"] if not r["task"] else "ok")]
+            ("status", lambda r: "SKIPPED" if r["task"] and r["skipped"] else r["class"] if not r["task"] else "ok"),
+            ("memory", lambda r: "+".join(sorted(set(r["memory"].values()))) or "-")]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
     for r in items:
         cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths, strict=False))
         where = r["manifest"] or r["path"]
         tail = where + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
+        tail += "".join(f"  ({entry} failed to start under calibrate: {line})"
+                        for entry, line in sorted(r["start_errors"].items()))
         lines.append(f"{cells}  {tail}")
     served = sum(1 for r in items if r["task"] and not r["skipped"])
     skipped = sum(1 for r in items if r["task"] and r["skipped"])

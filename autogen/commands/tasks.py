@@ -35,6 +35,7 @@ from doit.doit_cmd import DoitMain
 from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
+from autogen.commands.engine_figures import sources, start_errors
 from autogen.commands.library import Library, LoadMemo, digest
 from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
 from autogen.commands.sample import ensure_for_settings
@@ -216,8 +217,11 @@ class TaskGraph:
         return llama_router_exe(settings) if settings.target == LLAMA_SERVER else None
 
     def emit_model(self, job: Job) -> bool:
+        failed: dict[str, str] = {}
         try:
-            plan = self.library.plan(job)
+            host = self.library.host_plan(job)
+            failed = start_errors(host, job, self.library.engine)
+            plan = self.library.served(job, host)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
             plan = Plan.skip(job.row.id, f"internal error while planning ({type(exc).__name__}: {exc}); "
@@ -230,6 +234,8 @@ class TaskGraph:
                    "entries": [e.id for e in plan.entries],
                    "skips": [[s.id, s.reason] for s in plan.skips],
                    "conflicts": list(plan.conflicts),
+                   "memory": sources(plan.entries),
+                   "start_errors": failed,
                    **({"left_out": [[s.id, s.reason] for s in left_out]} if left_out else {})}
         for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
             write_if_changed(path, text.encode("utf-8"))

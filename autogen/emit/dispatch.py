@@ -22,6 +22,7 @@ from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.errors import ModelError
+from autogen.footprint import Reading
 from autogen.fsutil import file_size
 from autogen.metadata.formats import foreign_reason
 from autogen.metadata.kvcost import kv_cost
@@ -283,9 +284,11 @@ def _is_utf8(text: str) -> bool:
 
 
 def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: Container[str] = frozenset(),
-               owners: Mapping[str, str] | None = None, draft: DraftModel | None = None) -> Plan:
+               owners: Mapping[str, str] | None = None, draft: DraftModel | None = None,
+               readings: tuple[Reading, ...] = ()) -> Plan:
     """Run the emitter for one job (`taken_ids`: every model's id, `owners`: `profile_owners`,
-    for profile names; `draft`: the draft of its speculative-decoding profile, header read).
+    for profile names; `draft`: the draft of its speculative-decoding profile, header read;
+    `readings`: the engine's own figures for earlier commands of this model).
     Per-model problems become a Skip, never an exception."""
     row = job.row
     if job.override is not None and job.override.skip:
@@ -300,7 +303,8 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       override=job.override, settings=settings, backend=job.backend,
                       budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
                       taken_ids=frozenset(clashes), devices=job.placement.gpus, nodes=job.nodes,
-                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft)
+                      taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft,
+                      readings=readings)
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.engine == "vllm":

@@ -11,6 +11,8 @@ from typing import Any
 
 from attrs import field, frozen
 
+from autogen.footprint import Footprint, Gap
+
 #: A metadata value llama-swap passes through to /v1/models.
 MetaValue = str | int | float | bool
 
@@ -51,9 +53,15 @@ class Entry:
     aliases: tuple[str, ...] = ()
     #: Coexistence group this entry joins ("sam", "tts", "asr"); None = the swap group.
     coexist_group: str | None = None
-    #: Bytes swapgen expects the engine to allocate, by llama.cpp's parts ("model", "context" =
-    #: KV + recurrent state, "compute"), for `swapgen show` beside the engine's own estimate.
-    memory: tuple[tuple[str, int], ...] = ()
+    #: What the engine holds, per device and part, and who said so (`metadata.memory` renders it;
+    #: `est_vram_gb` is its device total). None = an engine swapgen does not size.
+    footprint: Footprint | None = None
+    #: swapgen's own estimate for this exact command (the footprint when no engine was asked),
+    #: for `swapgen show` and for correcting the model with the engine's figures.
+    estimate: Footprint | None = None
+    #: What this command holds that llama-fit-params cannot be asked about (llama-server's
+    #: unified slot pool), priced by swapgen's rules; None = nothing.
+    estimator_gap: Gap | None = None
     #: `proxy`: where llama-swap reaches the engine (`emit.llama_swap_keys.bind_proxy`); None =
     #: llama-swap's default.
     proxy: str | None = None

@@ -56,6 +56,7 @@ from autogen.emit.llama_profiles import (
     refused_before_sizing,
 )
 from autogen.errors import ModelError
+from autogen.footprint import Footprint
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
 from autogen.numfmt import GIB, format_g, size_gb
@@ -63,11 +64,15 @@ from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
+from autogen.sizing.correction import EngineCorrection
 from autogen.sizing.llama import (
     AUTO_SLOTS,
     BASE_OVERHEAD,
     DraftLoad,
     LlamaSizing,
+    Weights,
+    estimator_gap,
+    footprint,
     gb,
     projector_charge,
     runtime_bytes,
@@ -115,8 +120,7 @@ def emit_llama(ctx: EmitContext) -> Plan:
             continue
         line = f"profile of {row.id}: {profile.describe}"
         entries.append(attrs.evolve(entry, id=profile.id, comment=(*entry.comment, line)))
-        all_notes += [f"profile {profile.id} ({profile.describe}):",
-                      *(f"  {n}" for n in notes if not n.startswith("  "))]  # KV derivation: once, above
+        all_notes += [f"profile {profile.id} ({profile.describe}):", *(f"  {n}" for n in notes)]
     return Plan(model_id=row.id, entries=tuple(entries), skips=tuple(skips), notes=tuple(all_notes))
 
 
@@ -162,7 +166,8 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices,
     if draft is not None and draft.meta is not None:
         load = DraftLoad(meta=draft.meta, cost=kv_cost(draft.meta), weights=draft.size_bytes)
     common = dict(size=ctx.row.size_bytes or meta.tensor_bytes, budget=int(ctx.budget_gb * GIB),
-                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)), draft=load)
+                  knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)), draft=load,
+                  correction=EngineCorrection.from_readings(ctx.readings))
     if projector is None or placement == "cpu":
         return size_llama(meta, ctx.kv, **common), projector, False
     own = projector == ctx.row.mmproj
@@ -212,12 +217,15 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     choices = resolve_choices(ctx)
     sizing, projector, on_gpu = size_chat(ctx, choices, draft)
     argv = chat_argv(ctx, choices, sizing, projector, on_gpu, draft)
+    assert sizing.estimate is not None and sizing.decided is not None
+    used, estimate = footprints(ctx, argv, sizing.decided, sizing.estimate)
     ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
     comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {sizing.ctx}, {ngl_text} "
                f"({sizing.why})",
-               f"est VRAM {format_g(size_gb(sizing.est_vram))} GB of "
-               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(size_gb(sizing.est_ram))} GB, "
-               f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")]
+               f"est VRAM {format_g(size_gb(used.vram))} GB of "
+               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(size_gb(_host(used)))} GB, "
+               f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")
+               + ("" if used.source == "estimate" else f" ({used.source})")]
     if projector:
         comment.append(f"projector {os.path.basename(projector)} on the {'GPU' if on_gpu else 'CPU'}")
     if draft is not None:
@@ -228,26 +236,35 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     if meta.has_chat_template and not tools:
         comment.append("no tools capability: the chat template never mentions tools")
     images = projector is not None or _extra_attaches_projector(choices)
-    metadata = [*_metadata(ctx, sizing), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
+    metadata = [*_metadata(ctx, sizing, used), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
                         tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), memory=memory_parts(sizing))
-    notes = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), budget {format_g(ctx.budget_gb)} GB",
-             *sizing.notes, fit_note(choices), *(f"  {line}" for line in (ctx.kv.derivation if ctx.kv else ()))]
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=used,
+                  estimate=estimate, estimator_gap=estimator_gap(meta, ctx.kv, choices.knobs, sizing.ctx,
+                                                                 sizing.kv_type))
+    notes = [*sizing.notes, fit_note(choices)]
     if projector:
-        where = f"GPU, charged {gb(sizing.projector)} GB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
+        where = f"GPU, charged {gb(sizing.projector)} GiB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
         notes.append(f"projector {projector}: {where}")
     return entry, tuple(notes)
 
 
-def memory_parts(sizing: LlamaSizing) -> tuple[tuple[str, int], ...]:
-    """swapgen's figures in the parts `llama-fit-params` prints: model, context, compute (a
-    draft's counted in each)."""
-    d = sizing.draft_memory
-    return (("model", sizing.weights + sizing.draft_weights),
-            ("context", sizing.kv_total + sizing.state + (d.kv_total + d.state if d else 0)),
-            ("compute", sizing.compute + (d.compute if d else 0)))
+def footprints(ctx: EmitContext, argv: tuple[str, ...], decided: Footprint,
+               estimate: Footprint) -> tuple[Footprint, Footprint]:
+    """(the entry's footprint, swapgen's own estimate), over the entry's devices: the engine's
+    figures when it was asked about this very command, else the figures the decision used."""
+    names = [f"GPU{g.index}" for g in ctx.devices]
+    shares = [g.vram_gb for g in ctx.devices]
+    estimate = estimate.spread(names, shares)
+    for reading in ctx.readings:
+        if reading.argv == argv:
+            return reading.engine, estimate
+    return decided.spread(names, shares), estimate
+
+
+def _host(used: Footprint) -> int:
+    return used.host.total if used.host is not None else 0
 
 
 def fit_note(choices: LlamaChoices) -> str:
@@ -264,15 +281,15 @@ def _extra_attaches_projector(choices: LlamaChoices) -> bool:
     return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
 
 
-def _metadata(ctx: EmitContext, sizing: LlamaSizing) -> list[tuple[str, MetaValue]]:
+def _metadata(ctx: EmitContext, sizing: LlamaSizing, used: Footprint) -> list[tuple[str, MetaValue]]:
     """`kv_bytes_per_token` is the model's own cost at f16, the same figure every engine's entry
     reports for one model; the cache type actually used is `kv_type`."""
     meta = ctx.meta
     assert meta is not None
     per_token = ctx.kv.bytes_per_token if ctx.kv is not None and ctx.kv.bytes_per_token else sizing.kv_bytes_per_token
     return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
-            ("size_gb", size_gb(ctx.row.size_bytes)), ("est_vram_gb", size_gb(sizing.est_vram)),
-            ("est_ram_gb", size_gb(sizing.est_ram)),
+            ("size_gb", size_gb(ctx.row.size_bytes)), ("est_vram_gb", size_gb(used.vram)),
+            ("est_ram_gb", size_gb(_host(used))),
             ("kv_bytes_per_token", per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
 
 
@@ -302,6 +319,8 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
                          est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
                          blocks=meta.block_count, why="embedding, whole model on the GPU", state=memory.state,
                          runtime=runtime, memory=memory)
+    estimate = footprint(Weights(size=size, blocks=meta.block_count), kv=kv, state=memory.state,
+                         compute=memory.compute, unseen=BASE_OVERHEAD + runtime, ngl=ngl, ncm=0)
     groups = [*_head(ctx), ("--embeddings",)]
     if pooling:
         groups.append(("--pooling", pooling))
@@ -309,22 +328,23 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     if choices.threads:
         groups.append(("-t", str(choices.threads)))
     argv = _finish(groups, choices)
+    used, estimate = footprints(ctx, argv, estimate, estimate)
     kind = "reranker" if pooling == "rank" else "text embedder"
     comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
-    if vram > sizing.budget:
-        comment.append(f"est VRAM {gb(vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
-    metadata = [*_metadata(ctx, sizing), ("pooling", pooling or "default")]
+    if used.vram > sizing.budget:
+        comment.append(f"est VRAM {gb(used.vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
+    metadata = [*_metadata(ctx, sizing, used), ("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), memory=memory_parts(sizing))
-    notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
-             f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=used,
+                  estimate=estimate)
+    notes = (f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
              *(memory.rules if known_kv else (f"KV cost unknown, not charged; {memory.rules[-1]}",)),
              fit_note(choices),
-             f"estimate: VRAM {gb(vram)} GB = weights {gb(size)} + KV + state + compute + runtime {gb(runtime)}"
+             f"estimate: VRAM {gb(vram)} GiB = weights {gb(size)} + KV + state + compute + runtime {gb(runtime)}"
              f" + base {gb(BASE_OVERHEAD)}")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 

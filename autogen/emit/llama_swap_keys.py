@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from autogen.emit.entry import Entry, Plan
+from autogen.footprint import MEMORY_KEY
 
 #: The flags each engine binds its address with (the last one in the command wins, as for
 #: every flag an `extra_args` entry replaces); an engine without one listens on every address.
@@ -108,7 +109,7 @@ def _finished(entry: Entry, engine: str, model_id: str, block: dict[str, Any], w
                     conflicts.append(f"{where}.env[{i}]: swapgen sets {name} for {entry.id!r} ({ours[name]})")
             env += tuple(value)
         elif key == "metadata":
-            ours = dict(entry.metadata)
+            ours = dict(entry.metadata) | ({MEMORY_KEY: entry.footprint.source.value} if entry.footprint else {})
             for name in value.keys() & ours.keys():
                 conflicts.append(f"{where}.metadata.{name}: swapgen writes this metadata key for {entry.id!r} "
                                  f"({name}: {ours[name]!r}); pick another name")

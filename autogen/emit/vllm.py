@@ -31,7 +31,8 @@ from autogen.discovery.walk import SHARD_NAME
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.errors import ModelError
-from autogen.numfmt import format_g, gib
+from autogen.footprint import DeviceMemory, Footprint, Source
+from autogen.numfmt import GIB, format_g, gib, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
@@ -222,7 +223,8 @@ def emit_vllm(ctx: EmitContext) -> Plan:
         metadata.append(("kv_cache_bytes", sizing.kv_cache_bytes))
     if per_token is not None:
         metadata.append(("kv_bytes_per_token", per_token))
-    metadata.append(("est_vram_gb", sizing.est_vram_gb))
+    used, estimate = _footprints(ctx, sizing, argv)
+    metadata.append(("est_vram_gb", sizing.est_vram_gb if used is estimate else size_gb(used.vram)))
     if parser.parser and not extra_parser:
         metadata.append(("tool_parser", parser.parser))
     if ctx.nodes is not None:
@@ -232,17 +234,37 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment),
                   metadata=tuple(metadata),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
-                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters))
+                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters),
+                  footprint=used, estimate=estimate)
     notes = _notes(ctx, sizing, parser, row_version)
     if ctx.nodes is not None:
         notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
 
+def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> tuple[Footprint, Footprint]:
+    """(the entry's footprint, swapgen's estimate). Per GPU of the tensor × pipeline ranks: the
+    weights' share, `OVERHEAD_GIB` for activations, CUDA graphs and the runtime, and the KV-cache
+    pool filling the rest of what vLLM takes (`--gpu-memory-utilization` × the card, or the
+    footprint when there is no card reading); a measurement of this very command wins."""
+    world = max(1, sizing.tensor_parallel * sizing.pipeline_parallel)
+    total = round(sizing.est_vram_gb * GIB)
+    model, compute = int(sizing.weights_gb * GIB) // world, int(OVERHEAD_GIB * GIB)
+    names = ([f"GPU{g.index}" for g in ctx.devices] if len(ctx.devices) == world and ctx.nodes is None
+             else [f"GPU{i}" for i in range(world)])
+    shares = [total // world + (total % world if i == 0 else 0) for i in range(world)]
+    estimate = Footprint(source=Source.ESTIMATE, devices=tuple(
+        DeviceMemory(name, model, max(0, share - model - compute), min(compute, max(0, share - model)))
+        for name, share in zip(names, shares, strict=True)))
+    for reading in ctx.readings:
+        if reading.argv == argv:
+            return reading.engine, estimate
+    return estimate, estimate
+
+
 def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_version: str) -> tuple[str, ...]:
     """Every sizing number with its reason, for `swapgen show`."""
     card = ctx.card_vram_gb
-    kv = ctx.kv
     if ctx.nodes is not None:
         card_text = (f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
                      f"{sizing.pipeline_parallel}, sized per GPU)")
@@ -251,14 +273,8 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
     else:
         card_text = f"card {f'{card:g} GiB' if card else 'not read'}"
-    lines = [f"backend {ctx.backend.backend_id} ({ctx.backend.why}), vLLM version "
-             f"{row_version or 'unknown (taken as current)'}",
-             f"budget {ctx.budget_gb:g} GiB, {card_text}, "
-             f"weights {sizing.weights_gb:g} GiB, overhead {OVERHEAD_GIB:g} GiB",
-             f"KV cost: {kv.bytes_per_token if kv is not None else 'none'} bytes/token (f16)"
-             + (f" — {kv.note}" if kv is not None and kv.note else "")]
-    if kv is not None:
-        lines += [f"  {step}" for step in kv.derivation]
+    lines = [f"vLLM version {row_version or 'unknown (taken as current)'}",
+             f"{card_text}: weights {sizing.weights_gb:g} GiB, overhead {OVERHEAD_GIB:g} GiB"]
     lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
     if sizing.kv_reserve_gb is not None:
         per_seq = " for one sequence" if sizing.layout is None else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from autogen.discovery.rows import ModelRow
+from autogen.footprint import Reading
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import Resolved
@@ -64,3 +65,7 @@ class EmitContext:
     nodes: MultiNode | None = None
     #: The draft of the model's speculative-decoding profile; None = no such profile.
     draft: DraftModel | None = None
+    #: What the engine itself said about commands of this model (llama-fit-params' estimates,
+    #: `swapgen calibrate`'s measurements), beside swapgen's estimate for each: sizing corrects its
+    #: model with them, and an entry whose command was read reports the engine's figures.
+    readings: tuple[Reading, ...] = ()

@@ -16,6 +16,7 @@ from typing import Any
 
 from autogen.cmdline import render_cmd
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
+from autogen.footprint import MEMORY_KEY
 from autogen.numfmt import format_g
 
 INDENT = "  "
@@ -151,17 +152,26 @@ def render_entry(entry: Entry) -> str:
     for key, value in entry.llama_swap:
         if key != "metadata":
             out.extend(render_data(key, value, body))
-    if entry.metadata or user.get("metadata"):
-        out.append(f"{body}metadata:")
-        out.extend(f"{body}{INDENT}{key}: {scalar(value)}" for key, value in entry.metadata)
-        for key, value in (user.get("metadata") or {}).items():
-            out.extend(render_data(key, value, body + INDENT))
+    out.extend(_metadata(entry, user.get("metadata") or {}, body))
     if entry.capabilities is not None:
         cap_lines = _capabilities(entry.capabilities)
         if cap_lines:
             out.append(f"{body}capabilities:")
             out.extend(f"{body}{INDENT}{line}" for line in cap_lines)
     return "\n".join(out) + "\n"
+
+
+def _metadata(entry: Entry, user: dict[str, Any], body: str) -> list[str]:
+    """`metadata`: ours, the memory record, then the user's own keys."""
+    if not (entry.metadata or user or entry.footprint):
+        return []
+    out = [f"{body}metadata:"]
+    out.extend(f"{body}{INDENT}{key}: {scalar(value)}" for key, value in entry.metadata)
+    if entry.footprint is not None:
+        out.extend(render_data(MEMORY_KEY, entry.footprint.metadata(), body + INDENT))
+    for key, value in user.items():
+        out.extend(render_data(key, value, body + INDENT))
+    return out
 
 
 def render_skip(skip: Skip) -> str:

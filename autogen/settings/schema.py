@@ -35,6 +35,9 @@ class BackendRow:
     variant: str = ""
     #: A derived row for one installed build of a component (pin it by id).
     build: bool = False
+    #: llama rows: the build's `llama-fit-params` when it is not beside `path`; "none" = never
+    #: ask it (docs/sizing.md#exact-numbers-for-your-machine). Example: "/opt/llama/bin/llama-fit-params".
+    fit_params: str = ""
 
 
 @frozen

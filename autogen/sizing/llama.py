@@ -35,12 +35,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import attrs
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.footprint import HOST_DEVICE, DeviceMemory, Footprint, Gap, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
+from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 
 #: Device-side charges llama.cpp's own report does not show
@@ -141,6 +144,11 @@ class LlamaSizing:
     #: A speculative-decoding draft's weights and its context's allocations (0 / None without).
     draft_weights: int = 0
     draft_memory: LlamaMemory | None = None
+    #: swapgen's own figures for the chosen launch, on one device ("GPU0"; the emitter spreads
+    #: them over several), and the figures the decision used: the same, or corrected by the
+    #: engine's readings (`sizing.correction`).
+    estimate: Footprint | None = None
+    decided: Footprint | None = None
 
     @property
     def ctx_total(self) -> int:
@@ -251,21 +259,37 @@ def _place(w: Weights, *, kv: int, overhead: int, budget: int, ngl_pin: int | No
         if ncm <= blocks and _price(w, kv=kv, overhead=overhead, ngl=all_layers, ncm=ncm)[0] <= budget:
             dense = f", after {w.leading} dense layers" if w.leading else ""
             return all_layers, ncm, (f"experts of {ncm - w.leading} of {moe_layers} MoE layers on the CPU "
-                                     f"({gb(per_layer)} GB each{dense})")
+                                     f"({gb(per_layer)} GiB each{dense})")
         rest = (w.size - w.experts + kv) / blocks
         ngl = max(0, min(blocks, int(room // rest)))
         return ngl, blocks, f"all experts on the CPU and {ngl} of {blocks} layers on the GPU"
     per_layer = (w.size + kv) / blocks
     ngl = max(0, min(blocks, int(room // per_layer)))
-    return ngl, 0, f"{ngl} of {blocks} layers on the GPU ({gb(per_layer)} GB each with KV)"
+    return ngl, 0, f"{ngl} of {blocks} layers on the GPU ({gb(per_layer)} GiB each with KV)"
 
 
 def _price(w: Weights, *, kv: int, overhead: int, ngl: int, ncm: int) -> tuple[int, int]:
     """(VRAM, RAM) of a placement: CPU experts leave the GPU; the rest splits by ngl/blocks."""
-    cpu_experts = w.cpu_experts(ncm)
-    rest = w.size - cpu_experts + kv
-    on_gpu = rest * min(ngl, w.blocks) // w.blocks
-    return on_gpu + overhead, cpu_experts + rest - on_gpu
+    on_gpu, on_host = _split(w, kv=kv, ngl=ngl, ncm=ncm)
+    return sum(on_gpu) + overhead, sum(on_host)
+
+
+def _split(w: Weights, *, kv: int, ngl: int, ncm: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((weights, KV) on the GPU, (weights, KV) on the host) of a placement."""
+    layers = min(ngl, w.blocks)
+    weights = w.size - w.cpu_experts(ncm)
+    gpu = (weights * layers // w.blocks, kv * layers // w.blocks)
+    return gpu, (w.size - gpu[0], kv - gpu[1])
+
+
+def footprint(w: Weights, *, kv: int, state: int, compute: int, unseen: int, ngl: int, ncm: int,
+              source: Source = Source.ESTIMATE, note: str = "") -> Footprint:
+    """A placement's figures in llama.cpp's parts: the recurrent state and the compute buffer stay on
+    the GPU whatever is offloaded (what `_price` charges as overhead), the rest splits by layers."""
+    (model, context), (host_model, host_context) = _split(w, kv=kv, ngl=ngl, ncm=ncm)
+    host = DeviceMemory(HOST_DEVICE, host_model, host_context, 0) if host_model or host_context else None
+    return Footprint(source=source, devices=(DeviceMemory("GPU0", model, context + state, compute),), host=host,
+                     unseen=(unseen,), note=note)
 
 
 
@@ -292,8 +316,10 @@ class _Engine:
     """llama.cpp's allocations for one model at any context and cache type (memoised: the
     context search asks for the same points more than once)."""
 
-    def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs, draft: DraftLoad | None = None) -> None:
+    def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs, draft: DraftLoad | None = None,
+                 correction: EngineCorrection = NO_CORRECTION) -> None:
         self.meta, self.state_per_seq, self.knobs, self.draft = meta, cost.state_bytes_per_seq, knobs, draft
+        self.correction = correction
         self._seen: dict[tuple[int, str], LlamaMemory] = {}
         self._draft_seen: dict[tuple[int, str], LlamaMemory] = {}
 
@@ -325,31 +351,48 @@ class _Engine:
         KV, recurrent state, compute buffer, and the draft's context."""
         def need(ctx: int) -> int:
             m = self.at(ctx, kv_type)
-            return m.kv_total + m.state + m.compute + self.draft_at(ctx, kv_type)
+            return (self.correction.context(m.kv_total + m.state) + self.correction.compute(m.compute)
+                    + self.draft_at(ctx, kv_type))
         return need
 
+    def resident(self, kv_type: str) -> Callable[[int], int]:
+        """Bytes that stay on the GPU whatever is offloaded: compute buffer, recurrent state and
+        the draft's context."""
+        def resident(ctx: int) -> int:
+            m = self.at(ctx, kv_type)
+            return (self.correction.compute(m.compute) + self.correction.context(m.state)
+                    + self.draft_at(ctx, kv_type))
+        return resident
 
-def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, top: int) -> tuple[str, str]:
+
+def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, top: int,
+                   budget: int = 0) -> tuple[str, str]:
     """(type, note): a pin wins; f16 when the minimum context (a pinned one, whatever the
-    trained length) fits on the GPU at f16, else q8_0. The note states the arithmetic."""
+    trained length) fits on the GPU at f16, else q8_0. The note states the arithmetic: what fits at
+    f16 and what the trained length (or the minimum) would need."""
     if knobs.kv_type:
         return knobs.kv_type, f"KV type {knobs.kv_type} (pinned)"
     if knobs.flash_attn == "off":
         return "f16", "KV type f16 (flash attention off: llama-server cannot quantize V without it)"
     if room <= 0:
-        return "q8_0", (f"KV type q8_0: the weights and fixed charges are {gb(-room)} GB over the budget already, "
+        return "q8_0", (f"KV type q8_0: the weights and fixed charges are {gb(-room)} GiB over the budget already, "
                         "no room on the GPU for a cache at f16")
+    need = engine.need("f16")
     if knobs.ctx:
-        need = engine.need("f16")(knobs.ctx)
-        if need <= room:
-            return "f16", (f"KV type f16: the pinned ctx {knobs.ctx} needs {gb(need)} GB at f16 (KV, state, compute), "
-                           f"{gb(room)} GB is free beside the weights")
-        return "q8_0", (f"KV type q8_0: the pinned ctx {knobs.ctx} needs {gb(need)} GB at f16 (KV, state, compute), "
-                        f"only {gb(room)} GB is free beside the weights")
-    fits = max_ctx(engine.need("f16"), room, top)
+        pinned = need(knobs.ctx)
+        if pinned <= room:
+            return "f16", (f"KV type f16: the pinned ctx {knobs.ctx} needs {gb(pinned)} GiB at f16 (KV, state, "
+                           f"compute), {gb(room)} GiB is free beside the weights")
+        return "q8_0", (f"KV type q8_0: the pinned ctx {knobs.ctx} needs {gb(pinned)} GiB at f16 (KV, state, "
+                        f"compute), only {gb(room)} GiB is free beside the weights")
+    fits = max_ctx(need, room, top)
+
+    def would(ctx: int) -> str:
+        return f"{ctx:,} would need {gb(need(ctx) + budget - room)} GiB of {gb(budget)} GiB"
+
     if fits >= min_ctx:
-        return "f16", f"KV type f16: {min_ctx} tokens fit on the GPU at f16 ({fits} would)"
-    return "q8_0", f"KV type q8_0: only {fits} of {min_ctx} tokens fit on the GPU at f16"
+        return "f16", f"f16 KV: {fits:,} tokens fit" + (f"; {would(top)}" if fits < top else "")
+    return "q8_0", f"q8_0 KV: at f16 only {fits:,} tokens fit; {would(min_ctx)}"
 
 
 def _moe_ctx(need: Callable[[int], int], room_moe: int, top: int, target: int, min_ctx: int) -> tuple[int, str]:
@@ -390,10 +433,7 @@ def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights,
     else:
         ctx, why = min_ctx, f"layers offloaded for ctx {min_ctx}"
 
-    def resident(c: int) -> int:
-        m = engine.at(c, kv_type)
-        return m.compute + m.state + engine.draft_at(c, kv_type)
-
+    resident = engine.resident(kv_type)
     if resident(ctx) > budget - fixed:
         ctx = fit_ctx(max_ctx(resident, budget - fixed, top), top)
         if ctx <= 0:
@@ -403,9 +443,11 @@ def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights,
 
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
-               runtime: int, projector: int = 0, draft: DraftLoad | None = None) -> LlamaSizing:
+               runtime: int, projector: int = 0, draft: DraftLoad | None = None,
+               correction: EngineCorrection = NO_CORRECTION) -> LlamaSizing:
     """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
-    and context stay on the GPU). Raises ModelError when the header is insufficient."""
+    and context stay on the GPU). Raises ModelError when the header is insufficient.
+    `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`)."""
     blocks = meta.block_count
     if blocks <= 0:
         raise ModelError("GGUF header has no block_count: cannot place layers on the GPU")
@@ -419,40 +461,49 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                          "quantized V cache with flash_attn off (set flash_attn: auto or kv_type: f16)")
     if draft is not None and (draft.cost.bytes_per_token is None or draft.meta.block_count <= 0):
         raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
-    w, experts_note = _weights(meta, size)
-    engine = _Engine(meta, cost, knobs, draft)
-    fixed = BASE_OVERHEAD + runtime + projector + (draft.weights if draft else 0)
-    smallest = engine.at(1, knobs.kv_type or "q8_0")
-    least = fixed + smallest.compute + smallest.state + engine.draft_at(1, knobs.kv_type or "q8_0")
+    raw, experts_note = _weights(meta, size)
+    w = attrs.evolve(raw, size=correction.model(raw.size), experts=correction.model(raw.experts))
+    engine = _Engine(meta, cost, knobs, draft, correction)
+    charges = BASE_OVERHEAD + runtime + projector + (draft.weights if draft else 0)
+    fixed = correction.fixed(charges)
+    least = fixed + engine.resident(knobs.kv_type or "q8_0")(1)
     if least >= budget:
-        raise ModelError(f"VRAM budget {gb(budget)} GB does not cover llama-server's fixed overhead {gb(least)} GB")
+        raise ModelError(f"VRAM budget {gb(budget)} GiB does not cover llama-server's fixed overhead {gb(least)} GiB")
     model_max = meta.context_length if meta.context_length > 0 else NATIVE_CTX_FALLBACK
     top = min(model_max, LADDER_TOP)
     min_ctx = knobs.ctx if knobs.ctx else min(MIN_CTX, model_max)
-    kv_type, kv_type_note = choose_kv_type(engine, knobs, budget - size - fixed, min_ctx, top)
+    kv_type, kv_type_note = choose_kv_type(engine, knobs, budget - w.size - fixed, min_ctx, top, budget)
     ctx, why = _choose_ctx(engine, meta, knobs, w, kv_type, budget=budget, fixed=fixed, top=top, min_ctx=min_ctx)
 
     memory = engine.at(ctx, kv_type)
     drafted = engine.draft_at(ctx, kv_type)
-    overhead = fixed + memory.compute + memory.state + drafted
-    ngl, ncm, place_note = _place(w, kv=memory.kv_total, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
+    kv, state, compute = (correction.context(memory.kv_total), correction.context(memory.state),
+                          correction.compute(memory.compute))
+    overhead = fixed + compute + state + drafted
+    ngl, ncm, place_note = _place(w, kv=kv, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
                                   ncm_pin=knobs.n_cpu_moe)
-    vram, ram = _price(w, kv=memory.kv_total, overhead=overhead, ngl=ngl, ncm=ncm)
+    vram, ram = _price(w, kv=kv, overhead=overhead, ngl=ngl, ncm=ncm)
+    # a draft is charged beside the parts llama-fit-params reports: it never loads the draft
+    estimate = footprint(raw, kv=memory.kv_total, state=memory.state, compute=memory.compute,
+                         unseen=charges + drafted, ngl=ngl, ncm=ncm)
+    decided = footprint(w, kv=kv, state=state, compute=compute, unseen=fixed + drafted, ngl=ngl, ncm=ncm,
+                        note=correction.describe() if correction.readings else "")
     if knobs.ctx and (ncm or ngl <= blocks):
         why = f"ctx pinned; {place_note}"
     parallel = knobs.parallel
     notes = [
-        f"weights {gb(size)} GB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
+        f"weights {gb(size)} GiB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
         kv_type_note,
         f"ctx {ctx}" + (f" × {parallel} slots" if parallel > 1 else "") + f": {why} (trained {model_max})",
         *memory.rules,
-        f"runtime {gb(runtime)} GB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GB"
+        f"runtime {gb(runtime)} GiB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GiB"
         " (docs/sizing.md)",
-        *([f"projector {gb(projector)} GB on the GPU"] if projector else []),
-        *([f"draft: weights {gb(draft.weights)} GB, all {draft.layers} layers on the GPU (-ngld {draft.layers}), "
-           f"its context {gb(drafted)} GB at ctx {ctx} (KV {kv_type}, state, compute)"] if draft else []),
+        *([f"projector {gb(projector)} GiB on the GPU"] if projector else []),
+        *([f"draft: weights {gb(draft.weights)} GiB, all {draft.layers} layers on the GPU (-ngld {draft.layers}), "
+           f"its context {gb(drafted)} GiB at ctx {ctx} (KV {kv_type}, state, compute)"] if draft else []),
         f"placement: {place_note}",
-        f"estimate: VRAM {gb(vram)} GB of {gb(budget)} GB budget, RAM {gb(ram)} GB"
+        *([f"corrected by {correction.describe()}"] if correction.readings else []),
+        f"estimate: VRAM {gb(vram)} GiB of {gb(budget)} GiB budget, RAM {gb(ram)} GiB"
         + (" (ABOVE BUDGET)" if vram > budget else ""),
     ]
     return LlamaSizing(ctx=ctx, parallel=parallel, ngl=ngl, n_cpu_moe=ncm, kv_type=kv_type,
@@ -461,4 +512,26 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                        overhead=overhead, est_vram=vram, est_ram=ram, budget=budget, blocks=blocks, why=why,
                        notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory,
                        draft_weights=draft.weights if draft else 0,
-                       draft_memory=engine.draft_memory(ctx, kv_type) if draft else None)
+                       draft_memory=engine.draft_memory(ctx, kv_type) if draft else None,
+                       estimate=estimate, decided=decided)
+
+
+def estimator_gap(meta: ModelMeta, cost: KvCost | None, knobs: LlamaKnobs, ctx: int, kv_type: str) -> Gap | None:
+    """What a unified slot pool holds beyond one sequence: llama-fit-params b11434 takes no
+    `--kv-unified`, so it is asked with `-np 1` (the same full-attention cells) and the window
+    cells and recurrent state of the other sequences, with their wider KQ masks, come from
+    llama.cpp's rules (`llama_memory`). Both sides reserve logits for n_ubatch outputs, as the
+    estimator does. None when the pool has one sequence or the difference is nil."""
+    full = launch(knobs, ctx, kv_type)
+    if not full.unified or full.slots <= 1:
+        return None
+    state = cost.state_bytes_per_seq if cost is not None else 0
+    full = attrs.evolve(full, outputs=full.ubatch)
+    pool, one = allocations(meta, full, state), allocations(meta, attrs.evolve(full, slots=1), state)
+    context = pool.kv_total + pool.state - one.kv_total - one.state
+    compute = pool.compute - one.compute
+    if not context and not compute:
+        return None
+    return Gap(why=f"{full.slots} slots share one KV pool, which llama-fit-params cannot be asked about "
+                   f"(no --kv-unified): asked with -np 1, the other {full.slots - 1} sequences' window cells and "
+                   "recurrent state added by llama.cpp's rules", context=context, compute=compute)

@@ -1,0 +1,208 @@
+"""An entry's memory record: what its engine holds on each device, part by part, and who said so.
+
+Every served entry of an engine swapgen sizes carries one `Footprint` (`emit.entry.Entry`); the
+config's `metadata.memory` is its rendering (`Footprint.metadata`) and `est_vram_gb` its device
+total. The parts are llama.cpp's (`llama_memory_breakdown_print`, common/fit.cpp): `model`
+(weights), `context` (KV cache and recurrent state; vLLM's KV-cache pool) and `compute` (graph
+buffers; vLLM's activations and runtime), per device, plus what the engine's own report does not
+show (`unseen`: driver runtime, swapgen's base charge, a projector) and, on measured figures, a
+margin. docs/sizing.md#exact-numbers-for-your-machine says when each source is used.
+
+Where the engine reports no accelerator (a CPU build of llama.cpp), its host figures stand for
+the device: the budget then bounds what the model takes from RAM.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+import attrs
+import cattrs
+from attrs import frozen
+
+MIB = 1 << 20
+#: The `metadata` key the record is written under.
+MEMORY_KEY = "memory"
+#: The name llama.cpp gives host memory in its reports (common/fit.cpp `common_fit_print`).
+HOST_DEVICE = "Host"
+
+
+class Source(StrEnum):
+    """Who produced the figures of a footprint: the `source` of `metadata.memory`."""
+
+    #: swapgen's own model of the engine's allocations (docs/sizing.md).
+    ESTIMATE = "estimate"
+    #: llama.cpp's estimator, `llama-fit-params`, asked about the command (no weights read).
+    FIT_PARAMS = "llama-fit-params"
+    #: The engine's own report when `swapgen calibrate` started the exact command.
+    MEASURED = "measured"
+
+
+@frozen
+class DeviceMemory:
+    """One device's bytes in llama.cpp's three parts.
+
+    Example: DeviceMemory(name="CUDA0", model=7_516_192_768, context=2_147_483_648,
+    compute=314_572_800).
+    """
+
+    #: The engine's device name ("CUDA0", "ROCm1", "Vulkan0", "Host"); an estimate names the
+    #: devices it splits over "GPU0", "GPU1", … in the order the command lists them.
+    name: str
+    model: int
+    context: int
+    compute: int
+
+    @property
+    def total(self) -> int:
+        return self.model + self.context + self.compute
+
+
+@frozen
+class Footprint:
+    """What one entry takes, per device, and where the figures come from.
+
+    Example: Footprint(source=Source.FIT_PARAMS, devices=(DeviceMemory("CUDA0", …),),
+    host=DeviceMemory("Host", 524_288_000, 0, 12_582_912), unseen=(859_832_320,)).
+    """
+
+    source: Source
+    #: The devices the budget holds (accelerators, or the host on a CPU build), in order.
+    devices: tuple[DeviceMemory, ...]
+    #: Host memory the engine holds beside the devices (weights kept on the CPU, host buffers);
+    #: None = nothing beside the devices.
+    host: DeviceMemory | None = None
+    #: Per device (same order): bytes the device holds that the engine's report does not show
+    #: (driver runtime, swapgen's base charge, a projector on the GPU).
+    unseen: tuple[int, ...] = ()
+    #: Per device: the safety margin added to measured figures.
+    margin: tuple[int, ...] = ()
+    #: How the figures were obtained, for `swapgen show` ("" = nothing to add).
+    note: str = ""
+
+    def device_bytes(self, i: int) -> int:
+        """Everything device `i` holds: its parts, what the report does not show, the margin."""
+        return self.devices[i].total + _at(self.unseen, i) + _at(self.margin, i)
+
+    def other(self, i: int) -> int:
+        """Device `i`'s bytes outside the three parts (unseen + margin)."""
+        return _at(self.unseen, i) + _at(self.margin, i)
+
+    @property
+    def vram(self) -> int:
+        """Bytes on every device together: what `est_vram_gb` writes."""
+        return sum(self.device_bytes(i) for i in range(len(self.devices)))
+
+    def part(self, name: str) -> int:
+        """One part ("model", "context", "compute") summed over the devices."""
+        return sum(getattr(d, name) for d in self.devices)
+
+    def over(self, budgets: Sequence[int]) -> int:
+        """Bytes by which the worst device exceeds its budget (0 = fits). One budget for several
+        devices is their pooled budget."""
+        if len(budgets) != len(self.devices) or len(budgets) == 1:
+            return max(0, self.vram - sum(budgets))
+        return max(0, *(self.device_bytes(i) - budget for i, budget in enumerate(budgets)))
+
+    def metadata(self) -> dict[str, Any]:
+        """`metadata.memory` as the config writes it: whole MiB, as llama.cpp prints them,
+        rounded up (a router reading it must never be told less). docs/sizing.md#the-memory-record"""
+        devices = [{"device": d.name, "model_mib": mib_up(d.model), "context_mib": mib_up(d.context),
+                    "compute_mib": mib_up(d.compute), "other_mib": mib_up(self.other(i))}
+                   for i, d in enumerate(self.devices)]
+        host = self.host.total if self.host is not None else 0
+        return {"source": self.source.value, "devices": devices, "host_mib": mib_up(host)}
+
+    @property
+    def host_only(self) -> bool:
+        """The engine reported no accelerator: its host figures stand for the device."""
+        return len(self.devices) == 1 and self.devices[0].name == HOST_DEVICE
+
+    def whole(self, name: str) -> int:
+        """One part over the devices and the host together."""
+        return self.part(name) + (getattr(self.host, name) if self.host is not None else 0)
+
+    def spread(self, names: Sequence[str], shares: Sequence[float]) -> Footprint:
+        """This single-device footprint split over `names` in proportion to `shares` (llama-server's
+        `-ts`), each part rounded up so no device is told less than its share."""
+        if len(names) <= 1 or len(self.devices) != 1:
+            return self
+        (d,) = self.devices
+        whole = sum(shares)
+
+        def cut(n: int) -> list[int]:
+            return [math.ceil(n * s / whole) for s in shares]
+
+        parts = zip(names, cut(d.model), cut(d.context), cut(d.compute), strict=True)
+        return attrs.evolve(self, devices=tuple(DeviceMemory(*p) for p in parts),
+                            unseen=tuple(cut(_at(self.unseen, 0))), margin=tuple(cut(_at(self.margin, 0))))
+
+
+@frozen
+class Gap:
+    """What the command holds that the engine's estimator cannot be asked about, priced by
+    swapgen's rules (llama-fit-params b11434 takes no `--kv-unified`: docs/sizing.md)."""
+
+    #: Why, in a sentence ("4 unified slots: llama-fit-params was asked with -np 1").
+    why: str
+    context: int = 0
+    compute: int = 0
+
+
+@frozen
+class Reading:
+    """The engine's figures for one command beside swapgen's estimate for the same command: what
+    sizing corrects its own model with, and what an entry with that command reports."""
+
+    argv: tuple[str, ...]
+    env: tuple[str, ...]
+    engine: Footprint
+    estimate: Footprint
+
+
+def with_gap(footprint: Footprint, gap: Gap | None) -> Footprint:
+    """The engine's figures plus what its estimator could not be asked about, each part spread
+    over the devices as the engine spread that part."""
+    if gap is None or not footprint.devices or not (gap.context or gap.compute):
+        return footprint
+    context = _shares(gap.context, [d.context for d in footprint.devices])
+    compute = _shares(gap.compute, [d.compute for d in footprint.devices])
+    devices = tuple(attrs.evolve(d, context=d.context + c, compute=d.compute + g)
+                    for d, c, g in zip(footprint.devices, context, compute, strict=True))
+    return attrs.evolve(footprint, devices=devices, note="; ".join(x for x in (footprint.note, gap.why) if x))
+
+
+def _shares(n: int, weights: Sequence[int]) -> list[int]:
+    """`n` split in proportion to `weights` (all of it on the first device when they are all 0)."""
+    whole = sum(weights)
+    if whole <= 0:
+        return [n] + [0] * (len(weights) - 1)
+    return [math.ceil(n * w / whole) for w in weights]
+
+
+def _at(values: tuple[int, ...], i: int) -> int:
+    return values[i] if i < len(values) else 0
+
+
+def mib_up(n: int) -> int:
+    """Whole MiB, rounded up."""
+    return -(-n // MIB)
+
+
+_CONVERTER = cattrs.Converter(forbid_extra_keys=True)
+
+
+def to_data(footprint: Footprint) -> dict[str, Any]:
+    """Plain data for a cache file (bytes as integers)."""
+    return _CONVERTER.unstructure(footprint)
+
+
+def from_data(data: Any) -> Footprint:
+    """The footprint of `to_data`; raises ValueError on anything else."""
+    try:
+        return _CONVERTER.structure(data, Footprint)
+    except (cattrs.BaseValidationError, TypeError, KeyError) as exc:
+        raise ValueError(f"not a memory record: {exc}") from exc
