@@ -34,3 +34,11 @@ def library(tmp_path):
     settings = tmp_path / "swapgen.yaml"
     settings.write_text(SETTINGS)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory):
+    """A tiny llama GGUF the real llama-server loads (`tests/loadable_gguf.py`)."""
+    from tests.loadable_gguf import write_loadable_llama  # noqa: PLC0415 - numpy only where needed
+
+    return write_loadable_llama(tmp_path_factory.mktemp("loadable") / "tiny random llama.gguf")

@@ -29,6 +29,9 @@ COMMANDS = """commands:
   clean                    delete fragments and caches (the config stays)
   list [--json]            one line per model
   show ID [--json]         one model's plan and why (a fleet host's: HOST/ID)
+  calibrate [ID ...] [--timeout S]
+                           start each entry (default: all llama-server and vLLM entries) with its
+                           real command, record the memory the engine reports, stop it
   validate [FILE ...]      check any llama-swap config or llama.cpp models preset (FILE.ini;
                            default: the settings' output)
   validate [FILE] --config-dir DIR
@@ -88,6 +91,30 @@ def _validate_presets(settings: str | None, presets: list[str], configs: list[st
         exe = None
     failed = main_validate_presets(presets, build_keys(exe))
     return max(failed, main_validate(configs) if configs else 0)
+
+
+def _calibrate(parser: argparse.ArgumentParser, settings: str | None, args: list[str]) -> int:
+    # lazy: a rare command, and it brings the process and log readers
+    from autogen.commands import calibrate  # noqa: PLC0415
+
+    ids, timeout, i = [], None, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--timeout" or arg.startswith("--timeout="):
+            value = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if "=" in arg else 2
+            try:
+                timeout = float(value)
+            except ValueError:
+                parser.error(f"calibrate: --timeout needs seconds, got {value!r}")
+            continue
+        if arg.startswith("-"):
+            parser.error(f"calibrate: unknown option {arg} (the one option is --timeout SECONDS)")
+        ids.append(arg)
+        i += 1
+    graph = tasks.load(settings)
+    graph.close()  # the run lock and SIGTERM handler: calibrating can take minutes, and writes no config
+    return calibrate.main(graph.library, ids, timeout)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -186,6 +213,8 @@ def _command(parser: argparse.ArgumentParser, opts: argparse.Namespace, rest: li
         return _start(parser, opts.settings, command, args)
     if command == "watch":
         return _watch(parser, opts.settings, args)
+    if command == "calibrate":
+        return _calibrate(parser, opts.settings, args)
     if command == "backends":
         from autogen.commands.detect import main_backends  # noqa: PLC0415 (lazy: a rare command)
 

@@ -1,0 +1,178 @@
+"""What a running engine reports about its own memory, read from its log (and, where the driver
+tools exist, from their per-process tables): the measurements of `swapgen calibrate`.
+
+- **llama-server** (b11434) logs each buffer it allocates at load, at log verbosity 4
+  (`LLAMA_ARG_LOG_VERBOSITY`): `load_tensors: <buffer> model buffer size = X MiB`
+  (src/llama-model.cpp), `llama_kv_cache: <buffer> KV buffer size` (src/llama-kv-cache.cpp),
+  `llama_memory_recurrent: <buffer> RS buffer size`, `sched_reserve: <buffer> compute buffer
+  size` (src/llama-context.cpp), the projector's `alloc_compute_meta: <buffer> compute buffer
+  size` and `load_hparams: model size:` (tools/mtmd/clip.cpp), `<buffer> output buffer size`.
+  A buffer named after a device (CUDA0, ROCm1, Vulkan0) is that device's; CPU, CPU_Mapped,
+  CPU_REPACK and *_Host buffers are host memory. A graph reserved again replaces its earlier
+  size; a second model (a draft) adds its own.
+- **vLLM** (0.33) logs, per worker: `Model loading took X GiB memory and Y seconds`
+  (vllm/v1/worker/gpu_model_runner.py), `Available KV cache memory: X GiB`
+  (vllm/v1/worker/gpu_worker.py) or, with `--kv-cache-memory-bytes`, `reserved X GiB memory for
+  KV Cache`, and once `GPU KV cache size: N tokens, Maximum concurrency for L tokens per request:
+  Cx` (vllm/v1/core/kv_cache_utils.py). Numbers are GiB rounded to 2 decimals (`format_gib`).
+- **nvidia-smi** `--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`
+  (MiB per process and GPU) with `--query-gpu=index,uuid`; **rocm-smi** `--showpids` (bytes).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from attrs import frozen
+
+from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, Footprint, Source
+
+GIB = 1 << 30
+#: b11434's log line: optional "0.00.073.304 " timestamp, then the level letter.
+_LEVEL = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ )?([EWIDT]) ")
+_BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|compute|output|LoRA|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
+_CLIP_BACKEND = re.compile(r"CLIP using (\S+) backend")
+_CLIP_MODEL = re.compile(r"load_hparams: model size:\s*([\d.]+) MiB")
+_PART = {"model": "model", "LoRA": "model", "KV": "context", "RS": "context", "compute": "compute",
+         "output": "output"}
+#: Lines of an error level that only say a later line's news (llama.cpp's own fit failing first).
+_ECHOES = ("common_fit_params:", "exiting due to", "cleaning up before exit")
+
+_VLLM_WORKER = re.compile(r"^\((\S+) pid=(\d+)\)")
+_VLLM_LOADED = re.compile(r"Model loading took ([\d.]+) GiB memory")
+_VLLM_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB|reserved ([\d.]+) GiB memory for KV Cache")
+_VLLM_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
+                          r"([\d.]+)x")
+_PY_ERROR = re.compile(r"^(?:\S+ )*?(\w+(?:Error|Exception)): (.+)$")
+
+
+def buffer_device(buffer: str) -> str:
+    """The device a llama.cpp buffer lives on: its own name, or the host."""
+    if buffer.startswith("CPU") or buffer.endswith("_Host") or buffer == HOST_DEVICE:
+        return HOST_DEVICE
+    return buffer.removesuffix("_Mapped")
+
+
+def llama_report(text: str) -> Footprint | None:
+    """llama-server's allocations at load, per device (module docstring); None when the log has
+    no buffer line (a lower log verbosity, or no model loaded)."""
+    models: list[dict[tuple[str, str, str], float]] = []
+    current: dict[tuple[str, str, str], float] = {}  # (device, part, which buffer) → MiB
+    clip_device = HOST_DEVICE
+    for line in text.splitlines():
+        if m := _CLIP_BACKEND.search(line):
+            clip_device = buffer_device(m.group(1))
+        if m := _CLIP_MODEL.search(line):
+            current[(clip_device, "model", "projector")] = float(m.group(1))
+        if (m := _BUFFER.search(line)) is None:
+            continue
+        func, buffer, kind, size = m.groups()
+        part = _PART.get(kind, "context")
+        if part == "model" and func == "load_tensors" and any(k[1] != "model" for k in current):
+            models.append(current)  # a second model (a draft) starts
+            current = {}
+        key = (buffer_device(buffer), part, f"{func} {buffer}")
+        # a graph reserved again replaces its size; other buffers of one kind add up
+        current[key] = float(size) + (0.0 if part == "compute" else current.get(key, 0.0))
+    models.append(current)
+    sums: dict[str, dict[str, float]] = {}
+    for model in models:
+        for (device, part, _), mib in model.items():
+            parts = sums.setdefault(device, {"model": 0.0, "context": 0.0, "compute": 0.0})
+            parts["compute" if part == "output" else part] += mib
+    if not sums:
+        return None
+    rows = {d: DeviceMemory(d, *(round(p[k] * MIB) for k in ("model", "context", "compute"))) for d, p in sums.items()}
+    host = rows.pop(HOST_DEVICE, None)
+    if not rows:
+        return Footprint(source=Source.MEASURED, devices=(host,)) if host is not None else None
+    return Footprint(source=Source.MEASURED, devices=tuple(rows.values()), host=host)
+
+
+def llama_error(text: str) -> str:
+    """The engine's own line on why it stopped: the first error-level line that is not an echo,
+    or an argument error ("error: invalid argument: --x")."""
+    for line in text.splitlines():
+        m = _LEVEL.match(line)
+        body = line[m.end():].strip() if m else line.strip()
+        if ((m and m.group(1) == "E") or body.startswith("error:")) and not any(e in body for e in _ECHOES):
+            return re.sub(r"^(srv|cmn|res)\s+", "", body)
+    return ""
+
+
+@frozen
+class VllmReport:
+    """vLLM's memory lines, one per worker (tensor-parallel rank), in bytes.
+
+    Example: VllmReport(weights=(16_384_000_000,), kv=(5_905_580_032,), kv_tokens=120_000,
+    max_model_len=32768).
+    """
+
+    weights: tuple[int, ...]
+    kv: tuple[int, ...]
+    kv_tokens: int = 0
+    max_model_len: int = 0
+
+
+def vllm_report(text: str) -> VllmReport | None:
+    """The figures of vLLM's start-up log (module docstring); None when it never loaded a model."""
+    weights: dict[str, int] = {}
+    kv: dict[str, int] = {}
+    tokens = length = 0
+    for line in text.splitlines():
+        worker = m.group(1) if (m := _VLLM_WORKER.match(line)) else ""
+        if m := _VLLM_LOADED.search(line):
+            weights[worker] = round(float(m.group(1)) * GIB)
+        elif m := _VLLM_KV.search(line):
+            kv[worker] = max(0, round(float(m.group(1) or m.group(2)) * GIB))
+        elif m := _VLLM_TOKENS.search(line):
+            tokens, length = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+    if not weights:
+        return None
+    order = sorted(weights)
+    return VllmReport(weights=tuple(weights[w] for w in order), kv=tuple(kv.get(w, 0) for w in order),
+                      kv_tokens=tokens, max_model_len=length)
+
+
+def vllm_error(text: str) -> str:
+    """vLLM's own reason: the last exception line (`ValueError: To serve at least one request …`),
+    else the last ERROR log line."""
+    last_error = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if m := _PY_ERROR.match(stripped):
+            last_error = f"{m.group(1)}: {m.group(2)}"
+        elif " ERROR " in stripped and not last_error:
+            last_error = stripped.split("] ", 1)[-1]
+    return last_error
+
+
+def nvidia_per_process(apps: str, gpus: str, pids: Iterable[int]) -> dict[int, int]:
+    """GPU index → bytes the processes `pids` hold, from nvidia-smi's two CSV tables."""
+    index = {}
+    for line in gpus.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 2 and cells[0].isdigit():
+            index[cells[1]] = int(cells[0])
+    wanted = set(pids)
+    held: dict[int, int] = {}
+    for line in apps.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 3 and cells[0].isdigit() and int(cells[0]) in wanted and cells[2].isdigit():
+            gpu = index.get(cells[1])
+            if gpu is not None:
+                held[gpu] = held.get(gpu, 0) + int(cells[2]) * MIB
+    return held
+
+
+def rocm_per_process(text: str, pids: Iterable[int]) -> dict[int, int]:
+    """GPU index → bytes from `rocm-smi --showpids` ("PID NAME GPU(s) VRAM_USED SDMA CU"): the
+    table names how many GPUs a process uses, not which, so it is charged to GPU 0 when one."""
+    wanted = set(pids)
+    held: dict[int, int] = {}
+    for line in text.splitlines():
+        cells = line.split()
+        if len(cells) >= 4 and cells[0].isdigit() and int(cells[0]) in wanted and cells[3].isdigit():
+            held[0] = held.get(0, 0) + int(cells[3])
+    return held
