@@ -599,7 +599,7 @@ class TestPipeline:
     def test_show_says_which_devices_and_why(self, library, capsys):
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "show", "amd-q8_0"]) == 0
         out = capsys.readouterr().out
-        assert "  devices  2 (pinned): HIP_VISIBLE_DEVICES=0" in out
+        assert "  devices   2 (pinned): HIP_VISIBLE_DEVICES=0" in out
         assert "    HIP_VISIBLE_DEVICES=0" in out
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "show", "small-q8_0", "--json"]) == 0
         data = json.loads(capsys.readouterr().out)

@@ -390,7 +390,7 @@ class TestPipeline:
         with redirect_stdout(out):
             assert cli.main(["--settings", str(settings), "show", "llava-7b"]) == 0
         manifest = tmp_path / "models/ollama/manifests/registry.ollama.ai/library/llava/7b"
-        assert f"\n  manifest {manifest}\n  mmproj   {tmp_path / 'models/ollama/blobs'}/sha256-" in out.getvalue()
+        assert f"\n  manifest  {manifest}\n  mmproj    {tmp_path / 'models/ollama/blobs'}/sha256-" in out.getvalue()
 
     def test_an_override_matches_the_manifest_path(self, tmp_path):
         pull(tmp_path / "models/ollama", "llama3.2:3b")

@@ -1,6 +1,11 @@
-"""`swapgen show ID`: one model's paths, class, backend and why, metadata, KV derivation,
-the devices it runs on and why, every sizing note, the env and argv one flag per line and the
-YAML fragment (with `target: llama-server`, its preset sections)."""
+"""`swapgen show ID`: one model's plan as a report, each fact once, sizes in GiB.
+
+Paths, class, backend and why; the budget (per GPU where there are several); the KV cost with
+its derivation; the sizing notes; then per entry the memory table (the three sources side by
+side, in the style of llama.cpp's `llama_memory_breakdown_print`: device first, one unit, each
+part once), the env and argv one flag per line, and the YAML fragment (with
+`target: llama-server`, its preset sections).
+"""
 
 from __future__ import annotations
 
@@ -10,13 +15,18 @@ from collections.abc import Sequence
 
 import attrs
 
-from autogen.commands import fit_params
+from autogen.commands.engine_figures import measured_footprint
 from autogen.commands.library import Library
 from autogen.emit.dispatch import Job
+from autogen.emit.entry import Entry
+from autogen.footprint import Footprint, Source, to_data
 from autogen.metadata.kvcost import kv_cost
+from autogen.numfmt import GIB
 from autogen.resolve.backends import llama_router_exe
 from autogen.router.fragments import render_plan
 from autogen.router.preset import LLAMA_SERVER, preset_plan, render_section, render_skip
+
+PARTS = ("model", "context", "compute")
 
 
 def _find(library: Library, model_id: str):
@@ -29,9 +39,45 @@ def _find(library: Library, model_id: str):
     return None
 
 
+def sources(library: Library, job: Job, entry: Entry) -> dict[str, Footprint | str]:
+    """The entry's figures from each source, or why a source has none."""
+    out: dict[str, Footprint | str] = {}
+    if entry.estimate is not None:
+        out[Source.ESTIMATE] = entry.estimate
+    if job.engine == "llama":
+        figures, error = library.engine.estimate(job, entry)
+        why = error or (f"no {Source.FIT_PARAMS} beside {job.backend.exe}" if library.engine.estimator(job) is None
+                        else f"not asked ({'an embedding entry' if '--embeddings' in entry.argv else 'no estimate'})")
+        out[Source.FIT_PARAMS] = figures if figures is not None else why
+    measured = library.engine.measurement(job, entry)
+    if measured is not None and measured.footprint is not None and entry.estimate is not None:
+        out[Source.MEASURED] = measured_footprint(measured, entry.estimate)
+    elif measured is not None and measured.error:
+        out[Source.MEASURED] = f"failed to start: {measured.error}"
+    elif job.engine in ("llama", "vllm"):
+        out[Source.MEASURED] = f"not measured (swapgen calibrate {entry.id})"
+    return out
+
+
+def budget_text(job: Job) -> str:
+    """The budget as each GPU sees it, and what it adds up to over several."""
+    card = f"card {job.card_vram_gb:g} GiB" if job.card_vram_gb else "no card reading"
+    gpus = job.nodes.gpus if job.nodes is not None else job.placement.gpus
+    if len(gpus) <= 1:
+        where = f" on GPU {gpus[0].index} ({gpus[0].vram_gb:g} GiB card)" if gpus else f" ({card})"
+        return f"{job.budget_gb:g} GiB{where}"
+    each = job.budget_gb / len(gpus)
+    hosts = f" on {len(job.nodes.nodes)} nodes" if job.nodes is not None else ""
+    cards = ", ".join(f"{g.vram_gb:g}" for g in gpus)
+    return (f"{each:g} GiB per GPU × {len(gpus)} GPUs{hosts} ({cards} GiB cards), "
+            f"{job.budget_gb:g} GiB in all")
+
+
 def report(library: Library, job: Job) -> dict:
     meta = library.metas.get(job.row.id)
     plan = library.plan(job)
+    # the engine's figures are for the commands as they run here (before `path_map`)
+    host = {e.id: e for e in library.host_plan(job).entries}
     kv = kv_cost(meta) if meta is not None else None
     return {
         "id": job.row.id,
@@ -43,6 +89,7 @@ def report(library: Library, job: Job) -> dict:
                     "exe": job.backend.exe if job.backend else None},
         "override": job.override.match if job.override else None,
         "budget_gb": job.budget_gb,
+        "budget": budget_text(job),
         "card_vram_gb": job.card_vram_gb,
         "devices": {"ids": job.placement.label, "why": job.placement.why, "env": list(job.placement.env)}
         if job.placement.gpus else None,
@@ -50,13 +97,49 @@ def report(library: Library, job: Job) -> dict:
         "kv": {"bytes_per_token": kv.bytes_per_token, "note": kv.note, "derivation": list(kv.derivation)}
         if kv is not None else None,
         "notes": list(plan.notes),
-        "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env), "memory": dict(e.memory),
-                     # with a path_map the backend and the paths are the container's: nothing to run here
-                     "engine_estimate": None if library.path_map else _engine_estimate(job, e)}
+        "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env),
+                     "memory": {"used": e.footprint.source.value if e.footprint else None,
+                                **{str(k): to_data(v) if isinstance(v, Footprint) else v
+                                   for k, v in sources(library, job, host.get(e.id, e)).items()}}}
                     for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
         "fragment": _fragment(library, job, plan),
     }
+
+
+def memory_table(used: str | None, figures: dict) -> list[str]:
+    """One row per device and source, GiB, each part once, and each device's difference from
+    the estimate (the sources' total for the device in the same position)."""
+    rows = [("device", "source", *PARTS, "other", "total", "vs estimate")]
+    estimate = figures.get(Source.ESTIMATE)
+    notes = []
+    for source, value in figures.items():
+        if not isinstance(value, dict):
+            notes.append(f"{source}: {value}")
+            continue
+        fp = value
+        mark = " *" if source == used else ""
+        for i, device in enumerate(fp["devices"]):
+            other = _at(fp["unseen"], i) + _at(fp["margin"], i)
+            total = sum(device[p] for p in PARTS) + other
+            diff = ""
+            if estimate is not None and source != Source.ESTIMATE and i < len(estimate["devices"]):
+                base = estimate["devices"][i]
+                diff = f"{(total - sum(base[p] for p in PARTS) - _at(estimate['unseen'], i)) / GIB:+.2f}"
+            rows.append((device["name"], f"{source}{mark}", *(_gib(device[p]) for p in PARTS), _gib(other),
+                         _gib(total), diff))
+        if fp["host"]:
+            host = fp["host"]
+            rows.append((host["name"], f"{source}{mark}", *(_gib(host[p]) for p in PARTS), "", _gib(
+                sum(host[p] for p in PARTS)), ""))
+        if fp["note"]:
+            notes.append(f"{source}: {fp['note']}")
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             .rstrip() for r in rows]
+    legend = ("GiB; other = what the engine's report does not show (runtime, base, projector) and the margin "
+              "on measured figures; * = the figures this entry uses")
+    return [*lines, legend, *notes]
 
 
 def _fragment(library: Library, job: Job, plan) -> str:
@@ -69,34 +152,12 @@ def _fragment(library: Library, job: Job, plan) -> str:
     return "".join(text for _, text in sorted(blocks))
 
 
-def _engine_estimate(job: Job, entry) -> dict | None:
-    """llama.cpp's own figures for this entry when the backend row's build ships its estimator."""
-    estimator = fit_params.estimator_beside(job.backend.exe if job.backend else None) if entry.memory else None
-    if estimator is None:
-        return None
-    figures, error = fit_params.run(estimator, entry.argv)
-    totals = {part: sum(getattr(f, part) for f in figures) for part in ("model", "context", "compute")}
-    return {"estimator": estimator, "devices": [attrs.asdict(f) for f in figures], "total_mib": totals,
-            "error": error}
+def _at(values: Sequence[int], i: int) -> int:
+    return values[i] if i < len(values) else 0
 
 
-def _memory_lines(entry: dict) -> list[str]:
-    """swapgen's parts in MiB, and llama-fit-params' beside them with the difference."""
-    mib = 1 << 20
-    ours = entry["memory"]
-    if not ours:
-        return []
-    estimate = entry["engine_estimate"]
-    if estimate is None:
-        return ["    memory (MiB): " + ", ".join(f"{part} {value / mib:.0f}" for part, value in ours.items())]
-    if estimate["error"]:
-        return ["    memory (MiB): " + ", ".join(f"{part} {value / mib:.0f}" for part, value in ours.items()),
-                f"    llama-fit-params: {estimate['error']}"]
-    lines = ["    memory (MiB)   swapgen   llama-fit-params   difference"]
-    for part, value in ours.items():
-        theirs = estimate["total_mib"][part]
-        lines.append(f"      {part:<12} {value / mib:>8.0f}   {theirs:>16}   {value / mib - theirs:>+10.0f}")
-    return lines
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f}"
 
 
 def main(library: Library, model_id: str, as_json: bool, hosts: Sequence[tuple[str, Library]] = ()) -> int:
@@ -109,44 +170,58 @@ def main(library: Library, model_id: str, as_json: bool, hosts: Sequence[tuple[s
         return 1
     data = report(library, job)
     if as_json:
-        print(json.dumps(data, indent=2, ensure_ascii=False, default=list))
+        print(json.dumps(data, indent=2, ensure_ascii=False, default=str))
         return 0
-    out = [f"{data['id']}  ({data['class']})", f"  path     {data['paths']['model']}"]
+    print("\n".join(_text(data)))
+    return 0
+
+
+def _text(data: dict) -> list[str]:
+    out = [f"{data['id']}  ({data['class']})", f"  path      {data['paths']['model']}"]
     for key in ("manifest", "shards", "mmproj", "draft"):
         value = data["paths"][key]
         for i, path in enumerate(value if isinstance(value, list) else [value] if value else []):
-            out.append(f"  {key if i == 0 else '':<8} {path}")
+            out.append(f"  {key if i == 0 else '':<9} {path}")
     b = data["backend"]
-    out.append(f"  backend  {b['id']} (engine {b['engine']}; {b['why']})" + (f" → {b['exe']}" if b["exe"] else ""))
-    out.append(f"  budget   {data['budget_gb']:g} GiB; card {data['card_vram_gb'] or 'no reading'}")
+    out.append(f"  backend   {b['id']} (engine {b['engine']}; {b['why']})" + (f" → {b['exe']}" if b["exe"] else ""))
+    out.append(f"  budget    {data['budget']}")
     if data["devices"]:
         d = data["devices"]
-        out.append(f"  devices  {d['ids']} ({d['why']})" + (f": {' '.join(d['env'])}" if d["env"] else ""))
+        out.append(f"  devices   {d['ids']} ({d['why']})" + (f": {' '.join(d['env'])}" if d["env"] else ""))
     if data["override"]:
-        out.append(f"  override match {data['override']!r}")
-    if data["kv"]:
-        out.append(f"  kv       {data['kv']['bytes_per_token']} bytes/token: {data['kv']['note']}")
-        out.extend(f"           {line}" for line in data["kv"]["derivation"])
+        out.append(f"  override  match {data['override']!r}")
+    if data["kv"] and data["kv"]["bytes_per_token"] is not None:
+        out.append(f"  KV cost   {data['kv']['bytes_per_token']:,} bytes per token at f16"
+                   + (f": {data['kv']['note']}" if data["kv"]["note"] else ""))
+        out.extend(f"            {line}" for line in data["kv"]["derivation"])
+    elif data["kv"]:
+        out.append(f"  KV cost   unknown: {data['kv']['note']}")
     if data["notes"]:
         out.append("  sizing")
         out.extend(f"    {n}" for n in data["notes"])
     for entry in data["entries"]:
+        memory = {k: v for k, v in entry["memory"].items() if k != "used"}
+        if memory:
+            out.append(f"  memory of {entry['id']}")
+            out.extend(f"    {line}" for line in memory_table(entry["memory"]["used"], memory))
         out.append(f"  argv of {entry['id']}")
-        argv = entry["argv"]
-        out.extend(_memory_lines(entry))
         out.extend(f"    {e}" for e in entry["env"])
-        out.append(f"    {argv[0]}")
-        i = 1
-        while i < len(argv):
-            if argv[i].startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-                out.append(f"      {argv[i]} {argv[i + 1]}")
-                i += 2
-            else:
-                out.append(f"      {argv[i]}")
-                i += 1
+        out.extend(_argv_lines(entry["argv"]))
     for skip in data["skips"]:
         out.append(f"  SKIPPED {skip['id']}: {skip['reason']}")
     out.append("  fragment")
     out.extend(f"  {line}" for line in data["fragment"].splitlines())
-    print("\n".join(out))
-    return 0
+    return out
+
+
+def _argv_lines(argv: list[str]) -> list[str]:
+    out = [f"    {argv[0]}"]
+    i = 1
+    while i < len(argv):
+        if argv[i].startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out.append(f"      {argv[i]} {argv[i + 1]}")
+            i += 2
+        else:
+            out.append(f"      {argv[i]}")
+            i += 1
+    return out
