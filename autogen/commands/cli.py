@@ -97,21 +97,11 @@ def _calibrate(parser: argparse.ArgumentParser, settings: str | None, args: list
     # lazy: a rare command, and it brings the process and log readers
     from autogen.commands import calibrate  # noqa: PLC0415
 
-    ids, timeout, i = [], None, 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--timeout" or arg.startswith("--timeout="):
-            value = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-            i += 1 if "=" in arg else 2
-            try:
-                timeout = float(value)
-            except ValueError:
-                parser.error(f"calibrate: --timeout needs seconds, got {value!r}")
-            continue
-        if arg.startswith("-"):
-            parser.error(f"calibrate: unknown option {arg} (the one option is --timeout SECONDS)")
-        ids.append(arg)
-        i += 1
+    ids, seconds = _one_option(parser, "calibrate", args, "--timeout", "seconds", "SECONDS")
+    try:
+        timeout = float(seconds) if seconds is not None else None
+    except ValueError:
+        parser.error(f"calibrate: --timeout needs seconds, got {seconds!r}")
     graph = tasks.load(settings)
     graph.close()  # the run lock and SIGTERM handler: calibrating can take minutes, and writes no config
     return calibrate.main(graph.library, ids, timeout)
@@ -136,22 +126,29 @@ def _only_json_option(parser: argparse.ArgumentParser, command: str, args: list[
             parser.error(f"{command}: unknown option {arg}{hint}")
 
 
+def _one_option(parser: argparse.ArgumentParser, command: str, args: list[str], option: str, meaning: str,
+                metavar: str) -> tuple[list[str], str | None]:
+    """A command's positional arguments and the value of its one option (`--x V` or `--x=V`)."""
+    positional, value, i = [], None, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == option or arg.startswith(option + "="):
+            value = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            i += 1 if "=" in arg else 2
+            if not value:
+                parser.error(f"{command}: {option} needs {meaning}")
+            continue
+        if arg.startswith("-"):
+            parser.error(f"{command}: unknown option {arg} (the one option is {option} {metavar})")
+        positional.append(arg)
+        i += 1
+    return positional, value
+
+
 def _config_dir_option(parser: argparse.ArgumentParser, args: list[str]) -> tuple[list[str], str | None]:
     """`validate`'s files and its `--config-dir DIR` (llama-swap's flag: the files of DIR merged
     after the one main FILE)."""
-    files, folder, i = [], None, 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--config-dir" or arg.startswith("--config-dir="):
-            folder = arg.partition("=")[2] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-            i += 1 if "=" in arg else 2
-            if not folder:
-                parser.error("validate: --config-dir needs a folder")
-            continue
-        if arg.startswith("-"):
-            parser.error(f"validate: unknown option {arg} (the one option is --config-dir DIR)")
-        files.append(arg)
-        i += 1
+    files, folder = _one_option(parser, "validate", args, "--config-dir", "a folder", "DIR")
     if folder is not None and len(files) > 1:
         parser.error("validate: with --config-dir, give at most one main FILE (llama-swap's -config)")
     return files, folder
