@@ -75,7 +75,7 @@ def selected(library: Library, ids: Sequence[str]) -> list[tuple[Job, Entry]]:
                 raise SwapgenError(f"calibrate: {model} is not served by llama-server or vLLM here "
                                    f"({job.error or 'engine ' + job.engine})")
             continue
-        for entry in library.plan(job).entries:
+        for entry in library.host_plan(job).entries:  # the commands as they run here (before `path_map`)
             if not wanted or model in wanted or entry.id in wanted:
                 found.append((job, entry))
                 seen.add(entry.id)
