@@ -220,3 +220,17 @@ def test_the_real_llama_server(tmp_path, tiny_gguf, capsys):
     assert (measured["model"] >> 20, measured["context"] >> 20) == (model, context)
     assert abs((measured["compute"] >> 20) - compute) <= 1
     assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout == b""
+
+
+def test_a_missing_engine_is_recorded_not_raised(lib, capsys):
+    (lib / "bin" / "llama-server").unlink()
+    assert swapgen(lib, "calibrate", "alpha-q4_k_m") == 1
+    assert "failed to start: cannot start " in capsys.readouterr().out
+
+
+def test_the_engines_devices_are_the_visible_gpus_in_order():
+    from autogen.commands.calibrate import _gpu_index, visible_devices  # noqa: PLC0415
+
+    visible = visible_devices(("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3"))
+    assert visible == [2, 3] and _gpu_index("CUDA1", 0, visible) == 3 and _gpu_index("Host", 1, visible) is None
+    assert _gpu_index("Vulkan0", 0, []) == 0

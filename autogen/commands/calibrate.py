@@ -35,7 +35,7 @@ from autogen.commands.tasks import Terminated
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
 from autogen.errors import SwapgenError
-from autogen.footprint import DeviceMemory, Footprint, Source
+from autogen.footprint import HOST_DEVICE, DeviceMemory, Footprint, Source
 from autogen.resolve.backends import Engine as EngineKind
 
 LOGS = "calibration-logs"
@@ -109,13 +109,13 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     log_path = os.path.join(library.settings.cache_dir, LOGS, f"{entry.id}.log")
     started = time.monotonic()
     per_process: dict[int, int] = {}
-    with Engine(argv, environment(job, entry), log_path) as engine:
-        try:
+    try:
+        with Engine(argv, environment(job, entry), log_path) as engine:
             state = engine.wait_healthy(url, timeout)
-        except FileNotFoundError:
-            state = "exited"
-        if state == "healthy":
-            per_process = driver_memory(engine.pids())
+            if state == "healthy":
+                per_process = driver_memory(engine.pids())
+    except OSError as exc:  # the binary is missing or not executable
+        return Measurement(entry.id, job.engine, None, error=f"cannot start {argv[0]}: {exc.strerror or exc}")
     seconds = time.monotonic() - started
     text = engine.log()
     if state != "healthy":
@@ -128,7 +128,7 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     if figures is None:
         return Measurement(entry.id, job.engine, None, seconds=seconds,
                            error="started, but its log has no memory report (is its log verbosity below 4?)")
-    devices = [_gpu_index(d.name, i) for i, d in enumerate(figures.devices)]
+    devices = [_gpu_index(d.name, i, visible_devices(entry.env)) for i, d in enumerate(figures.devices)]
     held = tuple(per_process.get(i, 0) for i in devices) if per_process and None not in devices else ()
     return Measurement(entry.id, job.engine, figures, per_process=held, seconds=seconds)
 
@@ -152,9 +152,22 @@ def read_figures(job: Job, entry: Entry, text: str) -> Footprint | None:
     return Footprint(source=Source.MEASURED, devices=tuple(rows), note=note)
 
 
-def _gpu_index(name: str, position: int) -> int | None:
+def visible_devices(env: Sequence[str]) -> list[int]:
+    """The physical GPU indices the entry's device variable lists (CUDA0 is the first of them)."""
+    for item in env:
+        name, _, value = item.partition("=")
+        if name.endswith("_VISIBLE_DEVICES") and all(v.strip().isdigit() for v in value.split(",")):
+            return [int(v) for v in value.split(",")]
+    return []
+
+
+def _gpu_index(name: str, position: int, visible: Sequence[int]) -> int | None:
+    """The driver's index of the engine's device `name` ("CUDA1" → the second visible GPU)."""
+    if name == HOST_DEVICE:
+        return None
     digits = "".join(c for c in name if c.isdigit())
-    return int(digits) if digits else (position if name != "Host" else None)
+    local = int(digits) if digits else position
+    return visible[local] if local < len(visible) else local
 
 
 def driver_memory(pids: Sequence[int]) -> dict[int, int]:
