@@ -20,7 +20,6 @@ from enum import StrEnum
 from typing import Any
 
 import attrs
-import cattrs
 from attrs import frozen
 
 MIB = 1 << 20
@@ -192,17 +191,26 @@ def mib_up(n: int) -> int:
     return -(-n // MIB)
 
 
-_CONVERTER = cattrs.Converter(forbid_extra_keys=True)
-
-
 def to_data(footprint: Footprint) -> dict[str, Any]:
     """Plain data for a cache file (bytes as integers)."""
-    return _CONVERTER.unstructure(footprint)
+    return attrs.asdict(footprint, value_serializer=lambda _, __, v: v.value if isinstance(v, Source) else v)
 
 
 def from_data(data: Any) -> Footprint:
-    """The footprint of `to_data`; raises ValueError on anything else."""
+    """The footprint of `to_data`; ValueError on anything else (a cache file from another
+    version, a hand edit). Built by hand: cattrs would cost every run its import."""
     try:
-        return _CONVERTER.structure(data, Footprint)
-    except (cattrs.BaseValidationError, TypeError, KeyError) as exc:
-        raise ValueError(f"not a memory record: {exc}") from exc
+        devices = tuple(_device(d) for d in data["devices"])
+        host = _device(data["host"]) if data["host"] is not None else None
+        return Footprint(source=Source(data["source"]), devices=devices, host=host,
+                         unseen=tuple(int(n) for n in data["unseen"]), margin=tuple(int(n) for n in data["margin"]),
+                         note=str(data["note"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a memory record: {exc!r}") from exc
+
+
+def _device(data: Any) -> DeviceMemory:
+    if set(data) != {"name", "model", "context", "compute"} or not all(
+            isinstance(data[k], int) for k in ("model", "context", "compute")):
+        raise ValueError(f"device fields {sorted(data)}")
+    return DeviceMemory(str(data["name"]), data["model"], data["context"], data["compute"])

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 from collections.abc import Sequence
 
 import xxhash
@@ -158,6 +157,8 @@ def parse(text: str) -> Footprint | None:
 
 def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[Footprint | None, str]:
     """(figures, "") or (None, the estimator's own last error line)."""
+    import subprocess  # noqa: PLC0415 - lazy: a run that asks nothing does not pay for it
+
     env = {**os.environ, **dict(e.split("=", 1) for e in call.env if "=" in e)}
     try:
         proc = subprocess.run(call.argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
