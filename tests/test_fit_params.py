@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands.fit_params import (
-    AnswerCache,
-    EstimatorCall,
-    estimator_call,
-    estimator_for,
-    identity,
-    parse,
-    run,
-)
+from autogen.commands.engine_binaries import estimator_for, identity
+from autogen.commands.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
 from autogen.footprint import MIB, DeviceMemory, Footprint, Source
 
 SERVER = "/opt/llama/bin/llama-server"

@@ -27,7 +27,8 @@ import time
 from collections.abc import Iterator, Sequence
 
 from autogen.commands import engine_logs
-from autogen.commands.engine_figures import MEASURED_ENGINES, EngineFigures
+from autogen.commands.engine_binaries import MEASURED_ENGINES
+from autogen.commands.engine_figures import EngineFigures
 from autogen.commands.engine_process import Engine, free_port
 from autogen.commands.library import Library
 from autogen.commands.measurements import Measurement

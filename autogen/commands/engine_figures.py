@@ -12,23 +12,21 @@ figures; one whose command changed in the last round keeps the corrected estimat
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 
 import attrs
 
 from autogen.commands import fit_params
+from autogen.commands.engine_binaries import MEASURED_ENGINES, estimator_for, identity, which
 from autogen.commands.measurements import Measurement, Measurements, margin
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
 from autogen.footprint import Footprint, Reading, Source, with_gap
-from autogen.resolve.backends import Engine, engine_of
+from autogen.resolve.backends import Engine
 from autogen.settings.schema import Settings
 
 #: Rounds of asking: the engine is called at most this many times per entry of a model.
 MAX_ROUNDS = 3
-#: Engines whose start `calibrate` can measure.
-MEASURED_ENGINES = (Engine.LLAMA, Engine.VLLM)
 
 
 class EngineFigures:
@@ -51,13 +49,13 @@ class EngineFigures:
         setting = job.backend.row.fit_params if job.backend.row is not None else ""
         key = (job.backend.exe, setting)
         if key not in self._estimators:
-            self._estimators[key] = fit_params.estimator_for(_which(job.backend.exe), setting)
+            self._estimators[key] = estimator_for(which(job.backend.exe), setting)
         return self._estimators[key]
 
     def engine_identity(self, exe: str) -> str:
         """The engine binary's identity (resolved on PATH like a shell would)."""
         if exe not in self._identities:
-            self._identities[exe] = fit_params.identity(_which(exe))
+            self._identities[exe] = identity(which(exe))
         return self._identities[exe]
 
     def key(self, job: Job) -> str:
@@ -66,7 +64,7 @@ class EngineFigures:
         if job.backend is None or job.engine not in MEASURED_ENGINES:
             return ""
         stamp = self.stamps.get(job.row.id, "")
-        return repr((fit_params.identity(self.estimator(job)), self.engine_identity(job.backend.exe),
+        return repr((identity(self.estimator(job)), self.engine_identity(job.backend.exe),
                      self.measurements.of_model(stamp)))
 
     # -- figures ---------------------------------------------------------------------------------
@@ -157,22 +155,6 @@ def start_errors(plan: Plan, job: Job, figures: EngineFigures) -> dict[str, str]
         if measured is not None and measured.error:
             out[entry.id] = measured.error
     return out
-
-
-def engine_state(settings: Settings) -> str:
-    """A cheap stamp of everything outside the library the engine figures depend on (the
-    calibration folder, the llama and vLLM binaries and their estimators): part of the load
-    memo's key, so a new measurement or a rebuilt engine re-plans the models it concerns."""
-    parts: list[str] = [Measurements(settings.cache_dir).state()]
-    for row in settings.backends:
-        if engine_of(row.kind) in MEASURED_ENGINES:
-            exe = _which(row.path.strip())
-            parts += [fit_params.identity(exe), fit_params.identity(fit_params.estimator_for(exe, row.fit_params))]
-    return "|".join(parts)
-
-
-def _which(exe: str) -> str | None:
-    return shutil.which(exe) or (exe if exe else None)
 
 
 def sources(entries: Sequence[Entry]) -> dict[str, str]:

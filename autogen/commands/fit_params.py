@@ -2,9 +2,9 @@
 common/fit.cpp `common_fit_print`) prints, per device, the MiB of model, context (KV cache and
 recurrent state) and compute buffer that the same flags would allocate, without reading weights.
 
-Which binary: the backend row's `fit_params`, else `llama-fit-params` beside its `llama-server`
-(`fit_params: none` turns it off). Its identity (path, size, modification time) is part of every
-cache key that holds its answers.
+Which binary (`engine_binaries.estimator_for`): the backend row's `fit_params`, else
+`llama-fit-params` beside its `llama-server` (`fit_params: none` turns it off). Its identity (path,
+size, modification time) is part of every cache key that holds its answers.
 
 The call carries every flag of the generated command that changes what llama.cpp allocates and
 that llama-fit-params b11434 accepts, spelled as written (`ESTIMATOR_FLAGS`), and runs with the
@@ -34,12 +34,10 @@ from collections.abc import Sequence
 import xxhash
 from attrs import frozen
 
+from autogen.commands.engine_binaries import ESTIMATOR, identity
 from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, Footprint, Source, from_data, to_data
 from autogen.fsutil import write_if_changed
 
-ESTIMATOR = "llama-fit-params"
-#: A backend row's `fit_params: none`: never ask.
-OFF = "none"
 #: Flags llama-fit-params b11434 accepts that change what llama.cpp allocates, by spelling:
 #: True = takes a value (its `--help`; common/arg.cpp).
 ESTIMATOR_FLAGS: dict[str, bool] = {
@@ -72,28 +70,6 @@ class EstimatorCall:
     #: Sequences of the command's unified KV pool that the call asks as one (0 = none asked so):
     #: the emitter prices the rest (`footprint.Gap`).
     unified_slots: int = 0
-
-
-def estimator_for(server_exe: str | None, row_setting: str = "") -> str | None:
-    """The build's llama-fit-params: the row's `fit_params` path, else the one beside its
-    `llama-server`; None when it has none (or `fit_params: none`)."""
-    if row_setting.strip().lower() == OFF:
-        return None
-    candidate = os.path.expanduser(row_setting.strip()) if row_setting.strip() else None
-    if candidate is None and server_exe and os.sep in server_exe:
-        candidate = os.path.join(os.path.dirname(server_exe), ESTIMATOR)
-    return candidate if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
-
-
-def identity(path: str | None) -> str:
-    """A binary's identity in cache keys: path, size and modification time ("" when absent)."""
-    if not path:
-        return ""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return ""
-    return f"{os.path.realpath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def estimator_call(estimator: str, argv: Sequence[str], env: Sequence[str] = ()) -> EstimatorCall:

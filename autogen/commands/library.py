@@ -13,13 +13,14 @@ import functools
 import os
 import pickle
 import sys
+from typing import TYPE_CHECKING
 
 import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
-from autogen.commands.engine_figures import EngineFigures, engine_state, plan_with_engine
+from autogen.commands.engine_binaries import engine_state
 from autogen.discovery.naming import Ledger, load_ledger, save_ledger
 from autogen.discovery.pairing import pair_adapters, pair_drafts
 from autogen.discovery.walk import Discovery, discover, walk_signature
@@ -35,6 +36,9 @@ from autogen.resolve.context import DraftModel
 from autogen.resolve.gpus import card_vram_gb, inventory
 from autogen.resolve.nodes import Fleet
 from autogen.settings.schema import Settings
+
+if TYPE_CHECKING:
+    from autogen.commands.engine_figures import EngineFigures
 
 
 def digest(text: str) -> str:
@@ -165,6 +169,9 @@ class Library:
     @functools.cached_property
     def engine(self) -> EngineFigures:
         """The engines' own figures (measurements, llama-fit-params' answers), read on first use."""
+        # lazy: a run served from the load memo plans nothing
+        from autogen.commands.engine_figures import EngineFigures  # noqa: PLC0415
+
         return EngineFigures(self.settings, self.stamps)
 
     @property
@@ -182,6 +189,8 @@ class Library:
     def host_plan(self, job: Job) -> Plan:
         """The model's plan with this host's paths, sized with the engine's own figures where it
         has them: llama-fit-params and `swapgen calibrate` run its commands here."""
+        from autogen.commands.engine_figures import plan_with_engine  # noqa: PLC0415 - lazy, as `engine`
+
         def build(readings):
             return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every id
                               self.profile_owners, self.drafts.get(job.row.id), readings)

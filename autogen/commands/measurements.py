@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import xxhash
 from attrs import frozen
 
+from autogen.commands.engine_binaries import CALIBRATION_DIR
 from autogen.footprint import Footprint, from_data, to_data
 from autogen.fsutil import write_if_changed
 
@@ -52,7 +53,7 @@ def margin(device_bytes: int) -> int:
 class Measurements:
     """The calibration folder of one `cache_dir`."""
 
-    DIR = "calibration"
+    DIR = CALIBRATION_DIR
 
     def __init__(self, cache_dir: str):
         self.root = os.path.join(cache_dir, self.DIR)
@@ -112,11 +113,3 @@ class Measurements:
                     st = os.stat(os.path.join(self.root, name))
                     found.append((name, st.st_size, st.st_mtime_ns))
         return tuple(found)
-
-    def state(self) -> str:
-        """The folder's own stamp (a file added or replaced changes it): part of the load memo's key."""
-        try:
-            st = os.stat(self.root)
-        except OSError:
-            return ""
-        return f"{st.st_mtime_ns}:{st.st_nlink}"

@@ -35,7 +35,6 @@ from doit.doit_cmd import DoitMain
 from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
-from autogen.commands.engine_figures import sources, start_errors
 from autogen.commands.library import Library, LoadMemo, digest
 from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
 from autogen.commands.sample import ensure_for_settings
@@ -217,6 +216,9 @@ class TaskGraph:
         return llama_router_exe(settings) if settings.target == LLAMA_SERVER else None
 
     def emit_model(self, job: Job) -> bool:
+        # lazy: a run served from the load memo plans nothing
+        from autogen.commands.engine_figures import sources, start_errors  # noqa: PLC0415
+
         failed: dict[str, str] = {}
         try:
             host = self.library.host_plan(job)
