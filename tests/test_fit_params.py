@@ -12,6 +12,7 @@ import pytest
 from autogen.commands.engine_binaries import estimator_for, identity
 from autogen.commands.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
 from autogen.footprint import MIB, DeviceMemory, Footprint, Source
+from tests.shared import not_set_up
 
 SERVER = "/opt/llama/bin/llama-server"
 HEAD = [SERVER, "-m", "/models/Qwen3 8B.gguf", "--host", "127.0.0.1", "--port", "${PORT}"]
@@ -141,8 +142,7 @@ REAL_ESTIMATOR = next((p for p in (REAL.parent / "llama-fit-params", REAL.parent
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(REAL_ESTIMATOR is None, reason="no llama-fit-params beside $LLAMA_SERVER (build it with "
-                    "`cmake --build $E2E_WORK/build --target llama-fit-params`)")
+@pytest.mark.skipif(REAL_ESTIMATOR is None, reason=not_set_up("llama-fit-params beside $LLAMA_SERVER"))
 def test_the_real_cpu_build_prints_what_the_parser_reads(tiny_gguf):
     proc = subprocess.run([str(REAL_ESTIMATOR), "-m", str(tiny_gguf), "-c", "4096", "-np", "1", "--fit-print", "on"],
                           capture_output=True, text=True, timeout=120, check=False)
