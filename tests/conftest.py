@@ -37,8 +37,16 @@ def library(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def tiny_gguf(tmp_path_factory):
-    """A tiny llama GGUF the real llama-server loads (`tests/loadable_gguf.py`)."""
-    from tests.loadable_gguf import write_loadable_llama  # noqa: PLC0415 - numpy only where needed
+def tiny_model(tmp_path_factory):
+    """A tiny llama GGUF the real llama-server loads (tools/llama-server-check/make_tiny_gguf.py),
+    with a space in its name to prove quoting."""
+    import importlib.util  # noqa: PLC0415 - only the slow checks need it
+    from pathlib import Path  # noqa: PLC0415
 
-    return write_loadable_llama(tmp_path_factory.mktemp("loadable") / "tiny random llama.gguf")
+    script = Path(__file__).resolve().parents[1] / "tools" / "llama-server-check" / "make_tiny_gguf.py"
+    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path_factory.mktemp("models") / "tiny random llama.gguf"
+    assert module.main([str(out), "--ctx", "8192"]) == 0
+    return out

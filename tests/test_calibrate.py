@@ -203,10 +203,10 @@ SERVER = os.environ.get("LLAMA_SERVER", "")
 @pytest.mark.slow
 @pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
                     reason=not_set_up("llama-server b11434 ($LLAMA_SERVER)"))
-def test_the_real_llama_server(tmp_path, tiny_gguf, capsys):
+def test_the_real_llama_server(tmp_path, tiny_model, capsys):
     """The measured figures are the server's own: its memory breakdown printed at exit agrees."""
     (tmp_path / "models").mkdir()
-    os.symlink(tiny_gguf, tmp_path / "models" / "tiny.gguf")
+    os.symlink(tiny_model, tmp_path / "models" / "tiny.gguf")
     settings = tmp_path / "swapgen.yaml"
     settings.write_text(f"roots: [models]\nvram_budget_gb: 2\ncard_vram_gb: 0\nthreads: 2\nbackends:\n"
                         f"  - {{id: llama-cpu, kind: llama, path: {SERVER}, default: true, variant: cpu}}\n")

@@ -143,9 +143,9 @@ REAL_ESTIMATOR = next((p for p in (REAL.parent / "llama-fit-params", REAL.parent
 
 @pytest.mark.slow
 @pytest.mark.skipif(REAL_ESTIMATOR is None, reason=not_set_up("llama-fit-params beside $LLAMA_SERVER"))
-def test_the_real_cpu_build_prints_what_the_parser_reads(tiny_gguf):
-    proc = subprocess.run([str(REAL_ESTIMATOR), "-m", str(tiny_gguf), "-c", "4096", "-np", "1", "--fit-print", "on"],
+def test_the_real_cpu_build_prints_what_the_parser_reads(tiny_model):
+    proc = subprocess.run([str(REAL_ESTIMATOR), "-m", str(tiny_model), "-c", "4096", "-np", "1", "--fit-print", "on"],
                           capture_output=True, text=True, timeout=120, check=False)
     figures = parse(proc.stdout)
     assert proc.returncode == 0 and figures is not None and figures.host_only
-    assert figures.devices[0].context == 1 << 20  # 4096 cells × 2 layers × 2 KV heads × 32 × 2 (K, V) × 2 B
+    assert figures.devices[0].context == 4 << 20  # 4096 cells × 2 layers × 2 KV heads × 64 × 2 (K, V) × 2 B

@@ -12,7 +12,6 @@ instance it left.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -33,9 +32,8 @@ from autogen.cmdline import split_command
 from autogen.commands import cli
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
 from tests.hf_fixtures import write_config, write_safetensors
-from tests.shared import TOOLS, not_set_up
+from tests.shared import not_set_up
 
-CHECK_TOOLS = TOOLS / "llama-server-check"
 E2E_WORK = Path(os.environ.get("E2E_WORK") or Path(os.environ.get("TMPDIR") or "/tmp") / "llama-e2e")
 SERVER = os.environ.get("LLAMA_SERVER") or str(E2E_WORK / "bin" / "llama-server")
 START_TIMEOUT_S = 120
@@ -43,17 +41,6 @@ START_TIMEOUT_S = 120
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not os.access(SERVER, os.X_OK),
                                  reason=not_set_up(f"llama-server b11434 ({SERVER}; $LLAMA_SERVER)"))]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    script = CHECK_TOOLS / "make_tiny_gguf.py"
-    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = tmp_path_factory.mktemp("models") / "tiny.gguf"
-    assert module.main([str(out), "--ctx", "8192"]) == 0
-    return out
 
 
 def library(root: Path, model: Path, target: str) -> Path:

@@ -2,14 +2,14 @@
 
 Runs only when `LLAMA_SERVER` points to a binary (build one with
 the shared tools' `llama-server-check/run_llama_server_check.sh`); skips otherwise. The tiny
-random-weight model comes from that folder's `make_tiny_gguf.py`. The command goes through the
+random-weight model comes from that folder's `make_tiny_gguf.py` (the `tiny_model` fixture of
+conftest.py). The command goes through the
 same path llama-swap uses: `render_cmd` text → `${PORT}` substituted → `split_command`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import socket
@@ -32,26 +32,14 @@ from autogen.metadata.kvcost import kv_cost
 from autogen.resolve.backends import Resolved
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import BackendRow, Override, Settings
-from tests.shared import TOOLS, not_set_up
+from tests.shared import not_set_up
 
-CHECK_TOOLS = TOOLS / "llama-server-check"
 SERVER = os.environ.get("LLAMA_SERVER", "")
 HEALTH_TIMEOUT_S = 120
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not (SERVER and os.access(SERVER, os.X_OK)),
                                  reason=not_set_up("llama-server b11434 ($LLAMA_SERVER)"))]
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    script = CHECK_TOOLS / "make_tiny_gguf.py"
-    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = tmp_path_factory.mktemp("models") / "tiny random llama.gguf"  # a space, to prove quoting
-    assert module.main([str(out), "--ctx", "8192"]) == 0
-    return out
 
 
 def emit_for(model: Path, override: Override | None):
