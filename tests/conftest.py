@@ -38,15 +38,8 @@ def library(tmp_path):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
-    """A tiny llama GGUF the real llama-server loads (tools/llama-server-check/make_tiny_gguf.py),
-    with a space in its name to prove quoting."""
-    import importlib.util  # noqa: PLC0415 - only the slow checks need it
-    from pathlib import Path  # noqa: PLC0415
+    """A tiny llama GGUF the real llama-server loads (`tests/tiny_model.py`), with a space in its
+    name to prove quoting."""
+    from tests.tiny_model import write_tiny  # noqa: PLC0415 - numpy only for the slow checks
 
-    script = Path(__file__).resolve().parents[1] / "tools" / "llama-server-check" / "make_tiny_gguf.py"
-    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = tmp_path_factory.mktemp("models") / "tiny random llama.gguf"
-    assert module.main([str(out), "--ctx", "8192"]) == 0
-    return out
+    return write_tiny(tmp_path_factory.mktemp("models") / "tiny random llama.gguf")

@@ -64,11 +64,11 @@ class TestLlamaReport:
         assert host.compute == round((55.03 + 0.49) * MIB)  # the output buffer counts with compute
 
     def test_each_device_its_buffers_and_the_host_apart(self):
+        """The main model's buffers; the re-reserved graph counts once; the projector and the draft
+        after it are left to swapgen's charges, as in llama-fit-params' report."""
         report = llama_report(CUDA_LOG)
         cuda0, cuda1 = report.devices
-        # main model + projector weights + draft model; the re-reserved graph counts once
-        assert cuda0 == DeviceMemory("CUDA0", round((8688.25 + 851.86 + 500.00) * MIB),
-                                     round((192.00 + 64.00) * MIB), round((898.01 + 20.00 + 40.00) * MIB))
+        assert cuda0 == DeviceMemory("CUDA0", round(8688.25 * MIB), round(192.00 * MIB), round(898.01 * MIB))
         assert cuda1 == DeviceMemory("CUDA1", round(8100.00 * MIB), round(192.00 * MIB), round(100.00 * MIB))
         assert report.host == DeviceMemory("Host", round(380.00 * MIB), 0, round((12.01 + 0.58) * MIB))
 

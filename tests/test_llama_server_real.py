@@ -33,6 +33,7 @@ from autogen.resolve.backends import Resolved
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import BackendRow, Override, Settings
 from tests.shared import not_set_up
+from tests.tiny_model import write_tiny
 
 SERVER = os.environ.get("LLAMA_SERVER", "")
 HEALTH_TIMEOUT_S = 120
@@ -186,11 +187,7 @@ def test_lora_and_draft_profiles_start_and_answer(tiny_model, tmp_path):
     write_real_lora(library / "tiny-style-LoRA-F32.gguf")
     draft = tmp_path / "drafts" / "tiny-draft-F32.gguf"
     draft.parent.mkdir()
-    script = CHECK_TOOLS / "make_tiny_gguf.py"
-    spec = importlib.util.spec_from_file_location("make_tiny_gguf", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main([str(draft), "--ctx", "8192", "--seed", "1"]) == 0
+    write_tiny(draft, seed=1)
     settings = tmp_path / "swapgen.yaml"
     settings.write_text(
         "roots: [models]\nvram_budget_gb: 2\ncard_vram_gb: 0\nthreads: 2\n"

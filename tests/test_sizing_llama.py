@@ -514,23 +514,32 @@ class TestEveryReasonIsTrue:
             return
         room = budget - size - fixed(CUDA)
         note = s.notes[1]
-        if m := re.fullmatch(r"KV type (f16|q8_0): the pinned ctx (\d+) needs ([\d.]+) GB at f16 \(KV, state, "
-                             r"compute\), (?:only )?([\d.]+) GB is free beside the weights", note):
+        if m := re.fullmatch(r"KV type (f16|q8_0): the pinned ctx (\d+) needs ([\d.]+) GiB at f16 \(KV, state, "
+                             r"compute\), (?:only )?([\d.]+) GiB is free beside the weights", note):
             kv_type, ctx, needed, free = m.group(1), int(m.group(2)), float(m.group(3)), float(m.group(4))
             assert ctx == pin and needed == round(need(meta, ctx) / GIB, 2) and free == round(room / GIB, 2)
             assert (kv_type == "f16") == (need(meta, ctx) <= room)
-        elif m := re.fullmatch(r"KV type q8_0: the weights and fixed charges are ([\d.]+) GB over the budget "
+        elif m := re.fullmatch(r"KV type q8_0: the weights and fixed charges are ([\d.]+) GiB over the budget "
                                r"already, no room on the GPU for a cache at f16", note):
             assert room <= 0 and float(m.group(1)) == round(-room / GIB, 2)
-        elif m := re.fullmatch(r"KV type f16: (\d+) tokens fit on the GPU at f16 \((\d+) would\)", note):
-            wanted, fits = int(m.group(1)), int(m.group(2))
-            assert need(meta, fits) <= room and fits >= wanted
+        elif m := re.fullmatch(r"f16 KV: ([\d,]+) tokens fit(?:; ([\d,]+) would need ([\d.]+) GiB of ([\d.]+) GiB)?",
+                               note):
+            fits, wanted = int(m.group(1).replace(",", "")), min(32768, meta.context_length)
             top = min(meta.context_length, 1 << 20)
+            assert pin is None and need(meta, fits) <= room and fits >= wanted
             assert fits == top or need(meta, fits + 1) > room
-        elif m := re.fullmatch(r"KV type q8_0: only (\d+) of (\d+) tokens fit on the GPU at f16", note):
-            fits, wanted = int(m.group(1)), int(m.group(2))
+            if m.group(2):  # what the trained length would take of the budget
+                assert int(m.group(2).replace(",", "")) == top and float(m.group(4)) == round(budget / GIB, 2)
+                assert float(m.group(3)) == round((need(meta, top) + budget - room) / GIB, 2)
+            else:
+                assert fits == top
+        elif m := re.fullmatch(r"q8_0 KV: at f16 only ([\d,]+) tokens fit; ([\d,]+) would need ([\d.]+) GiB of "
+                               r"([\d.]+) GiB", note):
+            fits, wanted = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
             assert fits < wanted and (fits == 0 or need(meta, fits) <= room) and need(meta, fits + 1) > room
             assert pin is None and wanted == min(32768, meta.context_length)
+            assert float(m.group(3)) == round((need(meta, wanted) + budget - room) / GIB, 2)
+            assert float(m.group(4)) == round(budget / GIB, 2)
         else:
             pytest.fail(f"a KV type reason this test cannot recompute: {note!r}")
         # the context's reason
@@ -548,10 +557,10 @@ class TestEveryReasonIsTrue:
         place = s.notes[-2].removeprefix("placement: ")
         if m := re.fullmatch(r"all (\d+) layers on the GPU", place):
             assert int(m.group(1)) == meta.block_count and s.ngl == meta.block_count + 1 and s.est_vram <= budget
-        elif m := re.fullmatch(r"(\d+) of (\d+) layers on the GPU \(([\d.]+) GB each with KV\)", place):
+        elif m := re.fullmatch(r"(\d+) of (\d+) layers on the GPU \(([\d.]+) GiB each with KV\)", place):
             assert int(m.group(1)) == s.ngl and float(m.group(3)) == round((size + per_layer) / meta.block_count / GIB, 2)
         # the estimate line states the figures the sizing holds
-        est = re.fullmatch(r"estimate: VRAM ([\d.]+) GB of ([\d.]+) GB budget, RAM ([\d.]+) GB( \(ABOVE BUDGET\))?",
+        est = re.fullmatch(r"estimate: VRAM ([\d.]+) GiB of ([\d.]+) GiB budget, RAM ([\d.]+) GiB( \(ABOVE BUDGET\))?",
                            s.notes[-1])
         assert est and float(est.group(1)) == round(s.est_vram / GIB, 2) and float(est.group(2)) == budget_gb
         assert bool(est.group(4)) == (s.est_vram > budget)

@@ -5,11 +5,11 @@ tools exist, from their per-process tables): the measurements of `swapgen calibr
   (`LLAMA_ARG_LOG_VERBOSITY`): `load_tensors: <buffer> model buffer size = X MiB`
   (src/llama-model.cpp), `llama_kv_cache: <buffer> KV buffer size` (src/llama-kv-cache.cpp),
   `llama_memory_recurrent: <buffer> RS buffer size`, `sched_reserve: <buffer> compute buffer
-  size` (src/llama-context.cpp), the projector's `alloc_compute_meta: <buffer> compute buffer
-  size` and `load_hparams: model size:` (tools/mtmd/clip.cpp), `<buffer> output buffer size`.
-  A buffer named after a device (CUDA0, ROCm1, Vulkan0) is that device's; CPU, CPU_Mapped,
-  CPU_REPACK and *_Host buffers are host memory. A graph reserved again replaces its earlier
-  size; a second model (a draft) adds its own.
+  size` (src/llama-context.cpp), `<buffer> output buffer size`. A buffer named after a device
+  (CUDA0, ROCm1, Vulkan0) is that device's; CPU, CPU_Mapped, CPU_REPACK and *_Host buffers are
+  host memory. A graph reserved again replaces its earlier size. The projector's buffers
+  (`alloc_compute_meta`, tools/mtmd/clip.cpp) and a draft model's (a second `load_tensors`) end
+  the main model's report.
 - **vLLM** (0.33) logs, per worker: `Model loading took X GiB memory and Y seconds`
   (vllm/v1/worker/gpu_model_runner.py), `Available KV cache memory: X GiB`
   (vllm/v1/worker/gpu_worker.py) or, with `--kv-cache-memory-bytes`, `reserved X GiB memory for
@@ -32,8 +32,6 @@ GIB = 1 << 30
 #: b11434's log line: optional "0.00.073.304 " timestamp, then the level letter.
 _LEVEL = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ )?([EWIDT]) ")
 _BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|compute|output|LoRA|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
-_CLIP_BACKEND = re.compile(r"CLIP using (\S+) backend")
-_CLIP_MODEL = re.compile(r"load_hparams: model size:\s*([\d.]+) MiB")
 _PART = {"model": "model", "LoRA": "model", "KV": "context", "RS": "context", "compute": "compute",
          "output": "output"}
 #: Lines of an error level that only say a later line's news (llama.cpp's own fit failing first).
@@ -55,32 +53,27 @@ def buffer_device(buffer: str) -> str:
 
 
 def llama_report(text: str) -> Footprint | None:
-    """llama-server's allocations at load, per device (module docstring); None when the log has
-    no buffer line (a lower log verbosity, or no model loaded)."""
-    models: list[dict[tuple[str, str, str], float]] = []
-    current: dict[tuple[str, str, str], float] = {}  # (device, part, which buffer) → MiB
-    clip_device = HOST_DEVICE
+    """The main model's allocations at load, per device (module docstring); None when the log has
+    no buffer line (a lower log verbosity, or no model loaded). A projector's and a draft model's
+    buffers are left out: llama-fit-params cannot see them either, so both records carry
+    swapgen's charge for them beside the parts, and readings of either source compare alike."""
+    parts: dict[tuple[str, str, str], float] = {}  # (device, part, which buffer) → MiB
+    main_done = False
     for line in text.splitlines():
-        if m := _CLIP_BACKEND.search(line):
-            clip_device = buffer_device(m.group(1))
-        if m := _CLIP_MODEL.search(line):
-            current[(clip_device, "model", "projector")] = float(m.group(1))
         if (m := _BUFFER.search(line)) is None:
             continue
         func, buffer, kind, size = m.groups()
         part = _PART.get(kind, "context")
-        if part == "model" and func == "load_tensors" and any(k[1] != "model" for k in current):
-            models.append(current)  # a second model (a draft) starts
-            current = {}
+        if func == "alloc_compute_meta" or (part == "model" and func == "load_tensors" and main_done):
+            break  # the projector's or the draft's buffers follow the main model's
+        main_done = main_done or part != "model"
         key = (buffer_device(buffer), part, f"{func} {buffer}")
         # a graph reserved again replaces its size; other buffers of one kind add up
-        current[key] = float(size) + (0.0 if part == "compute" else current.get(key, 0.0))
-    models.append(current)
+        parts[key] = float(size) + (0.0 if part == "compute" else parts.get(key, 0.0))
     sums: dict[str, dict[str, float]] = {}
-    for model in models:
-        for (device, part, _), mib in model.items():
-            parts = sums.setdefault(device, {"model": 0.0, "context": 0.0, "compute": 0.0})
-            parts["compute" if part == "output" else part] += mib
+    for (device, part, _), mib in parts.items():
+        figures = sums.setdefault(device, {"model": 0.0, "context": 0.0, "compute": 0.0})
+        figures["compute" if part == "output" else part] += mib
     if not sums:
         return None
     rows = {d: DeviceMemory(d, *(round(p[k] * MIB) for k in ("model", "context", "compute"))) for d, p in sums.items()}
