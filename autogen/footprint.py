@@ -6,7 +6,7 @@ total. The parts are llama.cpp's (`llama_memory_breakdown_print`, common/fit.cpp
 (weights), `context` (KV cache and recurrent state; vLLM's KV-cache pool) and `compute` (graph
 buffers; vLLM's activations and runtime), per device, plus what the engine's own report does not
 show (`unseen`: driver runtime, swapgen's base charge, a projector) and, on measured figures, a
-margin. docs/sizing.md#exact-numbers-for-your-machine says when each source is used.
+margin. docs/maintainers/sizing.md#exact-numbers-for-your-machine says when each source is used.
 
 Where the engine reports no accelerator (a CPU build of llama.cpp), its host figures stand for
 the device: the budget then bounds what the model takes from RAM.
@@ -32,7 +32,7 @@ HOST_DEVICE = "Host"
 class Source(StrEnum):
     """Who produced the figures of a footprint: the `source` of `metadata.memory`."""
 
-    #: swapgen's own model of the engine's allocations (docs/sizing.md).
+    #: swapgen's own model of the engine's allocations (docs/maintainers/sizing.md).
     ESTIMATE = "estimate"
     #: llama.cpp's estimator, `llama-fit-params`, asked about the command (no weights read).
     FIT_PARAMS = "llama-fit-params"
@@ -108,7 +108,7 @@ class Footprint:
 
     def metadata(self) -> dict[str, Any]:
         """`metadata.memory` as the config writes it: whole MiB, as llama.cpp prints them,
-        rounded up (a router reading it must never be told less). docs/sizing.md#the-memory-record"""
+        rounded up (a router reading it must never be told less). docs/maintainers/sizing.md#the-memory-record"""
         devices = [{"device": d.name, "model_mib": mib_up(d.model), "context_mib": mib_up(d.context),
                     "compute_mib": mib_up(d.compute), "other_mib": mib_up(self.other(i))}
                    for i, d in enumerate(self.devices)]
@@ -143,7 +143,7 @@ class Footprint:
 @frozen
 class Gap:
     """What the command holds that the engine's estimator cannot be asked about, priced by
-    swapgen's rules (llama-fit-params b11434 takes no `--kv-unified`: docs/sizing.md)."""
+    swapgen's rules (llama-fit-params b11434 takes no `--kv-unified`: docs/maintainers/sizing.md)."""
 
     #: Why, in a sentence ("4 unified slots: llama-fit-params was asked with -np 1").
     why: str

@@ -1,6 +1,6 @@
 """Number rounding and printing that reproduce the original's Go arithmetic.
 
-The Go original (docs/sizing.md#vllm-footprint-and-utilization) rounds half away from zero (Go
+The Go original (docs/maintainers/sizing.md#vllm-footprint-and-utilization) rounds half away from zero (Go
 `math.Round`; Python's `round` is banker's), rounds utilisations UP, and prints numbers with Go's
 shortest `%g` (`4`, `0.92`, `16.08`, `1e+06`). Byte-stable output depends on these matching.
 """

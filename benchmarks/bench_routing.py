@@ -1,4 +1,4 @@
-"""How the routing planner's set count and time grow with the entry count (`docs/routing.md`).
+"""How the routing planner's set count and time grow with the entry count (`docs/maintainers/routing.md`).
 
     python benchmarks/bench_routing.py [--sizes 25,50,100,200] [--reps 3]
 

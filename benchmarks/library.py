@@ -7,7 +7,7 @@ such headers through `gguf.GGUFWriter` would encode a vocabulary 1,000 times (mi
 each family's tokenizer arrays are encoded once into one bytes blob (`vocab_blob`) and every
 header is assembled by hand around it with `struct` (per-model KVs before, tensor infos
 after): ~6.3 GB of writes, 13–25 s on 2 cores; the library is reused while its stamp matches.
-The layout is GGUF v3 as `gguf.GGUFWriter` writes it (docs/discovery.md#layout); the test
+The layout is GGUF v3 as `gguf.GGUFWriter` writes it (docs/maintainers/discovery.md#layout); the test
 `tests/test_bench_library.py` checks a built header against `gguf.GGUFReader`.
 
 The mix: single GGUFs (most), split sets (shard 1 carries the vocabulary), GGUFs with an

@@ -51,7 +51,7 @@ def write_split_set(directory: str | os.PathLike[str], stem: str, arch: str, *, 
                     kv: Mapping[str, object] | None = None,
                     tensors: Sequence[TensorSpec] = ()) -> list[Path]:
     """Write a split set with GGUFWriter's own splitter: model keys in shard 1 only,
-    `split.*` in every shard (docs/discovery.md#split-sets). Returns the shard paths in order."""
+    `split.*` in every shard (docs/maintainers/discovery.md#split-sets). Returns the shard paths in order."""
     assert len(tensors) >= shards, "each shard needs at least one tensor"
     w = GGUFWriter(Path(directory) / f"{stem}.gguf", arch,
                    split_max_tensors=math.ceil(len(tensors) / shards))

@@ -1,4 +1,4 @@
-"""Backend registry and resolution (docs/backends.md)."""
+"""Backend registry and resolution (docs/maintainers/backends.md)."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ class TestClassTaken:
 
 
 # ---------------------------------------------------------------------------------------------
-# resolution precedence: docs/backends.md#resolution-order (worked example)
+# resolution precedence: docs/maintainers/backends.md#resolution-order (worked example)
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ class TestPreferring:
         assert resolve_backend_preferring(settings, None, TTS, "speech").backend_id == "qwen"
 
     def test_kokoro_model_finds_ttscpp_while_a_talker_keeps_qwentts(self):
-        """docs/classes.md#tts-worked-examples, example J: qwentts ★ plus a ttscpp row."""
+        """docs/maintainers/classes.md#tts-worked-examples, example J: qwentts ★ plus a ttscpp row."""
         settings = reg(
             row("qwen", "tts", path="C:/qwentts/tts-server.exe", default=True),
             row("tc", "ttscpp", path="C:/ttscpp/tts-server.exe"),
@@ -334,7 +334,7 @@ class TestAudioCpp:
 
 
 # ---------------------------------------------------------------------------------------------
-# embedders: docs/backends.md#embedder-dead-end
+# embedders: docs/maintainers/backends.md#embedder-dead-end
 
 
 EMBED_FLEET = (

@@ -66,7 +66,7 @@ def build_library(tmp_path):
     _gguf(m, "flux/flux1-dev-Q4_K_S.gguf", "flux", size=int(6.5 * GIB), kv={"general.type": "diffusion"})
     for name, size in (("ae.safetensors", 0.31), ("clip_l.safetensors", 0.23), ("t5xxl_fp16.safetensors", 9.1)):
         _sparse(m / "flux" / name, int(size * GIB))
-    # components that must never be served (docs/discovery.md#file-rules, rules 8 and 11)
+    # components that must never be served (docs/maintainers/discovery.md#file-rules, rules 8 and 11)
     for name in ("t5xxl-Q8_0.gguf", "clip_l.gguf", "clip-g-Q8_0.gguf", "flux-vae-f16.gguf", "ae.gguf",
                  "umt5-xxl-encoder-Q5_K_M.gguf"):
         _gguf(m, f"flux/{name}", "llama", kv={"{arch}.block_count": 2})

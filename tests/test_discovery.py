@@ -56,7 +56,7 @@ class TestNames:
         ("Qwen3.6-27B-Q4_K_M-MTP-Preserved.gguf", "Q4_K_M"), ("Llama-3.1-8B-Instruct.gguf", ""),
     ])
     def test_quant_from_name(self, name, quant):
-        """The Go original's table (docs/discovery.md#model-ids)."""
+        """The Go original's table (docs/maintainers/discovery.md#model-ids)."""
         assert quant_from_name(name) == quant
 
     @pytest.mark.parametrize("name, expected", [

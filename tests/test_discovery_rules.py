@@ -35,8 +35,8 @@ def reasons(found) -> dict[str, str]:
 
 class TestTheTable:
     def test_docs_state_every_rule_in_order(self):
-        """docs/discovery.md#file-rules lists each rule's sentence, in the table's order."""
-        text = (ROOT / "docs/discovery.md").read_text()
+        """docs/maintainers/discovery.md#file-rules lists each rule's sentence, in the table's order."""
+        text = (ROOT / "docs/maintainers/discovery.md").read_text()
         listed = re.findall(r"^\d+\. (.+)$", text.split("## File rules", 1)[1].split("\n## ", 1)[0], re.MULTILINE)
         assert listed == [rule.says for rule in RULES]
 

@@ -1,5 +1,5 @@
 """Every document the code cites is in the repository: a maintainer who clones it can follow each
-pointer. Cites name a repo doc (`docs/backends.md#resolution-order`) or an upstream source
+pointer. Cites name a repo doc (`docs/maintainers/backends.md#resolution-order`) or an upstream source
 (llama.cpp, vLLM, llama-swap files and functions), never a document kept outside the repo."""
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ OUTSIDE = [
     ("a path outside the repository", re.compile(r"/work/")),
 ]
 
-#: `docs/<file>.md` with an optional `#anchor` or `"Heading"`; not part of a longer path.
-DOC_CITE = re.compile(r'(?<![\w./-])docs/([\w.-]+\.md)(?:#([\w-]+)|\s+"([^"\n]+)")?')
+#: `docs/<file>.md` or `docs/<folder>/<file>.md` with an optional `#anchor` or `"Heading"`; not part of a longer path.
+DOC_CITE = re.compile(r'(?<![\w./-])docs/((?:[\w.-]+/)*[\w.-]+\.md)(?:#([\w-]+)|\s+"([^"\n]+)")?')
 #: A `docs/…` path right after one of these names is that project's own documentation.
 UPSTREAM = re.compile(r"(llama\.cpp|vllm|audio\.cpp|llama-swap|sd\.cpp|stable-diffusion\.cpp|huggingface_hub)"
                       r"(\S*|'s)[\s`'\"(]*$", re.I)
@@ -154,7 +154,8 @@ def test_the_package_map_names_every_stage_and_doc():
     leaves = sorted(p.stem for p in (ROOT / "autogen").glob("*.py") if p.stem != "__init__")
     missing = [f"{s}/" for s in stages if f"`{s}/`" not in readme] + [f"{m}.py" for m in leaves
                                                                      if f"`{m}.py`" not in readme]
-    missing += [f"docs/{d.name}" for d in DOCS.glob("*.md") if f"docs/{d.name}" not in readme]
+    missing += [f"docs/maintainers/{d.name}" for d in (DOCS / "maintainers").glob("*.md")
+                if f"docs/maintainers/{d.name}" not in readme]
     assert not missing, f"autogen/README.md does not mention: {', '.join(missing)}"
 
 
@@ -186,5 +187,5 @@ class TestTheChecksThemselves:
     def test_upstream_docs_paths_are_not_repo_cites(self, tmp_path):
         f = tmp_path / "m.py"
         f.write_text("# llama.cpp docs/build.md, audio.cpp's `docs/integrators.md`, vLLM `docs/features/x.md`\n"
-                     "# docs/sizing.md#vllm-kv-cache-size\n")
-        assert [(n, name, a) for n, name, a, _ in cites(f)] == [(2, "sizing.md", "vllm-kv-cache-size")]
+                     "# docs/maintainers/sizing.md#vllm-kv-cache-size\n")
+        assert [(n, name, a) for n, name, a, _ in cites(f)] == [(2, "maintainers/sizing.md", "vllm-kv-cache-size")]

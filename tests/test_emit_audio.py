@@ -207,7 +207,7 @@ class TestParakeet:
 
 
 class TestClassifiers:
-    """Worked example P (docs/classes.md#speech-detection), through the dispatcher's `model_role`."""
+    """Worked example P (docs/maintainers/classes.md#speech-detection), through the dispatcher's `model_role`."""
 
     @pytest.mark.parametrize("arch,name,role", [
         ("qwen3-tts", "model.gguf", Role.TTS), ("qwen3", "qwen-talker-1.7b.gguf", Role.TTS), ("qwentts-codec", "x.gguf", Role.TTS),

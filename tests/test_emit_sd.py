@@ -1,4 +1,4 @@
-"""The sd-server emitter: worked examples A–F (docs/classes.md#image-worked-examples), detection, components, budget."""
+"""The sd-server emitter: worked examples A–F (docs/maintainers/classes.md#image-worked-examples), detection, components, budget."""
 
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ class TestComponents:
 
 
 class TestUnetOnly:
-    """docs/classes.md#full-checkpoint-or-split-load: an SD/SDXL file without baked text encoders gets the UNet-only
+    """docs/maintainers/classes.md#full-checkpoint-or-split-load: an SD/SDXL file without baked text encoders gets the UNet-only
     WARNING and is still emitted."""
 
     @pytest.mark.parametrize("arch", ["sd1", "sdxl", "stable-diffusion"])
@@ -185,7 +185,7 @@ class TestUnetOnly:
         assert not any("UNet-only" in line for line in entry.comment)
 
     def test_metadata_stripped_sdxl_unet_from_a_real_header(self, tmp_path):
-        """ComfyUI-GGUF style: no arch keys, UNet names only (docs/classes.md#image-detection)."""
+        """ComfyUI-GGUF style: no arch keys, UNet names only (docs/maintainers/classes.md#image-detection)."""
         path = write_gguf(tmp_path / "sdxl-unet-Q8_0.gguf", "", tensors=[
             ("input_blocks.0.0.weight", (3, 3, 4, 320), Q.F16), ("label_emb.0.0.weight", (2816, 1280), Q.F16)])
         meta = meta_from_gguf(read_gguf_header(path))

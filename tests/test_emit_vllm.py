@@ -1,4 +1,4 @@
-"""The vLLM emitter: worked examples E–G (docs/sizing.md#vllm-worked-examples, card probe stubbed
+"""The vLLM emitter: worked examples E–G (docs/maintainers/sizing.md#vllm-worked-examples, card probe stubbed
 at 24 GiB), tool parsers, split GGUFs, HF folders, version gating,
 the entry's shape and notes, and vLLM's own parser on our command lines. The sizing numbers are
 in `test_vllm_sizing`, the reading of `extra_args` in `test_vllm_args`."""

@@ -210,7 +210,7 @@ class TestReadsWriterFiles:
         assert h.file_size == int(1.5 * GIB) and round(h.expected_file_size / GIB, 2) == 2.81
 
     def test_header_only_file_still_parses(self, tmp_path):
-        """GGUFReader fails here (docs/discovery.md#why-a-streaming-reader); a header alone is all we need."""
+        """GGUFReader fails here (docs/maintainers/discovery.md#why-a-streaming-reader); a header alone is all we need."""
         path = write_gguf(tmp_path / "m.gguf", tensors=[("a.weight", (4096, 4096), Q.F16)])
         os.truncate(path, read_gguf_header(path).data_offset)
         h = read_gguf_header(path)

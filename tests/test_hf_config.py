@@ -81,7 +81,7 @@ class TestHfModelReason:
         {"architectures": ["LlamaForCausalLM"]},
         {"architectures": ["Gemma3ForConditionalGeneration"], "text_config": {}},
         {"architectures": ["Qwen3_5ForConditionalGeneration"], "vision_config": None},
-        # docs/discovery.md#hf-folders: the first entry is skipped, the second is decisive
+        # docs/maintainers/discovery.md#hf-folders: the first entry is skipped, the second is decisive
         {"architectures": ["GPT2LMHeadModel", "XForCausalLM"]},
         # ChatGLM3-6B names its base class; vLLM registers it as a text generator
         {"architectures": ["ChatGLMModel"], "model_type": "chatglm"},
@@ -130,14 +130,14 @@ class TestHfQuant:
         ({"torch_dtype": "", "dtype": "bfloat16"}, "BF16"),
         ({"torch_dtype": "int8"}, ""),
         ({"torch_dtype": 16}, ""),
-        ({"text_config": {"dtype": "bfloat16"}}, ""),  # top level only (docs/discovery.md#hf-folders)
+        ({"text_config": {"dtype": "bfloat16"}}, ""),  # top level only (docs/maintainers/discovery.md#hf-folders)
         ({}, ""),
     ])
     def test_label(self, config, label):
         assert hf_quant(config) == label
 
 
-# Llama-3-8B shape of docs/discovery.md#configjson--metadata's worked example.
+# Llama-3-8B shape of docs/maintainers/discovery.md#configjson--metadata's worked example.
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
          "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
          "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "vocab_size": 128256,

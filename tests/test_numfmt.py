@@ -1,4 +1,4 @@
-"""Go-compatible rounding and printing (docs/sizing.md#vllm-footprint-and-utilization)."""
+"""Go-compatible rounding and printing (docs/maintainers/sizing.md#vllm-footprint-and-utilization)."""
 
 import math
 

@@ -31,7 +31,7 @@ CUDA = int(0.3 * GIB)
 
 
 def llama8b(**kw) -> ModelMeta:
-    """Llama-3.1-8B shape (docs/sizing.md#llama-server-worked-examples, example 1)."""
+    """Llama-3.1-8B shape (docs/maintainers/sizing.md#llama-server-worked-examples, example 1)."""
     base = dict(source="gguf", arch="llama", context_length=131072, block_count=32, embedding_length=4096,
                 head_count=32, head_count_kv=(8,) * 32, key_length=128, value_length=128, vocab_size=128256,
                 feed_forward_length=14336)
@@ -169,7 +169,7 @@ class TestDense:
 
 class TestMoe:
     def test_qwen3_30b_moves_experts_to_the_cpu_before_giving_up_context(self):
-        """docs/sizing.md#llama-server-worked-examples, example 3: 17.28 GB MoE in 11.5 GB → q8_0, 40960 tokens,
+        """docs/maintainers/sizing.md#llama-server-worked-examples, example 3: 17.28 GB MoE in 11.5 GB → q8_0, 40960 tokens,
         experts of N layers on CPU."""
         meta = qwen3_30b_a3b()
         cost = kv_cost(meta)
@@ -381,7 +381,7 @@ class TestKnobs:
         assert auto.est_vram <= gib(11.5)
 
     def test_kv_type_f16_when_the_minimum_context_fits_else_q8_0(self):
-        """docs/sizing.md#llama-server-worked-examples, example 2: 32k of f16 fits → f16; 16k → q8_0."""
+        """docs/maintainers/sizing.md#llama-server-worked-examples, example 2: 32k of f16 fits → f16; 16k → q8_0."""
         meta = llama8b()
         cost = kv_cost(meta)
         base = gib(8) + fixed(CUDA)

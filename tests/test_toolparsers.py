@@ -1,4 +1,4 @@
-"""Tool-call parser choice (docs/backends.md#tool-call-parser-choice) and vLLM version knowledge."""
+"""Tool-call parser choice (docs/maintainers/backends.md#tool-call-parser-choice) and vLLM version knowledge."""
 
 import json
 import subprocess
@@ -208,7 +208,7 @@ class TestVersionGate:
 
 class TestFamilyRules:
     """An architecture that several tool formats share is decided by the model's names, one
-    FAMILY_RULES row at a time; when no row decides, no parser (docs/backends.md#tool-call-parser-choice)."""
+    FAMILY_RULES row at a time; when no row decides, no parser (docs/maintainers/backends.md#tool-call-parser-choice)."""
 
     @pytest.mark.parametrize(
         ("model_id", "arch", "parser"),
@@ -226,7 +226,7 @@ class TestFamilyRules:
             ("Llama-3.1-Nemotron-Nano-8B-v1", "llama", ""),
             ("openhermes-2.5-mistral-7b", "mistral", ""),
             ("zephyr-7b-beta", "mistral", ""),
-            # Llama 3.x (vLLM docs: llama3_json), 3.0's name included (docs/sizing.md#vllm-worked-examples, example G)
+            # Llama 3.x (vLLM docs: llama3_json), 3.0's name included (docs/maintainers/sizing.md#vllm-worked-examples, example G)
             ("Meta-Llama-3.1-8B-Instruct-Q4_K_M", "llama", "llama3_json"),
             ("llama-3.3-70b-instruct", "llama", "llama3_json"),
             ("Llama-3-8B-Instruct", "llama", "llama3_json"),

@@ -1,5 +1,5 @@
 """vLLM sizing (`vllm_sizing`): worked examples A–D number for number
-(docs/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV-cache size (docs/sizing.md#vllm-kv-cache-size), sizing per
+(docs/maintainers/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV-cache size (docs/maintainers/sizing.md#vllm-kv-cache-size), sizing per
 GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
 
 import json
@@ -136,7 +136,7 @@ class TestExampleD_HFParityWithGguf:
 
 class TestKvCacheFlag:
     def test_small_model_pin_numbers(self):
-        """docs/sizing.md#vllm-worked-examples "KV-cache size"; the pin is rounded up to 679 MiB."""
+        """docs/maintainers/sizing.md#vllm-worked-examples "KV-cache size"; the pin is rounded up to 679 MiB."""
         ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8,
                        version="0.10.2")
         entry = entry_of(ctx)
@@ -274,7 +274,7 @@ class TestTensorParallelSizedPerGpu:
         assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
 
     def test_a_tensor_parallel_pin_without_devices_keeps_the_reference_numbers(self):
-        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as docs/sizing.md#--max-model-len charges it."""
+        """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as docs/maintainers/sizing.md#--max-model-len charges it."""
         ov = Override(match="*", vllm_tensor_parallel=2)
         sizing = size_vllm(attrs.evolve(device_ctx(DSV2, override=ov), devices=()), (0, 11, 0))
         assert (sizing.tensor_parallel, sizing.max_model_len) == (2, 569_344)

@@ -1,5 +1,5 @@
 """Shared set-up for the vLLM tests (`test_emit_vllm`, `test_vllm_args`, `test_vllm_sizing`):
-the worked examples' KV costs and card (docs/sizing.md#vllm-worked-examples), an `EmitContext` builder, per-GPU device contexts, and argv
+the worked examples' KV costs and card (docs/maintainers/sizing.md#vllm-worked-examples), an `EmitContext` builder, per-GPU device contexts, and argv
 readers. A plain module, not conftest, so each test file names what it uses."""
 
 

@@ -66,7 +66,7 @@ from autogen.settings.structure import read_yaml, structure, unstructure
 
 PROBE_TIMEOUT = 10.0
 
-#: Executable name → engine (docs/backends.md#legacy-exes for the legacy names).
+#: Executable name → engine (docs/maintainers/backends.md#legacy-exes for the legacy names).
 BINARIES: dict[str, Engine] = {
     "llama-server": Engine.LLAMA, "vllm": Engine.VLLM, "sd-server": Engine.SD, "tts-server": Engine.TTS,
     "parakeet-server": Engine.ASR, "audiocpp-server": Engine.AUDIOCPP, "sam3_server": Engine.SAM}

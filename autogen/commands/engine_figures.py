@@ -1,6 +1,6 @@
 """The engine's own figures in the plan: for each entry, `swapgen calibrate`'s measurement of
 its exact command, else (llama-server chat entries) llama-fit-params' estimate of it; and the
-bounded search that lets sizing follow them (docs/sizing.md#exact-numbers-for-your-machine).
+bounded search that lets sizing follow them (docs/maintainers/sizing.md#exact-numbers-for-your-machine).
 
 The search: plan with swapgen's model; ask the engine about each entry's command; plan again
 with those readings (sizing corrects its model with them, `sizing.correction`); ask about any

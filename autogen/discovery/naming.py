@@ -1,4 +1,4 @@
-"""Model ids: from a file or folder name, and kept once given (docs/discovery.md#model-ids).
+"""Model ids: from a file or folder name, and kept once given (docs/maintainers/discovery.md#model-ids).
 
 An id is a router key clients put in every request, so it must never move to another file:
 
@@ -73,7 +73,7 @@ def repo_name(repo: str) -> str:
 
 
 def gguf_ids(name: str, repo: str = "") -> tuple[str, str]:
-    """(id, quant) from a shard-stripped file name (docs/discovery.md#model-ids); a generic
+    """(id, quant) from a shard-stripped file name (docs/maintainers/discovery.md#model-ids); a generic
     stem takes the name of `repo`, the folder the file sits in."""
     quant = quant_from_name(name)
     stem, dot, ext = name.rpartition(".")
@@ -99,7 +99,7 @@ def candidates(row: ModelRow) -> list[str]:
 
 
 def assign_unique_ids(rows: Iterable[ModelRow], previous: Mapping[str, str] | None = None) -> list[ModelRow]:
-    """Resolve id clashes (docs/discovery.md#id-clashes). A row keeps the id it had on the
+    """Resolve id clashes (docs/maintainers/discovery.md#id-clashes). A row keeps the id it had on the
     previous run (`previous`: path → id) while that id is still one of its candidates; the others
     take their first free candidate, in (id, publisher, path) order."""
     previous = previous or {}

@@ -6,7 +6,7 @@ whose `general.type` is not `adapter`, tools/imatrix writes `general.type = imat
 convert_hf_to_gguf writes `mmproj` for a projector); a `.bin` says by its magic whether it is a
 pre-GGUF GGML file. Name rules only break the ties the header leaves open: a file whose header
 says "model" (or nothing) may still be an MTP draft, a TTS codec or a diffusion component by
-its name. The first rule that matches decides (docs/discovery.md#file-rules, which states each
+its name. The first rule that matches decides (docs/maintainers/discovery.md#file-rules, which states each
 rule in a sentence; `tests/test_discovery_rules.py` walks the table).
 """
 
@@ -70,7 +70,7 @@ class FileFacts:
 
 @frozen
 class Rule:
-    """One row of the table: where its evidence comes from, the sentence docs/discovery.md
+    """One row of the table: where its evidence comes from, the sentence docs/maintainers/discovery.md
     states, the test, the verdict, and what the file is (the start of its reason)."""
 
     source: str

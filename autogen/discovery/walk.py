@@ -1,6 +1,6 @@
 """Walk the model roots and turn files and folders into `ModelRow`s.
 
-Rules: docs/discovery.md (the walk, file-name rules, split sets, HF folders), with these
+Rules: docs/maintainers/discovery.md (the walk, file-name rules, split sets, HF folders), with these
 decisions: symlinked roots and folders are followed (loops are detected and
 reported), hidden folders and the HF cache's `blobs/` are not walked, unreadable entries are
 reported and never fatal. Projectors (GGUF arch `clip`), drafts and codecs are paired with the
@@ -327,7 +327,8 @@ class _Walker:
         if "config.json" not in names and "config.json" not in {n.lower() for n in broken_names}:
             return False
         if any(e.name.lower().endswith(".gguf") for e, _ in files):
-            return False  # a conversion beside its source: the gguf is the model (docs/discovery.md#hf-folders)
+            # a conversion beside its source: the gguf is the model (docs/maintainers/discovery.md#hf-folders)
+            return False
         cache = hf_cache_repo(folder)
         by_name = {e.name: st for e, st in files}
         check = check_weights(folder, by_name, broken_names, self.safetensors,

@@ -1,6 +1,6 @@
 """Speech emitters: TTS (qwentts.cpp, TTS.cpp), ASR (parakeet.cpp) and audio.cpp.
 
-Rules: docs/classes.md#speech (TTS, audio.cpp, ASR), worked examples I–L and P there.
+Rules: docs/maintainers/classes.md#speech (TTS, audio.cpp, ASR), worked examples I–L and P there.
 
     qwentts    <exe> --model <talker> --codec <codec> --voices-dir <dir>/voices/<stem> --port ${PORT}
     TTS.cpp    <exe> --model-path <gguf> --host 127.0.0.1 --port ${PORT} [--n-threads <n>]
@@ -10,9 +10,9 @@ Rules: docs/classes.md#speech (TTS, audio.cpp, ASR), worked examples I–L and P
 
 audio.cpp has no `--model` flag: the model is named in a server JSON (`--config`). The original's
 router wrote it at spawn; upstream llama-swap has no spawn hook, so the plan carries the file in
-`Plan.files` and the model task writes it (docs/classes.md#audiocpp). TTS.cpp, parakeet and the
+`Plan.files` and the model task writes it (docs/maintainers/classes.md#audiocpp). TTS.cpp, parakeet and the
 SAM server run on the CPU: no VRAM estimate, and they join coexistence groups
-(docs/classes.md#coexistence-groups).
+(docs/maintainers/classes.md#coexistence-groups).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 #: Families that clone a voice from a reference clip (metadata `voice_clone`).
 AUDIOCPP_CLONE = frozenset({"moss_tts_nano", "qwen3_tts", "f5_tts", "index_tts2", "echo_tts", "chatterbox",
                             "cosyvoice3"})
-#: Backend row `variant` → audio.cpp `--backend` (docs/classes.md#audiocpp); anything else: no flag + a NOTE.
+#: Backend row `variant` → audio.cpp `--backend` (docs/maintainers/classes.md#audiocpp); anything else: no flag +
+#: a NOTE.
 AUDIOCPP_FLAVOURS = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "metal-x64": "metal", "cpu": "cpu",
                      "cpu-portable": "cpu"}
 AUDIOCPP_EXE = "audiocpp_server"
@@ -153,7 +154,7 @@ def audiocpp_config_path(cache_dir: str, model_id: str) -> str:
 
 
 def audiocpp_config(model_id: str, family: str, path: str, task: str) -> str:
-    """The server JSON the Go original's router wrote at spawn (docs/classes.md#audiocpp)."""
+    """The server JSON the Go original's router wrote at spawn (docs/maintainers/classes.md#audiocpp)."""
     doc = {"lazy_load": False, "max_loaded_models": 1, "idle_unload_ms": 0, "min_free_memory_mb": 0,
            "models": [{"id": model_id, "family": family, "path": path.replace("\\", "/"), "task": task}]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

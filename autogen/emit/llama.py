@@ -11,7 +11,7 @@ value, no `--no-mmap`/`--mlock`. Chat argv order (the flags we size or the user 
        [-ctkd <t> -ctvd <t>]]
       <extra_args>
 
-Embedding argv (docs/classes.md#embeddings; `--pooling auto` no longer exists, so the header's
+Embedding argv (docs/maintainers/classes.md#embeddings; `--pooling auto` no longer exists, so the header's
 pooling type is named; batch and ubatch equal the context because a non-causal model must see a
 whole input in one ubatch):
 
@@ -84,11 +84,11 @@ from autogen.sizing.llama_memory import Launch, allocations
 DEFAULT_EXE = "llama-server"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
-#: Embedding context: the trained window (512 when absent), capped (docs/classes.md#embeddings).
+#: Embedding context: the trained window (512 when absent), capped (docs/maintainers/classes.md#embeddings).
 EMBED_CTX_FALLBACK = 512
 EMBED_CTX_CAP = 8192
 #: llama.cpp's load-time fitting stays off: the command runs exactly the sizing above, whatever
-#: else holds the card at start (docs/sizing.md#llamacpps---fit).
+#: else holds the card at start (docs/maintainers/sizing.md#llamacpps---fit).
 FIT_OFF = ("-fit", "off")
 #: llama.cpp's own draft lengths (common/common.h `common_params_speculative_draft`: n_max 3,
 #: n_min 0), written out so the command says what runs.

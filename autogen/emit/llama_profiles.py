@@ -1,4 +1,4 @@
-"""llama profiles: names, clashes (docs/discovery.md#id-clashes) and inheritance of the extra
+"""llama profiles: names, clashes (docs/maintainers/discovery.md#id-clashes) and inheritance of the extra
 entries of one chat model, each sized on its own by `emit_llama`.
 
 In this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`

@@ -1,6 +1,6 @@
 """The segmentation emitter: one `sam3_server` entry per SAM2/SAM3/EdgeTAM `.ggml` file.
 
-Rules: docs/classes.md#segmentation-sam and worked example N there. A `.ggml` has no GGUF header, so
+Rules: docs/maintainers/classes.md#segmentation-sam and worked example N there. A `.ggml` has no GGUF header, so
 there is no metadata: the arch label comes from the file name. Argv:
 
     <exe> --model <file> --host 127.0.0.1 --port ${PORT} [--threads <n>] --no-gpu <extra_args>
@@ -33,7 +33,7 @@ def emit_sam(ctx: EmitContext) -> Plan:
     row, ov, s = ctx.row, ctx.override, ctx.settings
     extra = tuple(ov.extra_args) if ov is not None else ()
     argv = [ctx.backend.exe or "sam3_server", "--model", row.path, "--host", HOST, "--port", "${PORT}"]
-    if s.threads:  # the fleet setting only, as the Go original (docs/classes.md#segmentation-sam)
+    if s.threads:  # the fleet setting only, as the Go original (docs/maintainers/classes.md#segmentation-sam)
         argv += ["--threads", str(s.threads)]
     if "--no-gpu" not in extra:
         argv.append("--no-gpu")

@@ -1,8 +1,8 @@
 """The image emitter: one stable-diffusion.cpp `sd-server` entry per diffusion GGUF.
 
-Rules: docs/classes.md#image-sd-server (detection, full checkpoint vs split, component arms,
+Rules: docs/maintainers/classes.md#image-sd-server (detection, full checkpoint vs split, component arms,
 budget, argv, YAML). sd-server takes `--listen-port`, not `--port`, and has no `/health`: its
-web root answers 200 once loaded (docs/llama-swap.md#runtime-behaviour). Argv:
+web root answers 200 once loaded (docs/maintainers/llama-swap.md#runtime-behaviour). Argv:
 
     <exe> --diffusion-model <dit> | -m <checkpoint>  -l 127.0.0.1 --listen-port ${PORT}
       --max-vram <g>  [--vae …] [--clip_l …] [--clip_g …] [--t5xxl …] [--llm …]
@@ -34,10 +34,10 @@ from autogen.resolve.roles import image_arch
 from autogen.settings.schema import Encoders, Override
 
 #: Loaded whole with `-m` (sd.cpp cannot version-detect a split SD/SDXL UNet),
-#: docs/classes.md#full-checkpoint-or-split-load.
+#: docs/maintainers/classes.md#full-checkpoint-or-split-load.
 FULL_CHECKPOINT_ARCHS = ("sd1", "sd2", "sdxl", "stable-diffusion")
 #: The Go original's `VramOverheadGB` (taken off the budget) and image compute reserve
-#: (docs/classes.md#budget-and---max-vram).
+#: (docs/maintainers/classes.md#budget-and---max-vram).
 OVERHEAD_GB = 0.5
 COMPUTE_GB = 1.5
 #: Component roles in argv order, with their sd-server flag.
@@ -47,11 +47,11 @@ _ENCODER_ROLES = frozenset({"clip_l", "clip_g", "t5xxl", "llm"})
 #: Override field per role.
 OVERRIDE_FIELD = {"vae": "vae", "clip_l": "clip_l", "clip_g": "clip_g", "t5xxl": "t5xxl",
                   "llm": "llm_text_encoder"}
-#: Name tokens of reference-edit models (take an input image), docs/classes.md#sd-server-argv.
+#: Name tokens of reference-edit models (take an input image), docs/maintainers/classes.md#sd-server-argv.
 _EDIT_TOKENS = ("edit", "rapid", "kontext")
 
 #: Every spelling of each flag we generate (sd-server `--help`), by meaning: a flag in
-#: extra_args removes ours of the same meaning (docs/classes.md#sd-server-argv).
+#: extra_args removes ours of the same meaning (docs/maintainers/classes.md#sd-server-argv).
 FLAG_KNOBS: dict[str, str] = {
     **dict.fromkeys(("-m", "--model", "--diffusion-model"), "model"),
     **dict.fromkeys(("-l", "--listen-ip"), "listen_ip"),
@@ -84,7 +84,7 @@ def is_full_checkpoint(arch: str) -> bool:
 
 def arm_components(name: str, arch: str, enc: Encoders) -> tuple[str, dict[str, str | None]]:
     """(arm label, role → declared path or None) for a split-loaded DiT; every role listed is
-    required (docs/classes.md#components, first match wins). `name` is lower case."""
+    required (docs/maintainers/classes.md#components, first match wins). `name` is lower case."""
     arch = arch.lower()
     if "chroma" in name:
         return "chroma", {"vae": enc.flux_vae, "t5xxl": enc.t5xxl}
@@ -155,7 +155,7 @@ def resolve_components(ctx: EmitContext, arch: str, file_size: FileSize) -> Comp
 
 @frozen
 class SdChoices:
-    """Toggles after override > default (docs/classes.md#budget-and---max-vram)."""
+    """Toggles after override > default (docs/maintainers/classes.md#budget-and---max-vram)."""
 
     offload: bool
     offload_pinned: bool
@@ -181,7 +181,7 @@ def budget_gb(ctx: EmitContext) -> float:
 def max_vram(budget: float, offload: bool, resident_gb: float) -> float:
     """sd-server's graph-segment budget: the whole budget when offloading, else what the resident
     weights leave, truncated to 0.1; under 1 GB left → -1 (sd-server's "reserve" form, 0 would
-    disable splitting). docs/classes.md#image-worked-examples, example F."""
+    disable splitting). docs/maintainers/classes.md#image-worked-examples, example F."""
     if offload:
         return budget
     left = budget - resident_gb
@@ -191,7 +191,8 @@ def max_vram(budget: float, offload: bool, resident_gb: float) -> float:
 
 
 def guidance_for(name: str) -> float | None:
-    """Distilled guidance for Flux Kontext (2.5) and Fill (30), docs/classes.md#image-worked-examples, example E."""
+    """Distilled guidance for Flux Kontext (2.5) and Fill (30), docs/maintainers/classes.md#image-worked-examples,
+    example E."""
     if "kontext" in name:
         return 2.5
     if "fill" in name:
@@ -205,7 +206,7 @@ def is_reference_edit(name: str) -> bool:
 
 
 def unet_only_warning(model_id: str) -> str:
-    """An SD/SDXL file without baked text encoders (docs/classes.md#full-checkpoint-or-split-load).
+    """An SD/SDXL file without baked text encoders (docs/maintainers/classes.md#full-checkpoint-or-split-load).
     Declared CLIP files do not help: sd.cpp tells SD1/SD2/SDXL apart by the baked encoder tensors (`get_sd_version` in
     its `model.cpp` looks for `cond_stage_model.1` / `conditioner.embedders.1` and the
     `cond_stage_model.` token embedding), and `--clip_l`/`--clip_g` load under `text_encoders.`,

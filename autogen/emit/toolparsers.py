@@ -9,7 +9,7 @@ An architecture that several tool formats share (GGUF `llama` holds Llama 2, Lla
 every Mistral conversion) is decided by the served chat template's markers (`TEMPLATE_MARKERS`),
 else by the model's names (`FAMILY_RULES`), or not at all; a template that never mentions
 `tools` gets no parser whatever the architecture.
-Rules: docs/backends.md#tool-call-parser-choice; vLLM `docs/features/tool_calling.md` (which
+Rules: docs/maintainers/backends.md#tool-call-parser-choice; vLLM `docs/features/tool_calling.md` (which
 parser each family needs).
 """
 
@@ -260,7 +260,7 @@ def choose_tool_parser(
     table: Mapping[str, str] | None = None,
     version: tuple[int, ...] | None = None,
 ) -> ParserChoice:
-    """Pick the parser for a model (docs/backends.md#tool-call-parser-choice: pin, table, family
+    """Pick the parser for a model (docs/maintainers/backends.md#tool-call-parser-choice: pin, table, family
     rules, version gating).
 
     `names` are the model's other names (file or folder name, parent folder, GGUF

@@ -6,7 +6,7 @@ module turns them into the argv, the comment, the metadata and the `swapgen show
 `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
 value, and extra_args come last), so our own flag is left out.
 
-Argv order (docs/sizing.md#vllm-argv): exe, `serve <path>`, `--host`, `--port`, `--served-model-name`,
+Argv order (docs/maintainers/sizing.md#vllm-argv): exe, `serve <path>`, `--host`, `--port`, `--served-model-name`,
 `--quantization gguf` (GGUF only), `--gpu-memory-utilization`, then — new against the Go
 original's code, placed where its design note suggests — `--kv-cache-memory-bytes`, then `--max-model-len`,
 `--tokenizer`, `--enable-auto-tool-choice --tool-call-parser`, `--tensor-parallel-size`,
@@ -97,7 +97,7 @@ def served_template(ctx: EmitContext, extra: ExtraArgs) -> bool | None:
 
 
 def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tuple[str, ...]:
-    """The command line (docs/sizing.md#vllm-argv); pure, shared by YAML and `swapgen show`.
+    """The command line (docs/maintainers/sizing.md#vllm-argv); pure, shared by YAML and `swapgen show`.
     Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'."""
     ov, extra = ctx.override, sizing.extra
     argv = [ctx.backend.exe or DEFAULT_EXE, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",

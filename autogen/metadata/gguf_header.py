@@ -1,11 +1,11 @@
 """Streaming GGUF header reader: key/values and tensor infos, never tensor data.
 
 `gguf.GGUFReader` maps the whole file and decodes every vocabulary string (15+ s and 500 MB
-for a 150k-token vocabulary: docs/discovery.md#why-a-streaming-reader), so we walk the header ourselves
+for a 150k-token vocabulary: docs/maintainers/discovery.md#why-a-streaming-reader), so we walk the header ourselves
 over a small read buffer: arrays we do not need are skipped without decoding, and every length
 read from the file is checked against the file size before anything is allocated or skipped,
 so a hostile header costs a precise `GGUFError`, never memory. Layout and limits:
-docs/discovery.md#layout and docs/discovery.md#what-is-read-and-the-limits.
+docs/maintainers/discovery.md#layout and docs/maintainers/discovery.md#what-is-read-and-the-limits.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class GGUFHeader:
     token_embd_dims: tuple[int, ...]
     #: Stable-diffusion UNet markers in tensor names (`input_blocks.`, `label_emb.`), and text
     #: encoders baked into the checkpoint (names under `cond_stage_model.` or
-    #: `conditioner.embedders.`: docs/classes.md#full-checkpoint-or-split-load).
+    #: `conditioner.embedders.`: docs/maintainers/classes.md#full-checkpoint-or-split-load).
     has_unet_blocks: bool
     has_label_emb: bool
     has_baked_encoders: bool
@@ -503,7 +503,7 @@ class _TensorTotals:
 
 
 def _scan_tensors(cur: _Cursor, count: int) -> _TensorTotals:
-    """Tensor infos (docs/discovery.md#what-is-read-and-the-limits): sizes from GGML_TYPE_SIZES."""
+    """Tensor infos (docs/maintainers/discovery.md#what-is-read-and-the-limits): sizes from GGML_TYPE_SIZES."""
     if cur.offset + count * _MIN_TENSOR_INFO_BYTES > cur.size:
         raise GGUFError(f"header claims {count} tensors (at least "
                         f"{count * _MIN_TENSOR_INFO_BYTES} bytes from offset {cur.offset}), "

@@ -1,4 +1,4 @@
-"""GGUF header → `ModelMeta`: the key mapping of docs/discovery.md#keys-and-derived-fields.
+"""GGUF header → `ModelMeta`: the key mapping of docs/maintainers/discovery.md#keys-and-derived-fields.
 
 The attention layout is normalised to one KV-head count per layer, read the way llama.cpp
 reads it (`src/llama-model.cpp` `load_hparams`, `get_key_or_arr`), so the KV cost can be one

@@ -1,6 +1,6 @@
 """Read a Hugging Face `config.json` and map it onto `ModelMeta`.
 
-Mirrors what vLLM derives from the same file (docs/discovery.md#configjson--metadata; vLLM
+Mirrors what vLLM derives from the same file (docs/maintainers/discovery.md#configjson--metadata; vLLM
 `vllm/config/model_arch_convertor.py` `get_head_size`, `get_total_num_kv_heads`,
 `get_num_layers_by_block_type`), so `kvcost.kv_cost` charges what the engine allocates.
 Older configs spell the same numbers differently (GPT-2 `n_layer`, ChatGLM `num_layers`,
@@ -27,7 +27,7 @@ MAX_LAYERS = 65536
 #: (context, sliding window). Past these a number is hostile, and a 1e308 would overflow
 #: float arithmetic downstream.
 
-# -- detection (docs/discovery.md#hf-folders rule 1) -----------------------------------------------------
+# -- detection (docs/maintainers/discovery.md#hf-folders rule 1) -----------------------------------------------------
 
 #: Generators vLLM registers whose class names carry neither suffix of rule 1
 #: (`vllm/model_executor/models/registry.py`, `_TEXT_GENERATION_MODELS` / `_MULTIMODAL_MODELS`).
@@ -142,7 +142,7 @@ def read_json_object(path: str, max_bytes: int, what: str) -> dict:
 
 
 def hf_model_reason(config: dict) -> str | None:
-    """None when the config describes a causal LM (docs/discovery.md#hf-folders rule 1), else why not."""
+    """None when the config describes a causal LM (docs/maintainers/discovery.md#hf-folders rule 1), else why not."""
     archs = config.get("architectures")
     if archs is None:
         return "config.json names no architectures"
@@ -166,7 +166,7 @@ def hf_model_reason(config: dict) -> str | None:
 
 
 def hf_quant(config: dict) -> str:
-    """Quant label from the top-level config (docs/discovery.md#hf-folders): method, else dtype, else ""."""
+    """Quant label from the top-level config (docs/maintainers/discovery.md#hf-folders): method, else dtype, else ""."""
     for key in ("quantization_config", "compression_config"):  # compressed-tensors uses the 2nd
         qc = config.get(key)
         method = qc.get("quant_method") if isinstance(qc, dict) else None
@@ -284,8 +284,9 @@ def _is_causal_lm(arch: str, config: dict) -> bool:
 def _text_tower(config: dict) -> tuple[dict, str]:
     """The dict holding the language model, with its model type's defaults filled in.
 
-    A wrapper's own keys stay authoritative when it states a layer count (docs/discovery.md#configjson--metadata); else
-    the sub-config wins, and the wrapper's context length fills a gap in it.
+    A wrapper's own keys stay authoritative when it states a layer count
+    (docs/maintainers/discovery.md#configjson--metadata); else the sub-config wins, and the wrapper's
+    context length fills a gap in it.
     """
     tower, prefix = config, ""
     if not any(_present(config, k) for k in LAYERS_KEYS):

@@ -1,4 +1,4 @@
-"""KV-cache bytes per token, as the engines allocate them (docs/sizing.md#kv-cache-cost).
+"""KV-cache bytes per token, as the engines allocate them (docs/maintainers/sizing.md#kv-cache-cost).
 
 One formula for GGUF headers and HF configs, because `ModelMeta` is already normalised:
 Σ over layers that keep a per-token cache of kv_heads × (key_len + value_len) × bytes per

@@ -79,7 +79,7 @@ ConfigProbe = Callable[[str, int, int], ConfigInfo]
 
 
 def read_config_info(path: str) -> ConfigInfo:
-    """Read an HF config file (uncached): `config.json` → detection reason (docs/discovery.md#hf-folders)
+    """Read an HF config file (uncached): `config.json` → detection reason (docs/maintainers/discovery.md#hf-folders)
     and quant label (same section); `hf_quant_config.json` → ModelOpt's `quantization.quant_algo`
     ("FP8", "NVFP4"), "" when unreadable (config.json's own label then stands)."""
     if os.path.basename(path).lower() == ADAPTER_CONFIG:

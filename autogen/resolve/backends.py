@@ -2,7 +2,7 @@
 
 The registry is `Settings.backends` (already replaced by the `backends_file` rows when that
 file has any). Each row's kind maps to an engine and to the model classes it serves (`KINDS`).
-Resolution order (docs/backends.md#resolution-order, docs/backends.md#preferring):
+Resolution order (docs/maintainers/backends.md#resolution-order, docs/maintainers/backends.md#preferring):
 
 1. the override's `backend:` pin, by id, whatever the row's class — but a row whose kind
    serves other classes only is refused (`ModelError`); a stale id falls through;
@@ -10,7 +10,7 @@ Resolution order (docs/backends.md#resolution-order, docs/backends.md#preferring
 3. the class's ★ row, else its first row;
 4. no row: the legacy exe of the class (`legacy_exes`).
 
-What each emitter calls (docs/backends.md#what-each-emitter-resolves):
+What each emitter calls (docs/maintainers/backends.md#what-each-emitter-resolves):
 
     chat gguf   resolve_backend(s, ov, LLM)                 engine vllm → vllm emitter
     HF folder   resolve_backend_preferring(s, ov, LLM, "vllm")  not vllm → skip the model
@@ -133,7 +133,8 @@ def without_audiocpp(settings: Settings) -> Settings:
     """The registry minus audio.cpp rows, for the TTS and ASR engines' own resolution.
 
     Filtering BEFORE resolving lets an audio.cpp ★ degrade to the next installed engine of the
-    class (e.g. a parakeet row) instead of all the way to the legacy exe (docs/backends.md#audiocpp-filters).
+    class (e.g. a parakeet row) instead of all the way to the legacy exe
+    (docs/maintainers/backends.md#audiocpp-filters).
     """
     return attrs.evolve(settings, backends=tuple(r for r in settings.backends if not is_audiocpp(r.kind)))
 
@@ -149,7 +150,7 @@ def only_audiocpp(settings: Settings) -> Settings:
 
 @frozen
 class LegacyExes:
-    """The exe each class runs when no registry row resolves (docs/backends.md#legacy-exes).
+    """The exe each class runs when no registry row resolves (docs/maintainers/backends.md#legacy-exes).
 
     Example: LegacyExes(server_exe="/opt/llama/llama-server", sd_server_exe="/opt/llama/sd-server",
     ...). The last three have no settings key: always siblings of `server_exe`.
@@ -183,7 +184,7 @@ _DEFAULT_NAMES: dict[str, str] = {
     "upscale_exe": "realesrgan-ncnn-vulkan",
 }
 
-#: Class → (legacy slot, engine that slot runs) (docs/backends.md#legacy-exes).
+#: Class → (legacy slot, engine that slot runs) (docs/maintainers/backends.md#legacy-exes).
 _LEGACY_OF_CLASS: dict[ModelClass, tuple[str, Engine]] = {
     ModelClass.LLM: ("server_exe", Engine.LLAMA),
     ModelClass.IMAGE: ("sd_server_exe", Engine.SD),
@@ -320,7 +321,7 @@ def resolve_embedder(settings: Settings, override: Override | None) -> Resolved:
     """LLM resolution that never lands on vLLM: there is no vLLM embedding emitter.
 
     A vllm pin (or a vllm ★) keeps the class's llama-side default: the ★ / first non-vllm llm
-    row, else the legacy `server_exe` (docs/backends.md#embedder-dead-end).
+    row, else the legacy `server_exe` (docs/maintainers/backends.md#embedder-dead-end).
     """
     resolved = resolve_backend(settings, override, ModelClass.LLM)
     if resolved.engine != Engine.VLLM:

@@ -8,7 +8,7 @@ largest card (ties: the lower index), or the N largest for a tensor-parallel pin
 default (llama-server spreads layers over every visible GPU, which the pooled budget describes).
 
 The variables follow the RESOLVED backend's build (`BackendRow.variant`), never the ★ row's
-(docs/backends.md#gpu-pins): a model pinned to a vulkan build gets
+(docs/maintainers/backends.md#gpu-pins): a model pinned to a vulkan build gets
 `GGML_VK_VISIBLE_DEVICES` even when the ★ is a CUDA build. An empty or unknown variant (a
 legacy exe, a hand-written row, sycl…) is inferred from the vendor of the chosen GPUs: NVIDIA →
 cuda, AMD → rocm, anything else → vulkan; a declared GPU without a vendor counts as NVIDIA.

@@ -39,14 +39,14 @@ EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-
                              "neo-bert", "t5encoder"})
 
 #: Architectures sd-server serves, matched exactly or as a prefix (`flux.1`, `sd3.5`, `lumina2`);
-#: docs/classes.md#image-detection. `sd2` is deliberately absent, as upstream.
+#: docs/maintainers/classes.md#image-detection. `sd2` is deliberately absent, as upstream.
 IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
                "diffusion")
 #: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) with no image arm here: video DiTs
 #: and DiTs sd.cpp does not load. Skipped with a reason rather than handed to llama-server.
 UNSERVED_DIFFUSION_ARCHS = frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"})
 
-# -- speech: qwentts.cpp, TTS.cpp, parakeet and audio.cpp (docs/classes.md) --------------------
+# -- speech: qwentts.cpp, TTS.cpp, parakeet and audio.cpp (docs/maintainers/classes.md) --------------------
 
 _QWENTTS_ARCHS = ("qwen3-tts", "qwentts")
 #: TTS.cpp architectures (exact), and file-name tokens; bare "dia" is not a name token
@@ -84,7 +84,7 @@ def is_audiocpp_model(meta: ModelMeta | None) -> bool:
     return meta is not None and (meta.arch == "audiocpp" or bool(meta.audio_family))
 
 #: Family → task ("tts", "asr", or "" = known but served by no class here). The Go original's
-#: families (docs/classes.md#audiocpp) plus audio.cpp's schema-2 samples (audio.cpp's `docs/integrators.md`:
+#: families (docs/maintainers/classes.md#audiocpp) plus audio.cpp's schema-2 samples (audio.cpp's `docs/integrators.md`:
 #: kokoro_tts, chatterbox, qwen3_tts, cosyvoice3, fish_audio). Dual-task families choose tts.
 AUDIOCPP_FAMILIES: dict[str, str] = {
     **dict.fromkeys(("moss_tts_nano", "qwen3_tts", "supertonic", "vibevoice", "chatterbox", "cosyvoice3",

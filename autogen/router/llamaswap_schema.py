@@ -1,6 +1,6 @@
 """What llama-swap's JSON schema accepts, as tables, and `check` to apply them with lines.
 
-Mirrors `config-schema.json` of mostlygeek/llama-swap (docs/llama-swap.md#schema-rules), plus
+Mirrors `config-schema.json` of mostlygeek/llama-swap (docs/maintainers/llama-swap.md#schema-rules), plus
 the few keys its Go `Config` struct reads that the schema omits. Unknown keys in a closed
 object are errors; in an open one llama-swap silently ignores them, reported as "ignored".
 """

@@ -2,7 +2,7 @@
 
 A pure function of the served entries (`Load`: estimate, devices, size on disk) and the host's
 cards (`Device`) → `MatrixPlan`: the maximal sets of entries that fit together on every card
-they use, every CPU-only entry in each set, an evict cost per entry. `docs/routing.md` gives the
+they use, every CPU-only entry in each set, an evict cost per entry. `docs/maintainers/routing.md` gives the
 rules and the measurements; the README's "Routing planned from VRAM" section an example.
 
 - An entry's demand on a card is its `est_vram_gb` spread over its devices in proportion to
@@ -28,7 +28,7 @@ from attrs import frozen
 from autogen.numfmt import format_g
 from autogen.router.fragments import quote
 
-#: Above this many maximal sets the plan switches to a pair cover (`docs/routing.md`).
+#: Above this many maximal sets the plan switches to a pair cover (`docs/maintainers/routing.md`).
 MAX_EXACT_SETS = 1000
 #: Estimates are compared in hundredths of a GB (they are written with two decimals).
 _UNIT = 100

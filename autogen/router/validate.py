@@ -1,7 +1,7 @@
 """Check a llama-swap config as llama-swap would: its JSON schema, then its loader's rules.
 
 Mirrors `internal/config/{load.go,macros.go,config.go}` of mostlygeek/llama-swap
-(docs/llama-swap.md#loader-rules); the schema tables are in `llamaswap_schema`, the line-keeping YAML
+(docs/maintainers/llama-swap.md#loader-rules); the schema tables are in `llamaswap_schema`, the line-keeping YAML
 reader in `yamllines`. Every problem is collected, not just the first, each with the line of
 the key it concerns. Keys llama-swap silently ignores are reported too: a generator must
 never write them.

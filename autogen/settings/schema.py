@@ -36,7 +36,7 @@ class BackendRow:
     #: A derived row for one installed build of a component (pin it by id).
     build: bool = False
     #: llama rows: the build's `llama-fit-params` when it is not beside `path`; "none" = never
-    #: ask it (docs/sizing.md#exact-numbers-for-your-machine). Example: "/opt/llama/bin/llama-fit-params".
+    #: ask it (docs/maintainers/sizing.md#exact-numbers-for-your-machine). Example: "/opt/llama/bin/llama-fit-params".
     fit_params: str = ""
 
 
@@ -132,7 +132,7 @@ class Override:
 @frozen
 class Encoders:
     """Diffusion components shared by every image model that needs them
-    (docs/classes.md#components); a per-model override path wins.
+    (docs/maintainers/classes.md#components); a per-model override path wins.
 
     Example: Encoders(flux_vae="/models/flux/ae.safetensors", clip_l="/models/clip_l.safetensors",
     t5xxl="/models/t5xxl_fp16.safetensors").

@@ -1,5 +1,5 @@
 """swapgen's model of an engine, corrected by what the engine itself said about launches of the
-same model (docs/sizing.md#exact-numbers-for-your-machine).
+same model (docs/maintainers/sizing.md#exact-numbers-for-your-machine).
 
 A `Reading` holds the engine's figures (llama-fit-params' estimate or a measurement) for one
 command beside swapgen's estimate for the same command. Each part gets one correction: weights

@@ -5,8 +5,8 @@ KV cache with its sliding-window part, recurrent state, compute buffer, each at 
 launch). Speed first, then context:
 
 1. Fixed charge = a base + the device runtime + the projector when it sits on the GPU
-   (docs/sizing.md#device-side-charges-a-cpu-run-cannot-show). Everything that grows with the context — KV cells,
-   the KQ masks and scores of the compute buffer — is priced at the context being tried.
+   (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show). Everything that grows with the
+   context — KV cells, the KQ masks and scores of the compute buffer — is priced at the context being tried.
 2. KV type: a pin wins; else f16 when the minimum context fits on the GPU at f16 with every
    layer there, else q8_0 — for MoE models too, decided before any expert moves: a q8_0 cache
    costs no speed where each layer of CPU experts does, so experts are never moved to keep f16;
@@ -47,14 +47,14 @@ from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 
 #: Device-side charges llama.cpp's own report does not show
-#: (docs/sizing.md#device-side-charges-a-cpu-run-cannot-show): a base for the driver context,
+#: (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show): a base for the driver context,
 #: library workspaces and the host-visible output buffer, and the runtime of each backend build.
 BASE_OVERHEAD = GIB // 2
 RUNTIME_GB = {"cuda": 0.3, "rocm": 0.8, "hip": 0.8, "vulkan": 0.4}
 DEFAULT_RUNTIME_GB = 0.4
 #: Context granularity; contexts below it only when the trained window is smaller.
 CTX_STEP = 4096
-#: Trained window assumed when the header has none (docs/sizing.md#context-cache-type-and-placement).
+#: Trained window assumed when the header has none (docs/maintainers/sizing.md#context-cache-type-and-placement).
 NATIVE_CTX_FALLBACK = 32768
 #: Top rung of the Go original's default context ladder (`denseCtxLadder[0]`).
 LADDER_TOP = 1048576
@@ -183,7 +183,7 @@ def runtime_bytes(variant: str) -> int:
 
 def projector_charge(mmproj_bytes: int) -> int:
     """VRAM of a GPU-placed projector: its file plus the CLIP compute buffer
-    (docs/sizing.md#context-cache-type-and-placement)."""
+    (docs/maintainers/sizing.md#context-cache-type-and-placement)."""
     return (mmproj_bytes if mmproj_bytes > 0 else MMPROJ_ASSUMED) + CLIP_BUFFER
 
 
@@ -240,7 +240,7 @@ class Weights:
 
 def _place(w: Weights, *, kv: int, overhead: int, budget: int, ngl_pin: int | None,
            ncm_pin: int | None) -> tuple[int, int, str]:
-    """(ngl, n_cpu_moe, note) that fit `budget` (docs/sizing.md#context-cache-type-and-placement,
+    """(ngl, n_cpu_moe, note) that fit `budget` (docs/maintainers/sizing.md#context-cache-type-and-placement,
     without the crossover)."""
     blocks, all_layers = w.blocks, w.blocks + 1
     if ngl_pin is not None or ncm_pin is not None:
@@ -497,7 +497,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
         f"ctx {ctx}" + (f" × {parallel} slots" if parallel > 1 else "") + f": {why} (trained {model_max})",
         *memory.rules,
         f"runtime {gb(runtime)} GiB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GiB"
-        " (docs/sizing.md)",
+        " (docs/maintainers/sizing.md)",
         *([f"projector {gb(projector)} GiB on the GPU"] if projector else []),
         *([f"draft: weights {gb(draft.weights)} GiB, all {draft.layers} layers on the GPU (-ngld {draft.layers}), "
            f"its context {gb(drafted)} GiB at ctx {ctx} (KV {kv_type}, state, compute)"] if draft else []),

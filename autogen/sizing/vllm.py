@@ -3,17 +3,17 @@
 
 vLLM preallocates: its KV pool comes from `--max-model-len` and its share of the card from
 `--gpu-memory-utilization`, so both are derived from the model's VRAM budget and its real f16
-KV cost instead of the trained window and a flat 0.90 (docs/sizing.md#--max-model-len and
-docs/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm_*` knobs and
+KV cost instead of the trained window and a flat 0.90 (docs/maintainers/sizing.md#--max-model-len and
+docs/maintainers/sizing.md#vllm-footprint-and-utilization). Only the override's `ctx`, `vllm_*` knobs and
 `extra_args` apply; llama's knobs are ignored. A `--max-model-len` or `--tensor-parallel-size`
 in `extra_args` (`vllm_args`) is a pin like `ctx` / `vllm_tensor_parallel`, so the sizing
 follows it. Kept apart from `emit_vllm`, which turns these numbers into argv and a Plan.
 
-KV-cache size (`--kv-cache-memory-bytes`, docs/sizing.md#vllm-kv-cache-size): `(KvReserve(ctx) + 1 block)
+KV-cache size (`--kv-cache-memory-bytes`, docs/maintainers/sizing.md#vllm-kv-cache-size): `(KvReserve(ctx) + 1 block)
 × 1.10 + 0.25 GiB`, computed in integer bytes and rounded UP to a whole MiB (1,048,576 bytes); the
 footprint then charges the rounded KV-cache size, uncapped by the budget. `--max-model-len` is not shrunk
 to make room for the 10 % + 0.25 GiB margin, which keeps the Go original's numbers
-(docs/sizing.md#vllm-worked-examples).
+(docs/maintainers/sizing.md#vllm-worked-examples).
 
 KvReserve(ctx) is what vLLM's start-up check charges one request of `ctx` tokens
 (`vllm_memory.VllmKv.needed`, vLLM's `_max_memory_usage_bytes_from_groups`): full-attention
@@ -60,7 +60,7 @@ from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tens
 from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, vllm_kv
 from autogen.versions import format_version
 
-# Constants of the Go original (docs/sizing.md#vllm-constants).
+# Constants of the Go original (docs/maintainers/sizing.md#vllm-constants).
 DEFAULT_UTIL = 0.90
 MIN_UTIL, MAX_UTIL = 0.10, 0.95
 #: Flat reserve for activations, CUDA graphs and the profiling peak (vLLM's allocator is opaque).
@@ -203,7 +203,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                              f"+ {kv_what} + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
                              "vLLM cannot start it; give it more devices or a smaller quant")
 
-    # --max-model-len (docs/sizing.md#--max-model-len): a pin stands as given
+    # --max-model-len (docs/maintainers/sizing.md#--max-model-len): a pin stands as given
     if length_pin is not None and length_pin != AUTO:
         max_len, ctx_note = length_pin, "pinned by extra_args" if extra.max_model_len else "pinned"
     else:
@@ -226,7 +226,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
         per_gpu = " per GPU" if world > 1 else ""
         kv_cache_note = f"{_kv_cache_margin_base(layout, kv_gpu, state)}{per_gpu} × 1.10 + 0.25GB, whole MiB"
 
-    # footprint on one GPU (docs/sizing.md#vllm-footprint-and-utilization; uncapped with a KV-cache size,
+    # footprint on one GPU (docs/maintainers/sizing.md#vllm-footprint-and-utilization; uncapped with a KV-cache size,
     # since that is what the process holds)
     if kv_cache is not None:
         footprint = rank_weights + gib(kv_cache) + OVERHEAD_GIB
@@ -235,7 +235,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     else:
         footprint = min(share, rank_weights + gib(_check_bytes(layout, per_token, state, max_len)) + OVERHEAD_GIB)
 
-    # --gpu-memory-utilization and the estimate (docs/sizing.md#vllm-footprint-and-utilization)
+    # --gpu-memory-utilization and the estimate (docs/maintainers/sizing.md#vllm-footprint-and-utilization)
     if util_pin:
         util, util_note = util_pin, "pinned"
     elif card is None:
@@ -352,7 +352,7 @@ def _kv_cache_margin_base(layout: VllmKv | None, kv: int, state: int) -> str:
 
 def _why_no_kv_cache_flag(util_pinned: bool, extra: ExtraArgs, length_pin: int | None, per_token: int | None,
                 version: tuple[int, ...] | None) -> str:
-    """Why no KV-cache size is written (docs/sizing.md#vllm-kv-cache-size); "" = it is."""
+    """Why no KV-cache size is written (docs/maintainers/sizing.md#vllm-kv-cache-size); "" = it is."""
     if util_pinned:
         return "utilization pinned (vLLM fills its share)"
     if extra.sets_memory:
@@ -371,7 +371,7 @@ def _why_no_kv_cache_flag(util_pinned: bool, extra: ExtraArgs, length_pin: int |
 def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
                    per_gpu: str, state: int, layout: VllmKv | None) -> tuple[int, str]:
     """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
-    sequence's recurrent state (docs/sizing.md#--max-model-len, the Go original's `MaxCtxForBudget`), cut to
+    sequence's recurrent state (docs/maintainers/sizing.md#--max-model-len, the Go original's `MaxCtxForBudget`), cut to
     `fits` = (tokens, what) the card holds on devices, then to the trained window."""
     if avail <= 0:
         max_len, note = CTX_STEP, "weights exceed the VRAM budget"

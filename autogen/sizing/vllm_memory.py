@@ -6,8 +6,8 @@ back), holds one request of `--max-model-len`: `get_kv_cache_configs` →
 (vllm/v1/core/kv_cache_planning.py), bytes per block × Σ over the KV-cache groups of the blocks
 one request takes. When it does not fit it prints "the estimated maximum model length is N"
 (`_estimate_max_model_len_from_groups`, a search over the same function); `longest` is that
-search. docs/sizing.md#vllms-start-up-check states each rule with its source, and
-docs/sizing.md#how-the-tests-hold-the-vllm-numbers how vLLM's own functions hold it.
+search. docs/maintainers/sizing.md#vllms-start-up-check states each rule with its source, and
+docs/maintainers/sizing.md#how-the-tests-hold-the-vllm-numbers how vLLM's own functions hold it.
 
 Per layer (vllm/v1/kv_cache_interface.py), `block` tokens per page:
 

