@@ -1,4 +1,4 @@
-"""A fleet on disk, as README "Several GPU hosts" lays it out: a front settings file, two hosts
+"""A fleet on disk, as docs/gpu-hosts.md lays it out: a front settings file, two hosts
 with two 24 GB cards each, small GGUF libraries and a 70B Hugging Face folder that only the two
 hosts together can hold. A plain module (like `vllm_fixtures`): `test_fleet` and `test_readme`
 build the same fleet."""

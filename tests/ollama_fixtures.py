@@ -109,8 +109,8 @@ def pull(models: Path, name: str, *, arch: str = "llama", projector: bool = Fals
     return write_manifest(models, name, layers)
 
 
-def readme_store(models: Path) -> None:
-    """The store of the README's "Models from Ollama" example, sizes as the real pulls: llama3.2:3b,
+def guide_store(models: Path) -> None:
+    """The store of the guide's "Models from Ollama" example (docs/ollama-models.md), sizes as the real pulls: llama3.2:3b,
     llava:7b (with its projector), llama3.2-vision:11b (mllama), a blob left by `ollama rm` and a
     pull under way."""
     def kv(blocks, ctx, embd, heads, kv_heads, ffn):

@@ -193,7 +193,7 @@ class TestRewrite:
         assert settings.read_bytes() == text and "mine" not in got
         assert sorted(got) == ["llama-cuda", "sd"]  # not llama-cuda-2
         assert got["llama-cuda"].default and got["sd"].default
-        assert ("rows in backends.yaml replace the 2 rows under `backends:` when settings load (README: "
+        assert ("rows in backends.yaml replace the 2 rows under `backends:` when settings load (docs/settings.md: "
                 "`backends_file`): pins to mine fall back to automatic resolution") in report["notes"]
 
     def test_an_existing_managed_star_is_never_stolen(self, tmp_path, home):
@@ -277,19 +277,20 @@ class TestCommand:
         assert [r["id"] for r in report["rows"]] == ["vllm"] and report["dry_run"]
 
 
-class TestReadmeExample:
-    """README "swapgen backends detect": its settings, on a machine laid out as it says (a CPU
-    build in ~/.local/bin, a CUDA build of a source checkout, vLLM in ~/venvs/vllm), print and
-    write what the README shows (HOME shown as /home/me)."""
+class TestGuideExample:
+    """docs/engines.md "swapgen backends detect": its settings, on a machine laid out as it says (a
+    CPU build in ~/.local/bin, a CUDA build of a source checkout, vLLM in ~/venvs/vllm), print and
+    write what the page shows (HOME shown as /home/me)."""
 
     CPU_BUILD = 'case "$1" in --version) echo "version: 6123 (0f1e2d3)" >&2 ;; --list-devices) echo "Available devices:" ;; esac\n'
     CUDA_BUILD = 'echo "version: 6123 (0f1e2d3)" >&2\n'
 
     @staticmethod
     def blocks() -> dict[str, str]:
-        from tests.test_readme import section_blocks  # noqa: PLC0415 - README helpers, only here
+        from tests.guide_pages import page, section_blocks  # noqa: PLC0415 - the guide's helpers, only here
 
-        return {body.split("\n", 1)[0]: body for _, body, _ in section_blocks("### swapgen backends detect")}
+        return {body.split("\n", 1)[0]: body
+                for _, body, _ in section_blocks("## swapgen backends detect", page("engines.md"))}
 
     def test_settings_output_and_file_are_a_real_run(self, tmp_path, home, capsys):
         engine(home / ".local" / "bin", "llama-server", self.CPU_BUILD)

@@ -1,13 +1,21 @@
 """Every document the code cites is in the repository: a maintainer who clones it can follow each
-pointer. Cites name a repo doc (`docs/maintainers/backends.md#resolution-order`) or an upstream source
-(llama.cpp, vLLM, llama-swap files and functions), never a document kept outside the repo."""
+pointer. Cites name a repo doc (`docs/maintainers/backends.md#resolution-order`, a guide page
+`docs/settings.md`, a README heading `README "A tour of the sample library"`) or an upstream source
+(llama.cpp, vLLM, llama-swap files and functions), never a document kept outside the repo.
+
+The user guide (docs/*.md, with the maintainer notes as its last section) is also a MkDocs site:
+every page is in mkdocs.yml's nav once, its links stay inside docs/, and the build needs no
+network. CI builds it with `mkdocs build --strict` (.ci/run), which checks the same links and
+anchors as the site renders them."""
 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -18,7 +26,9 @@ SOURCES = sorted(
                 *ROOT.glob("scripts/**/*.py"), ROOT / "dodo.py"]
     if p.is_file() and p.resolve() != THIS
 )
-#: Prose, which cites the same way: the user guide (README), the docs and the package map.
+#: The user guide's pages (docs/*.md); the maintainer notes are in docs/maintainers/.
+GUIDE = sorted(DOCS.glob("*.md"))
+#: Prose, which cites the same way: the README, the guide, the maintainer notes and the package map.
 PROSE = sorted([ROOT / "README.md", *DOCS.rglob("*.md"), ROOT / "autogen" / "README.md"])
 #: Every Markdown file of the repository whose links must resolve.
 MARKDOWN = sorted({*PROSE, *ROOT.glob("tools/**/*.md"), *ROOT.glob("scripts/**/*.md")})
@@ -39,6 +49,8 @@ OUTSIDE = [
 
 #: `docs/<file>.md` or `docs/<folder>/<file>.md` with an optional `#anchor` or `"Heading"`; not part of a longer path.
 DOC_CITE = re.compile(r'(?<![\w./-])docs/((?:[\w.-]+/)*[\w.-]+\.md)(?:#([\w-]+)|\s+"([^"\n]+)")?')
+#: `README "Heading"` or `README's "Heading"`: a section of the README, by the start of its heading.
+README_CITE = re.compile(r'README(?:\'s)?\s+"([^"\n]+)"')
 #: A `docs/…` path right after one of these names is that project's own documentation.
 UPSTREAM = re.compile(r"(llama\.cpp|vllm|audio\.cpp|llama-swap|sd\.cpp|stable-diffusion\.cpp|huggingface_hub)"
                       r"(\S*|'s)[\s`'\"(]*$", re.I)
@@ -113,6 +125,16 @@ def test_every_cited_doc_and_heading_exists(path):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("path", [*SOURCES, *PROSE], ids=_rel)
+def test_every_cited_readme_section_exists(path):
+    """A README section quoted by name is still in the README (the guide's pages took most of them)."""
+    sections = headings(ROOT / "README.md")
+    problems = [f'{_rel(path)}:{n}: README "{quoted}": no README heading starts so'
+                for n, line in enumerate(path.read_text().splitlines(), 1) for quoted in README_CITE.findall(line)
+                if not any(h.lower().startswith(quoted.lower()) for h in sections)]
+    assert not problems, "\n".join(problems)
+
+
 def links(path: Path):
     """(line number, target) of every Markdown link outside fenced code."""
     fenced = False
@@ -145,7 +167,79 @@ def test_every_link_and_anchor_resolves(path):
 
 
 def test_readme_links_are_checked():
-    assert len(list(links(ROOT / "README.md"))) > 30
+    assert len(list(links(ROOT / "README.md"))) > 15
+    assert sum(len(list(links(page))) for page in GUIDE) > 100
+
+
+def test_readme_links_every_guide_page():
+    """The README is where a reader starts: each page of the guide is one link away."""
+    linked = {(ROOT / target.partition("#")[0]).resolve() for _, target in links(ROOT / "README.md")}
+    missing = [_rel(page) for page in GUIDE if page.resolve() not in linked]
+    assert not missing, f"README.md links no {', '.join(missing)}"
+
+
+class _MkDocsLoader(yaml.SafeLoader):
+    """mkdocs.yml as data: a `!!python/...` tag (the slugify function) reads as its tag name."""
+
+
+_MkDocsLoader.add_multi_constructor("tag:yaml.org,2002:python/", lambda _loader, suffix, _node: suffix)
+
+
+def mkdocs_config() -> dict:
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_MkDocsLoader)
+
+
+def nav_pages(nav) -> list[str]:
+    """The page files of mkdocs' nav, in order, sections flattened."""
+    if isinstance(nav, str):
+        return [nav]
+    if isinstance(nav, dict):
+        return [page for value in nav.values() for page in nav_pages(value)]
+    return [page for item in nav for page in nav_pages(item)]
+
+
+def test_every_page_is_in_the_nav_once():
+    """No orphan page (the site would hide it) and no nav entry without its file."""
+    pages = nav_pages(mkdocs_config()["nav"])
+    on_disk = sorted(str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md"))
+    assert len(pages) == len(set(pages)), f"mkdocs.yml lists a page twice: {pages}"
+    assert sorted(pages) == on_disk, (f"not in mkdocs.yml's nav: {sorted(set(on_disk) - set(pages))}; "
+                                      f"in the nav but not in docs/: {sorted(set(pages) - set(on_disk))}")
+    notes = [p for p in pages if p.startswith("maintainers/")]
+    assert pages[0] == "index.md" and pages[-len(notes):] == notes, "the maintainer notes are the nav's last section"
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=_rel)
+def test_the_sites_pages_link_only_inside_docs(path):
+    """The site holds docs/ only: a relative link out of it (to the README, to code) has no page there."""
+    outside = [f"{_rel(path)}:{n}: ({t})" for n, t in links(path)
+               if not re.match(r"[a-z][a-z0-9+.-]*:", t) and t.partition("#")[0]
+               and not (path.parent / t.partition("#")[0]).resolve().is_relative_to(DOCS)]
+    assert not outside, "name the file in backticks instead of linking it:\n" + "\n".join(outside)
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.rglob("*.md")), ids=_rel)
+def test_no_heading_is_repeated_on_a_page(path):
+    """GitHub numbers a repeated heading's anchor `-1`, MkDocs `_1`: a link to one would break on the other."""
+    seen = [slug(h) for h in headings(path)]
+    assert len(seen) == len(set(seen)), sorted({s for s in seen if seen.count(s) > 1})
+
+
+def test_the_site_builds_strictly_without_network():
+    """Only the built-in search plugin (Material's social and privacy plugins fetch), no web fonts,
+    GitHub's anchors, every link problem a warning; the `docs` extra installs the tools and CI
+    builds with `--strict`."""
+    config = mkdocs_config()
+    assert config["theme"]["name"] == "material" and config["theme"]["font"] is False
+    assert config["plugins"] == ["search"]
+    (toc,) = [e["toc"] for e in config["markdown_extensions"] if isinstance(e, dict) and "toc" in e]
+    assert toc["slugify"] == "object/apply:pymdownx.slugs.slugify"
+    validation = config["validation"]
+    assert {v for part in validation.values() for v in part.values()} == {"warn"}
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["docs"]
+    assert {re.split(r"[<>=]", r)[0] for r in extra} == {"mkdocs", "mkdocs-material"}
+    assert re.search(r"^pip install -e '\.\[docs\]' && .*mkdocs build --strict", (ROOT / ".ci" / "run").read_text(),
+                     re.MULTILINE)
 
 
 def test_the_package_map_names_every_stage_and_doc():

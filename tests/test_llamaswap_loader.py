@@ -1,7 +1,7 @@
 """Generated configs as llama-swap itself loads them: its own config loader (with `-config-dir`
 merging) and its router constructors, run by `tools/llamaswap-loadcheck` on the sample library,
 every kind of `llama_swap:` key, a fragment beside a hand-written main file, `routing: auto` on
-one and two cards, and README's front config with `peers:`. The checker is built by
+one and two cards, and the guide's fleet front config with `peers:`. The checker is built by
 `tools/llamaswap-loadcheck/setup.sh` (through `scripts/setup-slow-checks.sh`); without it these tests skip,
 saying how to get it."""
 
@@ -17,11 +17,12 @@ import pytest
 
 from autogen.commands import sample
 from tests.builders import SETTINGS
+from tests.guide_pages import page, section_blocks
 from tests.runs import generate
 from tests.shared import not_set_up
+from tests.test_guide_llama_swap import FRAGMENT, GUIDE, OWN_KEYS, block
+from tests.test_guide_llama_swap import library as guide_library
 from tests.test_llama_swap_keys import EVERY_KIND_OF_KEY
-from tests.test_readme_llama_swap import block, section
-from tests.test_readme_llama_swap import library as readme_library
 from tests.test_routing import BASE as ROUTING_BASE
 from tests.test_routing import HOSTS as ROUTING_HOSTS
 
@@ -97,9 +98,9 @@ def test_every_kind_of_llama_swap_key(library, monkeypatch):
     assert (seen["models"], seen["peers"], seen["selectors"], seen["profiles"]) == ("3", "1", "2", "1")
 
 
-def test_the_readme_own_settings_example(tmp_path, monkeypatch):
-    blocks = section("## Your own llama-swap settings")
-    root = readme_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+def test_the_guide_own_settings_example(tmp_path, monkeypatch):
+    blocks = section_blocks(OWN_KEYS, GUIDE)
+    root = guide_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", ENV["LLAMA_SWAP_API_KEY"])
     rc, _ = generate(root / "swapgen.yaml")
     assert rc == 0
@@ -107,9 +108,9 @@ def test_the_readme_own_settings_example(tmp_path, monkeypatch):
 
 
 def test_a_fragment_beside_the_readme_main_file(tmp_path, monkeypatch):
-    """README "A config-dir fragment": `llama-swap --config config.yaml --config-dir conf.d`."""
-    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
-    root = readme_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
+    """docs/llama-swap-settings.md "A config-dir fragment": `llama-swap --config config.yaml --config-dir conf.d`."""
+    blocks = section_blocks(FRAGMENT, GUIDE)
+    root = guide_library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     (root / "config.yaml").write_text(block(blocks, "yaml", "# config.yaml"))
     monkeypatch.chdir(root)
     rc, _ = generate(root / "swapgen.yaml")
@@ -136,10 +137,10 @@ def test_a_fragment_holding_the_matrix_beside_a_main_file(library):
     assert (seen["router"], seen["models"]) == ("matrix", "3") and seen["sets"] != "0"
 
 
-def test_the_readme_front_config(tmp_path):
-    """README "Several GPU hosts": the front's `peers:` block as the section shows it."""
+def test_the_guide_front_config(tmp_path):
+    """docs/gpu-hosts.md: the front's `peers:` block as the page shows it."""
     front = tmp_path / "config.yaml"
-    front.write_text(block(section("## Several GPU hosts"), "yaml", "# config.yaml"))
+    front.write_text(block(section_blocks("# Several GPU hosts", page("gpu-hosts.md")), "yaml", "# config.yaml"))
     seen = summary(accepted(front))
     assert (seen["models"], seen["peers"]) == ("0", "2")
 

@@ -21,6 +21,7 @@ from autogen.discovery.walk import discover, walk_signature
 from autogen.metadata.cache import MetaCache
 from tests.builders import SETTINGS, add_model
 from tests.gguf_fixtures import Q
+from tests.guide_pages import code_blocks, page, page_text, yaml_blocks
 from tests.ollama_fixtures import (
     MODEL,
     PARAMS,
@@ -29,8 +30,8 @@ from tests.ollama_fixtures import (
     add_text_blob,
     blob_path,
     digest_for,
+    guide_store,
     pull,
-    readme_store,
     write_manifest,
 )
 from tests.runs import generate
@@ -485,12 +486,12 @@ class TestPipeline:
         assert graph.fragments["llava-7b"].endswith(f"-{graph.library.model_key(job)}.json")
 
 
-# -- the README's worked example ------------------------------------------------------------------
+# -- the guide's worked example (docs/ollama-models.md) ---------------------------------------------
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-#: Where the README's example store lives (the test's store path is shown as this).
-README_STORE = "/home/me/.ollama/models"
-README_SETTINGS = """roots: [STORE]
+GUIDE = page("ollama-models.md")
+#: Where the guide's example store lives (the test's store path is shown as this).
+SHOWN_STORE = "/home/me/.ollama/models"
+GUIDE_SETTINGS = """roots: [STORE]
 vram_budget_gb: 8
 card_vram_gb: 0
 backends:
@@ -498,12 +499,12 @@ backends:
 """
 
 
-def readme_example(tmp_path: Path) -> str:
-    """The text block of the README's "Models from Ollama" example, from a real run."""
+def guide_example(tmp_path: Path) -> str:
+    """The text block of the guide's "Models from Ollama" example, from a real run."""
     store = tmp_path / "home/me/.ollama/models"
-    readme_store(store)
+    guide_store(store)
     settings = tmp_path / "swapgen.yaml"
-    settings.write_text(README_SETTINGS.replace("STORE", str(store)))
+    settings.write_text(GUIDE_SETTINGS.replace("STORE", str(store)))
     outputs = []
     for argv in ([], ["list"]):
         out = io.StringIO()
@@ -514,31 +515,27 @@ def readme_example(tmp_path: Path) -> str:
     start = lines.index('  "llava-7b":\n')
     text = (f"$ swapgen\n{outputs[0]}$ swapgen list\n{outputs[1]}$ grep -B 3 -A 10 '\"llava-7b\":' config.yaml\n"
             + "".join(lines[start - 3:start + 11]))
-    return text.replace(str(store), README_STORE)
+    return text.replace(str(store), SHOWN_STORE)
 
 
-def readme_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n## Models from Ollama\n", 1)[1].split("\n## ", 1)[0]
-    return section.split("```text\n", 1)[1].split("```\n", 1)[0]
+def guide_block() -> str:
+    (body,) = [b for lang, b, _ in code_blocks(GUIDE) if lang == "text" and b.startswith("$ swapgen\n")]
+    return body
 
 
-def test_readme_ollama_example_is_a_real_run(tmp_path):
-    assert readme_block() == readme_example(tmp_path), (
-        "README.md's Ollama example differs from a real run (refresh: python tests/test_ollama_store.py)")
+def test_guide_ollama_example_is_a_real_run(tmp_path):
+    assert guide_block() == guide_example(tmp_path), (
+        "docs/ollama-models.md's example differs from a real run (refresh: python tests/test_ollama_store.py)")
 
 
-def test_readme_ollama_settings_are_the_example_settings():
-    text = README.read_text(encoding="utf-8").split("\n## Models from Ollama\n", 1)[1]
-    body = text.split("```yaml\n# swapgen.yaml\n", 1)[1].split("```", 1)[0]
-    assert body == README_SETTINGS.replace("STORE", "~/.ollama/models")
+def test_guide_ollama_settings_are_the_example_settings():
+    (body, _), = yaml_blocks("# swapgen.yaml", GUIDE)
+    assert body.split("\n", 1)[1] == GUIDE_SETTINGS.replace("STORE", "~/.ollama/models")
 
 
-if __name__ == "__main__":  # refresh the README's example from a real run
+if __name__ == "__main__":  # refresh the guide's example from a real run
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        fresh = readme_example(Path(tmp))
-    old = readme_block()
-    README.write_text(README.read_text(encoding="utf-8").replace("```text\n" + old, "```text\n" + fresh, 1),
-                      encoding="utf-8")
+        fresh = guide_example(Path(tmp))
+    GUIDE.write_text(page_text(GUIDE).replace(guide_block(), fresh, 1), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The hooks in `.pre-commit-hooks.yaml`, end to end with the real pre-commit (README "Pre-commit for a config repo").
+"""The hooks in `.pre-commit-hooks.yaml`, end to end with the real pre-commit (docs/pre-commit.md).
 
 The hook repo is a throwaway git repo holding a copy of the working tree (pre-commit needs a
 committed `rev`, and the tree's own commits may lag behind it). pre-commit then builds the hook's

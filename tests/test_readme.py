@@ -1,15 +1,7 @@
-"""README.md stays true: its tables cover every settings key with the code's defaults, its
-settings examples load, its llama-swap configs validate, and its sample-library tour matches a
-real run.
-
-README conventions these tests read:
-- a settings table has the columns key | type | default | meaning, the key and the default in
-  backticks, under a heading that names its class in backticks ("### Override rows (`Override`)");
-- the first line of a ```yaml block says what it is: `# swapgen.yaml` (or a settings file of
-  another name or folder, `# fleet.yaml: the front's settings`, `# hosts/a/swapgen.yaml`), `# backends.yaml`,
-  `# config.yaml` (a whole llama-swap config), `# config.yaml (excerpt)`, `# config.yaml (with
-  mistakes)` (one `swapgen validate` refuses), `# swapgen.yaml (with mistakes)` (settings a run
-  refuses), or `# .pre-commit-config.yaml`.
+"""README.md and the user guide (docs/*.md) stay true: the settings reference covers every
+settings key with the code's defaults, every settings example loads, every llama-swap config
+shown validates, and the README's sample-library tour matches a real run. How the pages are read
+(tables, block markers, transcripts) is in tests/guide_pages.py.
 """
 
 from __future__ import annotations
@@ -31,96 +23,46 @@ from autogen.router.validate import validate_text
 from autogen.settings.load import load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Host, Override, Settings, Variant, Watch
 from tests.fleet_fixtures import FRONT_SETTINGS, HOST_SETTINGS, MULTI_NODE, build_fleet
+from tests.guide_pages import (
+    MARKERS,
+    PAGES,
+    README,
+    code_blocks,
+    marker,
+    page,
+    page_name,
+    page_text,
+    prose,
+    section,
+    section_blocks,
+    table_rows_under,
+    yaml_blocks,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-README = REPO / "README.md"
-TEXT = README.read_text(encoding="utf-8")
+REPO = README.parent
+TEXT = page_text(README)
+#: Where the settings tables are.
+REFERENCE = page("settings.md")
 
 SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders, Host, Watch)
 #: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
 NOT_KEYS = {(Settings, "source")}
-MARKERS = ("# swapgen.yaml", "# backends.yaml", "# config.yaml", "# config.yaml (excerpt)", "# config.yaml (routing)",
-           "# config.yaml (container)", "# compose.yaml", "# config.yaml (with mistakes)",
-           "# swapgen.yaml (with mistakes)", "# .pre-commit-config.yaml")
 #: The path the README's tour writes in place of the clone's absolute path.
 TOUR_ROOT = "/home/me/swapgen"
 
-_FENCE = re.compile(r"^```([\w.+-]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
-_HEADING = re.compile(r"^(#{1,6}) (.*)$")
 _NAME = re.compile(r"`([a-z_][a-z0-9_]*)`")
 
 
-#: File names of settings files; a block headed `# <folder>/<one of them>[: what it is]` is a settings example.
-SETTINGS_FILES = ("swapgen.yaml", "fleet.yaml")
-
-
-def marker(first_line: str) -> str:
-    """What a block's first line says it is: `# swapgen.yaml` for every settings file, else the line."""
-    name = first_line.strip().removeprefix("# ").split(":", 1)[0]
-    return "# swapgen.yaml" if first_line.startswith("# ") and name.rsplit("/", 1)[-1] in SETTINGS_FILES else first_line
-
-
-def code_blocks() -> list[tuple[str, str, int]]:
-    """(language, body, line number) of every fenced block, in order."""
-    return [(m.group(1), m.group(2), TEXT.count("\n", 0, m.start()) + 1) for m in _FENCE.finditer(TEXT)]
-
-
-def section_blocks(heading: str) -> list[tuple[str, str, int]]:
-    """The fenced blocks of the section `heading` (a whole heading line, `## Name`): up to the
-    next heading of its level or above."""
-    level = len(heading) - len(heading.lstrip("#"))
-    lines, fenced, first, last = TEXT.splitlines(), False, None, None
-    for number, line in enumerate(lines, 1):
-        fenced ^= line.startswith("```")
-        if fenced or not (m := _HEADING.match(line)):
-            continue
-        if first is None and line == heading:
-            first = number
-        elif first is not None and len(m.group(1)) <= level:
-            last = number
-            break
-    assert first is not None, f"README.md has no heading {heading!r}"
-    return [b for b in code_blocks() if first < b[2] < (last or len(lines) + 1)]
-
-
-def yaml_blocks(wanted: str) -> list[tuple[str, int]]:
-    """Bodies of ```yaml blocks whose first line's `marker` is `wanted`."""
-    return [(body, line) for lang, body, line in code_blocks()
-            if lang == "yaml" and marker(body.splitlines()[0].strip()) == wanted]
-
-
 def examples(wanted: str) -> list:
-    """`yaml_blocks` as pytest params named by their README line."""
-    return [pytest.param(body, line, id=f"README.md:{line}") for body, line in yaml_blocks(wanted)]
-
-
-def _separator(line: str) -> bool:
-    return line.startswith("|") and set(line) <= set("|-: ")
-
-
-def table_rows_under(wanted) -> list[list[str]]:
-    """Cells of the body rows of the tables in sections whose heading `wanted` accepts (a
-    callable on the heading line, or that exact heading line)."""
-    accept = (lambda h: h == wanted) if isinstance(wanted, str) else wanted
-    lines = TEXT.splitlines()
-    rows, inside, in_fence = [], False, False
-    for i, line in enumerate(lines):
-        if line.startswith("```"):
-            in_fence = not in_fence
-        elif in_fence:
-            continue
-        elif _HEADING.match(line):
-            inside = accept(line)
-        elif inside and line.startswith("|") and not _separator(line):
-            is_header = i + 1 < len(lines) and _separator(lines[i + 1])
-            if not is_header:
-                rows.append([c.strip() for c in line.strip().strip("|").split("|")])
-    return rows
+    """The ```yaml blocks of every page whose marker is `wanted`, as pytest params named by
+    their page and line."""
+    return [pytest.param(body, line, id=f"{page_name(path)}:{line}")
+            for path in PAGES for body, line in yaml_blocks(wanted, path)]
 
 
 def table_rows(cls: type) -> list[list[str]]:
     """Cells of the table rows under every heading that names `cls` in backticks."""
-    return table_rows_under(lambda heading: f"`{cls.__name__}`" in heading)
+    return table_rows_under(lambda heading: f"`{cls.__name__}`" in heading, REFERENCE)
 
 
 def documented(cls: type) -> dict[str, list[str]]:
@@ -133,7 +75,7 @@ def keys(cls: type) -> list[str]:
 
 
 def render_default(field: attrs.Attribute) -> str:
-    """A field's default as the README's default column writes it."""
+    """A field's default as the reference's default column writes it."""
     default = field.default
     if default is attrs.NOTHING:
         return "required"
@@ -171,16 +113,16 @@ def test_readme_opens_with_the_two_setup_commands():
 
 @pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
 def test_every_settings_key_has_a_table_row(cls):
-    """A key added to settings.py fails here until README's table for its class describes it."""
+    """A key added to settings.py fails here until the reference's table for its class describes it."""
     missing = [name for name in keys(cls) if name not in documented(cls)]
-    assert not missing, f"README.md: no row in the `{cls.__name__}` table for {missing}"
+    assert not missing, f"docs/settings.md: no row in the `{cls.__name__}` table for {missing}"
 
 
 @pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
 def test_tables_document_no_key_the_code_lacks(cls):
-    """A renamed or removed key fails here instead of lingering in the README."""
+    """A renamed or removed key fails here instead of lingering in the reference."""
     stale = sorted(set(documented(cls)) - set(keys(cls)))
-    assert not stale, f"README.md: `{cls.__name__}` table names keys the code does not have: {stale}"
+    assert not stale, f"docs/settings.md: `{cls.__name__}` table names keys the code does not have: {stale}"
 
 
 @pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
@@ -193,11 +135,11 @@ def test_table_defaults_are_the_code_defaults(cls):
             assert len(cells) == 4, f"row of {field.name!r} needs key | type | default | meaning"
             if cells[2] != render_default(field):
                 wrong[field.name] = (cells[2], render_default(field))
-    assert not wrong, f"README.md `{cls.__name__}` defaults (README, code): {wrong}"
+    assert not wrong, f"docs/settings.md `{cls.__name__}` defaults (page, code): {wrong}"
 
 
 def test_table_helpers_read_a_known_row():
-    """The parser itself works: a row the README certainly has is found with its cells."""
+    """The parser itself works: a row the reference certainly has is found with its cells."""
     row = documented(Override)["vllm_tool_parser"]
     assert row[2] == "`null`" and "none" in row[3]
     assert render_default(attrs.fields_dict(Settings)["ttl"]) == "`600`"
@@ -210,16 +152,17 @@ def test_table_helpers_read_a_known_row():
 # YAML examples
 
 
-def test_every_yaml_block_says_what_it_is():
+@pytest.mark.parametrize("path", PAGES, ids=page_name)
+def test_every_yaml_block_says_what_it_is(path):
     """Unmarked YAML would escape the checks below."""
-    unmarked = [line for lang, body, line in code_blocks()
+    unmarked = [line for lang, body, line in code_blocks(path)
                 if lang == "yaml" and marker(body.splitlines()[0].strip()) not in MARKERS]
-    assert not unmarked, f"README.md: ```yaml blocks at lines {unmarked} need a marker line, one of {MARKERS}"
+    assert not unmarked, f"{page_name(path)}: ```yaml blocks at lines {unmarked} need a marker line, one of {MARKERS}"
 
 
-def test_readme_has_settings_examples_to_check():
-    assert len(yaml_blocks("# swapgen.yaml")) >= 4
-    assert yaml_blocks("# config.yaml")
+def test_the_pages_have_settings_examples_to_check():
+    assert len(examples("# swapgen.yaml")) >= 20
+    assert examples("# config.yaml") and examples("# backends.yaml")
 
 
 @pytest.mark.parametrize("body,line", examples("# swapgen.yaml"))
@@ -230,28 +173,29 @@ def test_settings_example_loads(body, line, tmp_path):
             (tmp_path / root).mkdir(parents=True, exist_ok=True)
     (tmp_path / "swapgen.yaml").write_text(body, encoding="utf-8")
     settings = load_settings(tmp_path / "swapgen.yaml")
-    assert settings.roots or settings.hosts, f"README.md line {line}"
+    assert settings.roots or settings.hosts
 
 
 @pytest.mark.parametrize("body,line", examples("# backends.yaml"))
 def test_backends_file_example_loads(body, line, tmp_path):
     (tmp_path / "backends.yaml").write_text(body, encoding="utf-8")
-    assert load_backends_file(tmp_path / "backends.yaml"), f"README.md line {line}"
+    assert load_backends_file(tmp_path / "backends.yaml")
 
 
 @pytest.mark.parametrize("body,line", examples("# config.yaml"))
 def test_whole_config_example_is_valid_for_llama_swap(body, line):
-    errors = [str(p) for p in validate_text(body, f"README.md:{line}") if p.fatal]
+    errors = [str(p) for p in validate_text(body, f"block at line {line}") if p.fatal]
     assert not errors
 
 
 def test_compose_example_runs_the_watcher_beside_llama_swap():
     """The sidecar sees the models where the host does (the settings' roots), llama-swap where
     `path_map` serves them, and both share the config's folder (not the file: it is renamed)."""
-    (body, _line), = yaml_blocks("# compose.yaml")
+    guide = page("containers-and-watch.md")
+    (body, _line), = yaml_blocks("# compose.yaml", guide)
     services = YAML(typ="safe", pure=True).load(body)["services"]
     assert services["swapgen"]["command"][-1] == "watch"
-    (settings, _), = [b for b in yaml_blocks("# swapgen.yaml") if "path_map:" in b[0]]
+    (settings, _), = [b for b in yaml_blocks("# swapgen.yaml", guide) if "path_map:" in b[0]]
     data = YAML(typ="safe", pure=True).load(settings)
     (host, served), = data["path_map"].items()
     config_dir = os.path.dirname(data["output"])
@@ -262,10 +206,11 @@ def test_compose_example_runs_the_watcher_beside_llama_swap():
     assert services["llama-swap"]["entrypoint"][-2:] == ["/config/config.yaml", "--watch-config"]
 
 
-def test_validate_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
+def test_validate_example_prints_what_the_page_shows(tmp_path, monkeypatch):
     """The labelled lines and the exit status of `swapgen validate` on the example with mistakes,
     then the summary line once the error is fixed."""
-    blocks = section_blocks("## Commands")
+    guide = page("commands.md")
+    blocks = section_blocks("## Checking a config: swapgen validate", guide)
     (config,) = [b for lang, b, _ in blocks if lang == "yaml" and b.startswith("# config.yaml (with mistakes)\n")]
     (shown,) = [b for lang, b, _ in blocks if lang == "text" and b.startswith("$ swapgen validate config.yaml")]
     monkeypatch.chdir(tmp_path)
@@ -274,7 +219,7 @@ def test_validate_example_prints_what_the_readme_shows(tmp_path, monkeypatch):
     assert f"$ swapgen validate config.yaml; echo \"exit $?\"\n{out}exit {rc}\n" == shown
     (tmp_path / "config.yaml").write_text(config.split("\n", 1)[1].replace("ttl: soon", "ttl: 600"))
     out, rc = _run(["validate", "config.yaml"])
-    assert rc == 0 and f"`{out.splitlines()[-1]}`" in " ".join(TEXT.split())
+    assert rc == 0 and f"`{out.splitlines()[-1]}`" in prose(guide)
 
 
 def _run(argv: list[str]) -> tuple[str, int]:
@@ -287,7 +232,7 @@ def _run(argv: list[str]) -> tuple[str, int]:
 def test_settings_errors_are_what_two_runs_print(tmp_path, capsys):
     """The settings example with mistakes: the first run's lines, then the next run's once the
     key and type mistakes are fixed (paths shown under /home/me/models)."""
-    blocks = section_blocks("## Settings (`swapgen.yaml`)")
+    blocks = section_blocks("## How the file is read", REFERENCE)
     (settings,) = [b for lang, b, _ in blocks if lang == "yaml" and b.startswith("# swapgen.yaml (with mistakes)\n")]
     shown = [b for lang, b, _ in blocks if lang == "text" and b.startswith("$ swapgen\n")]
     (tmp_path / "models").mkdir()
@@ -307,14 +252,14 @@ def test_precommit_rev_is_this_release():
 
     from autogen import __version__  # noqa: PLC0415 - only here
 
-    (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
+    (body, _line), = yaml_blocks("# .pre-commit-config.yaml", page("pre-commit.md"))
     (repo,) = YAML(typ="safe", pure=True).load(body)["repos"]
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert repo["rev"] == f"v{__version__}" == f"v{project}"
 
 
 def test_precommit_example_uses_the_hooks_this_repo_defines():
-    (body, _line), = yaml_blocks("# .pre-commit-config.yaml")
+    (body, _line), = yaml_blocks("# .pre-commit-config.yaml", page("pre-commit.md"))
     hooks = {h["id"] for h in YAML(typ="safe", pure=True).load((REPO / ".pre-commit-hooks.yaml").read_text())}
     used = [h["id"] for repo in YAML(typ="safe", pure=True).load(body)["repos"] for h in repo["hooks"]]
     assert set(used) == hooks == {"swapgen", "swapgen-validate"}
@@ -388,10 +333,10 @@ def test_tour_config_excerpt_is_what_doit_writes(tour):
 
 def test_tour_prose_says_where_the_projector_went(tour):
     """The tour's reading of the gemma entry agrees with the entry's own comment."""
-    prose = " ".join(TEXT.split())
+    said = prose(README)
     on_gpu = "# projector mmproj-F16.gguf on the GPU\n" in tour["config"]
-    assert ("The projector stays on the GPU" in prose) == on_gpu
-    assert ("The projector runs on the CPU" in prose) == (not on_gpu)
+    assert ("The projector stays on the GPU" in said) == on_gpu
+    assert ("The projector runs on the CPU" in said) == (not on_gpu)
 
 
 def test_tour_list_output_is_what_swapgen_prints(tour):
@@ -415,15 +360,14 @@ def test_tour_summary_line_is_what_doit_prints(tour):
     assert f"\n{tour['summary']}\n" in TEXT, f"README.md: first `doit` summary differs{REFRESH}"
 
 
-def test_list_json_rows_have_the_keys_the_readme_names(tmp_path):
+def test_list_json_rows_have_the_keys_the_commands_page_names(tmp_path):
     """Every row of `swapgen list --json` (ignored rows too) has exactly the documented keys."""
     run_tour(tmp_path)
     out, rc = _run(["--settings", str(tmp_path / "swapgen.yaml"), "list", "--json"])
     rows = json.loads(out)
-    prose = TEXT[TEXT.index("`swapgen list --json` gives"):].split("\n\n", 1)[0]
-    documented = set(re.findall(r"`([a-z_]+)`", prose))
+    documented = set(re.findall(r"`([a-z_]+)`", section("## JSON for scripts", page("commands.md"))))
     assert rc == 0 and {r["class"] for r in rows} >= {"llm", "ignored"}
-    assert set(rows[0]) <= documented, f"README.md does not name {sorted(set(rows[0]) - documented)}"
+    assert set(rows[0]) <= documented, f"docs/commands.md does not name {sorted(set(rows[0]) - documented)}"
     for row in rows:
         assert list(row) == list(rows[0]), row
 
@@ -460,15 +404,12 @@ def fleet_run(tmp_path_factory) -> dict[str, str]:
     return {**configs, "summary": "\n".join(summary), "worker": workers[0]}
 
 
-def _section(heading: str) -> str:
-    start = TEXT.index(heading + "\n")
-    nxt = re.search(r"^## ", TEXT[start + len(heading):], re.MULTILINE)
-    return TEXT[start:start + len(heading) + (nxt.start() if nxt else len(TEXT))]
+#: The fleet's page.
+FLEET = page("gpu-hosts.md")
 
 
 def _fleet_blocks(lang: str, first: str) -> list[str]:
-    section = _section("## Several GPU hosts")
-    return [m.group(2) for m in _FENCE.finditer(section) if m.group(1) == lang and m.group(2).startswith(first)]
+    return [body for lg, body, _ in code_blocks(FLEET) if lg == lang and body.startswith(first)]
 
 
 def test_fleet_settings_examples_are_the_fleet_tested():
@@ -485,8 +426,7 @@ def test_fleet_front_config_is_what_swapgen_writes(fleet_run):
 
 
 def test_fleet_summary_and_head_command_are_a_real_run(fleet_run):
-    section = _section("## Several GPU hosts")
-    assert f"\n{fleet_run['summary']}\n" in section
+    assert f"\n{fleet_run['summary']}\n" in page_text(FLEET)
     (head,) = _fleet_blocks("text", "# hosts/gpu-a/config.yaml\n")
     assert head.split("\n", 1)[1] in fleet_run["gpu-a"]
     (worker,) = _fleet_blocks("text", "vllm serve ")
@@ -523,11 +463,12 @@ if __name__ == "__main__":
 
 def test_routing_example_is_what_a_run_writes(tmp_path):
     """The "Routing planned from VRAM" settings over the sample library write that routing block."""
-    (routing, line), = yaml_blocks("# config.yaml (routing)")
-    settings = [body for body, at in yaml_blocks("# swapgen.yaml") if at < line][-1]
+    guide = page("vram-routing.md")
+    (routing, line), = yaml_blocks("# config.yaml (routing)", guide)
+    settings = [body for body, at in yaml_blocks("# swapgen.yaml", guide) if at < line][-1]
     (tmp_path / "swapgen.yaml").write_text(settings)
     sample.ensure(tmp_path / sample.SAMPLE_DIR)
     _captured(["--settings", str(tmp_path / "swapgen.yaml")])
     written = (tmp_path / "config.yaml").read_text(encoding="utf-8")
     block = routing.split("\n", 1)[1]
-    assert written.endswith(block), f"README.md line {line}: the routing block differs from a real run{REFRESH}"
+    assert written.endswith(block), f"docs/vram-routing.md line {line}: the routing block differs from a real run"

@@ -69,7 +69,7 @@ def concrete_sets(doc) -> list[frozenset[str]]:
 
 
 def per_card(entry: dict, cards: dict) -> dict:
-    """What the entry takes of each card, from its own metadata (the README's rule)."""
+    """What the entry takes of each card, from its own metadata (docs/vram-routing.md's rule)."""
     meta = entry.get("metadata", {})
     est = meta.get("est_vram_gb") or 0
     if not est:

@@ -20,8 +20,8 @@ from autogen.errors import SettingsError, SwapgenError
 from autogen.settings.load import load_settings
 from autogen.settings.schema import Override, PathMapping, Settings
 from tests.builders import SETTINGS, add_model
+from tests.guide_pages import code_blocks, page, yaml_blocks
 from tests.runs import generate
-from tests.test_readme import code_blocks, yaml_blocks
 
 EXE = "/app/llama-server"
 
@@ -305,13 +305,14 @@ class TestContainerLayout:
         shutil.rmtree(tmp_path / "cache")
 
 
-class TestReadme:
-    """README's worked example with llama-swap's CUDA image, on the sample library."""
+class TestGuideExample:
+    """docs/containers-and-watch.md's worked example with llama-swap's CUDA image, on the sample library."""
 
     def blocks(self):
-        (settings, _), = [b for b in yaml_blocks("# swapgen.yaml") if "path_map:" in b[0]]
-        (entry, _), = yaml_blocks("# config.yaml (container)")
-        (error,) = [body for lang, body, _ in code_blocks() if lang == "text" and "path_map: model" in body]
+        guide = page("containers-and-watch.md")
+        (settings, _), = [b for b in yaml_blocks("# swapgen.yaml", guide) if "path_map:" in b[0]]
+        (entry, _), = yaml_blocks("# config.yaml (container)", guide)
+        (error,) = [body for lang, body, _ in code_blocks(guide) if lang == "text" and "path_map: model" in body]
         return settings, entry.split("\n", 1)[1], error
 
     def test_the_entry_is_what_a_run_writes(self, tmp_path):

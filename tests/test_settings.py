@@ -88,7 +88,7 @@ threads: 6
 
 class TestLoad:
     def test_every_documented_key_is_accepted(self, tmp_path):
-        """A file using every key of the README's settings tables loads, values typed as written."""
+        """A file using every key of the settings reference's tables loads, values typed as written."""
         s = load_settings(write(tmp_path, FULL))
         assert s.vram_budget_gb == 22.5 and s.card_vram_gb == 24.0 and s.ttl == 900
         assert s.backends[0] == BackendRow(id="llama-cuda", kind="llama", path="/opt/llama/llama-server",

@@ -251,14 +251,13 @@ def test_places_follow_huggingface_hub_precedence(tmp_path):
     assert firsts == ["/a", "/b", "/c/hub", "/d/huggingface/hub", os.path.join(home, ".cache", "huggingface", "hub")]
 
 
-# -- README "Your own models" ------------------------------------------------------------------
+# -- docs/getting-started.md ---------------------------------------------------------------------
 
-#: HOME as the README shows it.
-README_HOME = "/home/me"
-README_SECTION = "## Your own models: `swapgen init` and `swapgen doctor`"
+#: HOME as the guide shows it.
+SHOWN_HOME = "/home/me"
 
 
-def readme_machine(machine: Path, monkeypatch) -> Path:
+def guide_machine(machine: Path, monkeypatch) -> Path:
     """The machine the section describes; returns the config repo (HOME/llm)."""
     home = machine / "home"
     hf_cache_model(home / ".cache" / "huggingface" / "hub")
@@ -274,22 +273,24 @@ def readme_machine(machine: Path, monkeypatch) -> Path:
     return home / "llm"
 
 
-def readme_runs(machine: Path, monkeypatch, capsys) -> dict[str, str]:
+def guide_runs(machine: Path, monkeypatch, capsys) -> dict[str, str]:
     """`$ swapgen init`, the file, `$ swapgen doctor` and `$ swapgen` as the section shows them."""
-    repo = readme_machine(machine, monkeypatch)
+    repo = guide_machine(machine, monkeypatch)
     shown = {}
     for command in (["init"], ["doctor"], []):
         rc, out, err = run(*command, capsys=capsys)
         assert rc == (1 if command == ["doctor"] else 0), err
         text = out if command else out.splitlines()[-1] + "\n"
-        shown[" ".join(["$ swapgen", *command])] = text.replace(str(machine / "home"), README_HOME)
+        shown[" ".join(["$ swapgen", *command])] = text.replace(str(machine / "home"), SHOWN_HOME)
         if command == ["init"]:
-            shown["# swapgen.yaml"] = (repo / "swapgen.yaml").read_text().replace(str(machine / "home"), README_HOME)
+            shown["# swapgen.yaml"] = (repo / "swapgen.yaml").read_text().replace(str(machine / "home"), SHOWN_HOME)
     return shown
 
 
-def test_readme_section_is_a_real_run(machine, monkeypatch, capsys):
-    from tests.test_readme import section_blocks  # noqa: PLC0415 - README helpers, only here
+def test_getting_started_is_a_real_run(machine, monkeypatch, capsys):
+    """The page's `$ swapgen init`, starter file, `$ swapgen doctor` and `$ swapgen` blocks."""
+    from tests.guide_pages import code_blocks, page  # noqa: PLC0415 - the guide's helpers, only here
 
-    blocks = {body.split("\n", 1)[0]: body.split("\n", 1)[1] for _, body, _ in section_blocks(README_SECTION)}
-    assert readme_runs(machine, monkeypatch, capsys) == blocks
+    blocks = {body.split("\n", 1)[0]: body.split("\n", 1)[1] for _, body, _ in code_blocks(page("getting-started.md"))}
+    runs = guide_runs(machine, monkeypatch, capsys)
+    assert runs == {first: blocks.get(first) for first in runs}

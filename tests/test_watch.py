@@ -21,8 +21,8 @@ import pytest
 from autogen.commands.watch import Settling, WatchPlan, describe_change, model_blocks, mount_types, needs_polling
 from autogen.settings.schema import Settings, Watch
 from tests.builders import SETTINGS, add_model
+from tests.guide_pages import code_blocks, page
 from tests.runs import generate
-from tests.test_readme import code_blocks
 
 TIMEOUT = 90  # seconds; generous for a loaded machine, never a measurement
 
@@ -34,8 +34,9 @@ def settings_text(settle: float = 1.0, extra: str = "") -> str:
 
 
 def readme_lines() -> list[str]:
-    """The watcher's lines README shows."""
-    (body,) = [b for lang, b, _ in code_blocks() if lang == "text" and b.startswith("swapgen watch: ")]
+    """The watcher's lines docs/containers-and-watch.md shows."""
+    (body,) = [b for lang, b, _ in code_blocks(page("containers-and-watch.md"))
+               if lang == "text" and b.startswith("swapgen watch: ")]
     return body.splitlines()
 
 

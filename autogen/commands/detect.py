@@ -389,7 +389,7 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
         raise SwapgenError(
             f"{settings.source}: path_map is set, so backend paths are the executables as the container sees them; "
             "detect finds and probes the host's engines and cannot check those. Write the rows under `backends:` "
-            "by hand (README: \"In a container\")")
+            "by hand (docs/containers-and-watch.md)")
     if not settings.backends_file:
         raise SettingsError(settings.source, [
             "backends_file: required by `swapgen backends detect`, which writes its rows there "
@@ -408,7 +408,7 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
     if manual and any(r.managed for r in change.rows):
         gone = [r.id for r in manual if r.id not in {row.id for row in change.rows}]
         notes.append(f"rows in {target.name} replace the {counted(len(manual), 'row')} under `backends:` when "
-                     "settings load (README: `backends_file`)"
+                     "settings load (docs/settings.md: `backends_file`)"
                      + (f": pins to {', '.join(gone)} fall back to automatic resolution" if gone else ""))
     return {
         "file": str(target),

@@ -146,7 +146,7 @@ def _backends_part(rows: tuple[BackendRow, ...]) -> list[str]:
 def render(places: list[Place], found_gpus: tuple[Gpu, ...], rows: tuple[BackendRow, ...], home: str) -> str:
     """The starter file's text."""
     head = ["# swapgen settings, written by `swapgen init` from what this machine has. Every key is in",
-            "# README \"Settings\". `swapgen doctor` says what is still missing; `swapgen` writes the config.",
+            "# swapgen's docs/settings.md. `swapgen doctor` says what is still missing; `swapgen` writes the config.",
             ""]
     paths = ["", "# The llama-swap config swapgen writes, and its cache (relative to this file):",
              "output: config.yaml", "cache_dir: cache", ""]

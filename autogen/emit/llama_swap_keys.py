@@ -6,8 +6,8 @@
 - `concurrencyLimit` is the engine's slot count where the command sets it (llama-server
   `--parallel`, vLLM `--max-num-seqs`): a request past the slots gets llama-swap's HTTP 429
   instead of waiting inside the engine behind the others.
-- An override's `llama_swap:` block adds the keys swapgen does not own (README "Your own
-  llama-swap settings"); the keys it may not add are refused when the settings are read
+- An override's `llama_swap:` block adds the keys swapgen does not own (docs/llama-swap-settings.md);
+  the keys it may not add are refused when the settings are read
   (`router.passthrough`), and the ones an engine's entry happens to set (a `checkEndpoint`, a
   metadata key, a device variable) become `Plan.conflicts`, which stop the run.
 """

@@ -139,7 +139,7 @@ RAY_PORT = 6379
 
 def worker_commands(ctx: EmitContext, head_argv: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(host, shell command) that each node must run before the head's `vllm serve` can start;
-    swapgen starts none of them (README "A model across hosts"). Ray: the head's cluster and
+    swapgen starts none of them (docs/gpu-hosts.md#a-model-across-hosts-multi-node-vllm). Ray: the head's cluster and
     each worker joining it. mp: each worker's headless `vllm serve` with the head's engine
     flags, its own rank and `--headless` (vllm/entrypoints/cli/serve.py `run_headless`)."""
     nodes = ctx.nodes

@@ -4,7 +4,7 @@ llama.cpp loads GGUF and vLLM loads Hugging Face safetensors (and GGUF through a
 formats below are neither, whatever their folder looks like. A model in one of them is
 skipped with the format named and the kind of engine that serves it, never handed to an
 engine that would fail to start; an override pinning a `custom` backend row may still claim
-it (README "Formats swapgen does not serve").
+it (docs/model-files.md#what-is-never-served).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Multi-node vLLM: the hosts an override's `vllm_nodes` names, and the parallel layout over
-their GPUs (README "A model across hosts").
+their GPUs (docs/gpu-hosts.md#a-model-across-hosts-multi-node-vllm).
 
 Layout: tensor parallel inside a node, pipeline parallel across nodes, as vLLM's multi-node
 guide lays them out. Every node runs the same number of ranks (vLLM's multiprocessing executor

@@ -3,7 +3,7 @@
 A pure function of the served entries (`Load`: estimate, devices, size on disk) and the host's
 cards (`Device`) → `MatrixPlan`: the maximal sets of entries that fit together on every card
 they use, every CPU-only entry in each set, an evict cost per entry. `docs/maintainers/routing.md` gives the
-rules and the measurements; the README's "Routing planned from VRAM" section an example.
+rules and the measurements; docs/vram-routing.md an example.
 
 - An entry's demand on a card is its `est_vram_gb` spread over its devices in proportion to
   their VRAM: llama-server's `-ts` (and its default split) and vLLM's per-GPU

@@ -128,7 +128,7 @@ def top_level_problems(settings: Settings) -> list[str]:
     owned = dict(OWNED_TOP)
     if settings.output_mode == "fragment":
         del owned["healthCheckTimeout"]
-    if settings.hosts:  # a fleet front: README "Several GPU hosts"
+    if settings.hosts:  # a fleet front: docs/gpu-hosts.md
         owned["peers"] = "a fleet front writes one peer per entry of `hosts:`"
         owned["selectors"] = "a fleet front writes the selectors of models several hosts serve"
     problems = _block_problems(block, path, owned, TOP_SPEC, "top-level", {"routing": _routing_problems})

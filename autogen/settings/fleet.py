@@ -1,5 +1,5 @@
 """A fleet front's hosts: each `hosts:` entry's own settings file, loaded and checked against
-the others (README "Several GPU hosts").
+the others (docs/gpu-hosts.md).
 
 The front run generates every host's config from that host's settings, on the machine the
 front runs on, so a host must declare its GPUs (`gpus` or `card_vram_gb`): probing would read

@@ -42,7 +42,7 @@ class BackendRow:
 
 @frozen
 class Variant:
-    """A named llama profile of one model: `<id>-<slug(name)>` (see README)."""
+    """A named llama profile of one model: `<id>-<slug(name)>` (docs/settings.md#variants-variant)."""
 
     name: str
     ctx: int | None = None
@@ -123,8 +123,8 @@ class Override:
     sampling_method: str | None = None
     width: int | None = None
     height: int | None = None
-    # llama-swap keys of this model's entries that swapgen does not own (README "Your own
-    # llama-swap settings"): plain YAML data, spelled as llama-swap spells it.
+    # llama-swap keys of this model's entries that swapgen does not own (docs/llama-swap-settings.md#per-model-keys):
+    # plain YAML data, spelled as llama-swap spells it.
     #: e.g. {"aliases": ["coder"], "filters": {"stripParams": "top_k"}, "concurrencyLimit": 4}.
     llama_swap: dict[str, Any] = field(factory=dict, hash=False)
 
@@ -263,7 +263,7 @@ class Settings:
     #: "auto": write llama-swap's `matrix` router, the sets of models that fit together on the
     #: cards (`router.matrix_plan`); None: groups. Excludes `groups` (llama-swap takes one or the other).
     routing: str | None = None
-    # llama-swap as users run it (README "Your own llama-swap settings", "A config-dir fragment")
+    # llama-swap as users run it (docs/llama-swap-settings.md)
     #: Top-level llama-swap keys written as given, e.g. {"apiKeys": ["${env.LLAMA_SWAP_API_KEY}"]}.
     llama_swap: dict[str, Any] = field(factory=dict, hash=False)
     #: "full": the whole llama-swap file; "fragment": only swapgen's part, for `-config-dir`.

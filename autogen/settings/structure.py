@@ -165,7 +165,7 @@ _KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in
 
 
 def _kind(value: Any, type_: Any) -> str:
-    """A kind README's backends table lists (any case), or `custom`: `vlm` is a typo, and
+    """A kind docs/engines.md#kinds lists (any case), or `custom`: `vlm` is a typo, and
     `llama-server` names the executable (that is `path`), not the engine."""
     kind = _nonblank(value, type_)
     word = kind.strip().lower()

@@ -1,6 +1,6 @@
-"""README's "Your own llama-swap settings" and "A config-dir fragment" stay true: their settings
-run on a library with the models they name, and the output they show is what swapgen writes
-and prints (`…` lines stand for lines left out)."""
+"""docs/llama-swap-settings.md stays true: the settings of "Top-level and per-model keys" and "A
+config-dir fragment" run on a library with the models they name, and the output they show is
+what swapgen writes and prints (`…` lines stand for lines left out)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ import pytest
 
 from autogen.commands import cli
 from tests.builders import add_model
-from tests.test_readme import TEXT
-from tests.test_readme import section_blocks as section
+from tests.guide_pages import chunks, in_order, page, prose, section_blocks
 
+#: The page, and its two examples' sections.
+GUIDE = page("llama-swap-settings.md")
+OWN_KEYS = "## Top-level and per-model keys"
+FRAGMENT = "## A config-dir fragment (`output_mode: fragment`)"
 MODELS = ("Qwen/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", "google/gemma-3-4b-it-GGUF/gemma-3-4b-it-Q4_K_M.gguf")
 
 
@@ -37,20 +40,8 @@ def run(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def chunks(shown: str) -> list[str]:
-    """The shown file cut at its `…` lines: each piece appears verbatim in the real one."""
-    pieces, current = [], []
-    for line in shown.splitlines():
-        if line.strip() == "…":
-            pieces.append("\n".join(current) + "\n")
-            current = []
-        else:
-            current.append(line)
-    return [p for p in [*pieces, "\n".join(current) + "\n"] if p.strip()]
-
-
 def test_own_settings_example_writes_what_it_shows(tmp_path, monkeypatch):
-    blocks = section("## Your own llama-swap settings")
+    blocks = section_blocks(OWN_KEYS, GUIDE)
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
     rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
@@ -59,11 +50,8 @@ def test_own_settings_example_writes_what_it_shows(tmp_path, monkeypatch):
     _, shown = block(blocks, "text", "$ swapgen && cat config.yaml").split("\n", 1)
     pieces = chunks(shown)
     assert written.startswith(pieces[0]) and len(pieces) >= 4
-    position = 0
-    for piece in pieces:
-        found = written.find(piece, position)
-        assert found >= 0, f"README.md: not in the generated config (in this order):\n{piece}"
-        position = found + len(piece)
+    missing = in_order(pieces, written)
+    assert missing is None, f"docs/llama-swap-settings.md: not in the generated config (in this order):\n{missing}"
 
 
 def test_plain_text_key_warning_is_what_a_run_prints(tmp_path):
@@ -72,12 +60,11 @@ def test_plain_text_key_warning_is_what_a_run_prints(tmp_path):
     assert rc == 0
     (line,) = [ln for ln in err.splitlines() if "plain text" in ln]
     line = line.replace(str(root / "config.yaml"), "config.yaml")
-    prose = " ".join(TEXT.split())
-    assert f"`{line}`" in prose, line
+    assert f"`{line}`" in prose(GUIDE), line
 
 
 def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
-    blocks = section("## A config-dir fragment (`output_mode: fragment`)")
+    blocks = section_blocks(FRAGMENT, GUIDE)
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml"))
     main = block(blocks, "yaml", "# config.yaml")
     (root / "config.yaml").write_text(main)
@@ -95,13 +82,6 @@ def test_fragment_example_merges_with_its_main_file(tmp_path, monkeypatch):
     assert re.fullmatch(r"\$ llama-swap --config config\.yaml --config-dir conf\.d .*", transcript[5])
 
 
-@pytest.mark.parametrize("heading", ["## Your own llama-swap settings",
-                                     "## A config-dir fragment (`output_mode: fragment`)"])
-def test_sections_are_linked_from_the_contents(heading):
-    anchor = re.sub(r"[^a-z0-9 _-]", "", heading.lstrip("# ").lower()).replace(" ", "-")
-    assert f"(#{anchor})" in TEXT
-
-
 @pytest.mark.parametrize(("mistake", "wanted"), [
     (("logLevel: info", "logLevl: info"), ["swapgen.yaml:9: llama_swap.logLevl: "]),
     (("gemma-3-4b-it-q4_k_m]", "gemma-3-4b-it-q8_0]"), ["config.yaml:16: selectors.assistant.targets[1] ",
@@ -110,12 +90,11 @@ def test_sections_are_linked_from_the_contents(heading):
 def test_quoted_error_lines_are_what_a_run_prints(tmp_path, monkeypatch, mistake, wanted):
     """The section's settings (its `# swapgen.yaml` line kept, as a reader copies it) with one
     mistake: each line the prose quotes is a line the run prints, whole."""
-    blocks = section("## Your own llama-swap settings")
+    blocks = section_blocks(OWN_KEYS, GUIDE)
     root = library(tmp_path, block(blocks, "yaml", "# swapgen.yaml").replace(*mistake))
     monkeypatch.setenv("LLAMA_SWAP_API_KEY", "k-readme")
     rc, _, err = run(["--settings", str(root / "swapgen.yaml")])
     assert rc == 1
-    prose = " ".join(TEXT.split())
     for start in wanted:
         (line,) = [ln.strip() for ln in err.replace(f"{root}/", "").splitlines() if ln.strip().startswith(start)]
-        assert f"`{line}`" in prose, line
+        assert f"`{line}`" in prose(GUIDE), line

@@ -1,14 +1,15 @@
-"""README's "llama.cpp's router instead of llama-swap" stays true: its settings run on a library
-with the models it names, and what it shows is what swapgen prints and writes, in that order
-(`…` lines stand for lines left out; the README's library lives at /home/me/lib)."""
+"""docs/llama-server-router.md stays true: its example's settings run on a library with the
+models it names, and what it shows is what swapgen prints and writes, in that order (`…` lines
+stand for lines left out; the page's library lives at /home/me/lib)."""
 
 from __future__ import annotations
 
 from autogen.router.preset_check import check_preset_text
 from tests.builders import llama_kv
 from tests.gguf_fixtures import Q, write_gguf
+from tests.guide_pages import chunks, in_order, page, section_blocks
 from tests.hf_fixtures import write_config, write_safetensors
-from tests.test_readme_llama_swap import block, chunks, run, section
+from tests.test_guide_llama_swap import block, run
 
 SHOWN_ROOT = "/home/me/lib"
 #: (path under models/, bytes on disk, blocks, trained context)
@@ -29,7 +30,7 @@ def build(root):
 
 
 def test_router_example_prints_and_writes_what_it_shows(tmp_path):
-    blocks = section("## llama.cpp's router instead of llama-swap")
+    blocks = section_blocks("## An example", page("llama-server-router.md"))
     build(tmp_path)
     (tmp_path / "swapgen.yaml").write_text(block(blocks, "yaml", "# swapgen.yaml"))
     rc, out, err = run(["--settings", str(tmp_path / "swapgen.yaml")])
@@ -38,8 +39,5 @@ def test_router_example_prints_and_writes_what_it_shows(tmp_path):
     assert check_preset_text(written) == []
     actual = (out + written).replace(str(tmp_path), SHOWN_ROOT)
     _, shown = block(blocks, "text", "$ swapgen && cat models.ini").split("\n", 1)
-    position = 0
-    for piece in chunks(shown):
-        found = actual.find(piece, position)
-        assert found >= 0, f"README.md: not in what swapgen printed and wrote (in this order):\n{piece}"
-        position = found + len(piece)
+    missing = in_order(chunks(shown), actual)
+    assert missing is None, f"docs/llama-server-router.md: not in what swapgen printed and wrote (in this order):\n{missing}"
