@@ -194,7 +194,18 @@ class TestRewrite:
         assert sorted(got) == ["llama-cuda", "sd"]  # not llama-cuda-2
         assert got["llama-cuda"].default and got["sd"].default
         assert ("rows in backends.yaml replace the 2 rows under `backends:` when settings load (docs/settings.md: "
-                "`backends_file`): pins to mine fall back to automatic resolution") in report["notes"]
+                "`backends_file`): pins to mine then name no row (a settings error until they name one)") in report["notes"]
+
+    def test_a_pin_to_a_row_only_under_backends_is_refused_once_the_file_has_rows(self, tmp_path, home):
+        """What detect's note says: the pin names no row of the registry in use, so settings stop
+        loading, naming the pin and the file's ids, until it names one."""
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        settings = settings_file(tmp_path, "backends:\n  - {id: mine, kind: llama, path: /x/llama-server}\n"
+                                           "overrides:\n  - {match: '*qwen*', backend: mine}\n")
+        assert "pins to mine then name no row" in run(settings)["notes"][-1]
+        with pytest.raises(SettingsError) as refused:
+            load_settings(settings)
+        assert "overrides[0].backend: no backend row has id 'mine' (ids: llama-cuda)" in str(refused.value)
 
     def test_an_existing_managed_star_is_never_stolen(self, tmp_path, home):
         old = engine(tmp_path / "old", "llama-server", LLAMA_CUDA)

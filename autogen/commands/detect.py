@@ -409,7 +409,8 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
         gone = [r.id for r in manual if r.id not in {row.id for row in change.rows}]
         notes.append(f"rows in {target.name} replace the {counted(len(manual), 'row')} under `backends:` when "
                      "settings load (docs/settings.md: `backends_file`)"
-                     + (f": pins to {', '.join(gone)} fall back to automatic resolution" if gone else ""))
+                     + (f": pins to {', '.join(gone)} then name no row (a settings error until they name one)"
+                        if gone else ""))
     return {
         "file": str(target),
         "rows": [unstructure(r) for r in change.rows if r.managed],
