@@ -60,6 +60,26 @@ class TestVanishedLibrary:
         assert "hidden folder" in err and "allow_vanished_models: true" in err and "Traceback" not in err
         assert (library / "config.yaml").read_bytes() == before
 
+    def test_a_refused_run_moves_no_id(self, tmp_path, capsys):
+        """Two files that make one id: the one that had it keeps it once an unmounted disk is back,
+        since the run the empty mount point refused did not record a library without them."""
+        add_model(tmp_path / "models", "zeta/Model-GGUF/Model-Q4_K_M.gguf")
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS)
+        assert run(tmp_path) == 0
+        add_model(tmp_path / "models", "alpha/Model-GGUF/Model-Q4_K_M.gguf")
+        assert run(tmp_path) == 0
+        before = (tmp_path / "config.yaml").read_bytes()
+        assert '"model-q4_k_m-alpha":' in before.decode()
+        (tmp_path / "models").rename(tmp_path / "unmounted")
+        (tmp_path / "models").mkdir()
+        assert run(tmp_path) == 1
+        (tmp_path / "models").rmdir()
+        (tmp_path / "unmounted").rename(tmp_path / "models")
+        capsys.readouterr()
+        assert run(tmp_path) == 0
+        assert (tmp_path / "config.yaml").read_bytes() == before
+        assert "is now" not in capsys.readouterr().err
+
     def test_models_moved_into_a_hidden_folder_stop_the_run(self, library, capsys):
         assert run(library) == 0
         (library / "models/pub").rename(library / "models/.pub")

@@ -110,11 +110,10 @@ class Library:
         card = card_vram_gb(settings)
         memo = LoadMemo(settings, card, fleet)
         loaded = memo.load()
+        ledger, id_changes = None, ()
         if loaded is None:
             library = cls.discover(settings, card, fleet)
-            save_ledger(settings.cache_dir, library.discovery.ledger)
-            for line in library.discovery.id_changes:  # said once, by the run that gives the new id
-                print(f"swapgen: warning: {line}", file=sys.stderr)
+            ledger, id_changes = library.discovery.ledger, library.discovery.id_changes
             library.discovery = attrs.evolve(library.discovery, ledger=Ledger(), id_changes=())  # not memoised
             keys = {job.row.id: library.model_key(job) for job in library.jobs}
             memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys, None, library.drafts)
@@ -126,6 +125,10 @@ class Library:
         for problem in library.discovery.problems:
             print(f"swapgen: warning: {where}{problem}", file=sys.stderr)
         check_vanished(settings, library.discovery)
+        if ledger is not None:  # after the vanished check: a refused run keeps the ids the live config has
+            save_ledger(settings.cache_dir, ledger)
+            for line in id_changes:  # said once, by the run that gives the new id
+                print(f"swapgen: warning: {line}", file=sys.stderr)
         for problem in unmatched_settings(settings, library.discovery.models):
             print(f"swapgen: warning: {where}{problem}", file=sys.stderr)
         return library
