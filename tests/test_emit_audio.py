@@ -70,7 +70,7 @@ class TestQwenTTS:
         assert entry.comment[0].startswith("qwentts.cpp · qwen3 · 1 GB · ")
 
     def test_the_dispatcher_reads_the_codec_size_from_disk(self, tmp_path):
-        """`plan` passes `fsutil.file_size`: a 0.5 GiB codec on disk is charged, an absent one is not."""
+        """`emit.dispatch` leaves `file_size` at `fsutil.file_size`: a 0.5 GiB codec on disk is charged, an absent one is not."""
         codec = tmp_path / "qwen-tokenizer-12hz-Q8_0.gguf"
         talker = row(str(tmp_path / "qwen-talker-1.7b-base-Q8_0.gguf"), codec=str(codec))
         missing = plan_for(talker, qwen3(), settings(QWENTTS_ROW)).entries[0]

@@ -1,4 +1,4 @@
-"""vLLM sizing (`vllm_sizing`): worked examples A–D number for number
+"""vLLM sizing (`sizing.vllm`): worked examples A–D number for number
 (docs/maintainers/sizing.md#vllm-worked-examples, card probe stubbed at 24 GiB), the KV-cache size (docs/maintainers/sizing.md#vllm-kv-cache-size), sizing per
 GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
 

@@ -48,7 +48,7 @@ def digest(text: str) -> str:
 class LoadMemo:
     """What loading produced (discovered rows, metadata, resolved jobs), kept in `cache_dir`
     and reused while nothing it was computed from has changed: the settings, every entry
-    discovery can see (`discovery.walk_signature`), the card reading and GPU inventory, and
+    discovery can see (`discovery.walk.walk_signature`), the card reading and GPU inventory, and
     swapgen's own code, and what the engines' own figures depend on (`engine_state`). A no-op run
     then costs a walk of `stat` calls, not a rediscovery."""
 

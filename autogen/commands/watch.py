@@ -5,11 +5,11 @@ library closes the loop: a finished download appears in the config, a deleted fo
 
 - Events: the kernel's (inotify, or the platform's own) through `watchfiles`; a root on a
   network or FUSE mount, where events for changes made elsewhere never arrive, is polled
-  instead (`watch.polling: auto` reads the mount table; `always` / `never` decide for all).
+  instead (`Watch.polling` auto reads the mount table; `always` / `never` decide for all).
   The settings file and its backends file are checked by `stat` on every tick. A fleet front
   watches its hosts' roots and settings files too (its runs generate their configs).
 - Settling: a change starts nothing until every changed path has kept its size for
-  `watch.settle_seconds` with no new event, so a 40 GB download causes one run, after it ends,
+  `Watch.settle_seconds` with no new event, so a 40 GB download causes one run, after it ends,
   and a half-written model is never read (discovery also skips a GGUF shorter than its header
   says, should a run start for another reason).
 - Runs: each is a `swapgen run` in a child process, so it takes the run lock, is exactly as
@@ -44,7 +44,7 @@ from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Settings
 
-#: File systems whose changes made elsewhere raise no local event (`watch.polling: auto`).
+#: File systems whose changes made elsewhere raise no local event (`Watch.polling` auto).
 POLLED_FILE_SYSTEMS = frozenset(("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "virtiofs", "ceph", "glusterfs",
                                  "lustre", "gpfs", "afs", "davfs", "fuse"))
 #: Seconds between two looks at the settings file and at the pending changes when idle.

@@ -18,8 +18,8 @@ class ModelRow:
 
     #: Served id (clashes already resolved), the router's model key.
     id: str
-    #: "gguf" (a file or the first shard of a split set), "hf" (a folder), or a non-LLM
-    #: format added by the class emitters ("ggml" for SAM).
+    #: "gguf" (a file or the first shard of a split set), "hf" (a folder) or "sam" (a SAM
+    #: `.ggml` file).
     format: str
     #: What the engine is given: the .gguf (shard 1 of a set) or the HF folder.
     path: str

@@ -227,7 +227,7 @@ def _has_profiles(job: Job) -> bool:
 
 
 def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
-    """Profile ids several models make → the model that keeps it (`profiles_llama.profile_owners`);
+    """Profile ids several models make → the model that keeps it (`llama_profiles.profile_owners`);
     computed once per run for `model_inputs` and `build_plan` (cross-model profile clashes)."""
     return llama_profile_owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
 

@@ -34,7 +34,7 @@ A scanned chat template that never mentions `tools` gives no `tools` capability.
 
 Profiles: ctx tiers, named variants, the vision profile, LoRA adapters and the draft profile of
 a chat model, each sized here as its own entry; their names, clashes and inheritance are
-`llama_profiles`'. The draft profile runs llama.cpp's standalone draft (`--spec-type
+`llama_profiles`'s. The draft profile runs llama.cpp's standalone draft (`--spec-type
 draft-simple`: a draft model alone sets no type in b11434, common/arg.cpp), with llama.cpp's
 own default draft lengths written out (`common_params_speculative_draft`: n_max 3, n_min 0) so
 they can be seen and changed, and the draft's cache at the main cache's type.

@@ -47,7 +47,7 @@ LORA = "lora"
 DRAFT = "draft"
 #: The override's `draft` that turns the draft profile off.
 NO_DRAFT = "none"
-#: Variant field → the flag meanings (`emit_llama.FLAG_KNOBS` values) it takes over from
+#: Variant field → the flag meanings (`sizing.llama_args.FLAG_KNOBS` values) it takes over from
 #: inherited extra_args.
 VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
     "ctx": ("ctx",), "kv_type": ("cache_type_k", "cache_type_v"), "parallel": ("parallel",),

@@ -1,7 +1,7 @@
 """The vLLM emitter: one `vllm serve` entry per GGUF file or HF folder, sized from the budget.
 
 The numbers (`--max-model-len`, the KV-cache size, `--gpu-memory-utilization`, the estimate)
-come from `vllm_sizing.size_vllm`; what `extra_args` pin or replace, from `vllm_args`. This
+come from `sizing.vllm.size_vllm`; what `extra_args` pin or replace, from `vllm_args`. This
 module turns them into the argv, the comment, the metadata and the `swapgen show` notes. A
 `--max-model-len` or `--tensor-parallel-size` in `extra_args` is a pin (vLLM takes the last
 value, and extra_args come last), so our own flag is left out.

@@ -42,7 +42,7 @@ _HASH_WINDOW = 1 << 20
 MAX_NAME_BYTES = (1 << 16) - 1
 #: String values longer than this are skipped (not kept); the chat template is never kept.
 MAX_KEPT_STRING = 1 << 16
-#: A chat template up to this size is scanned for `toolparsers.TEMPLATE_MARKERS` (real ones are
+#: A chat template up to this size is scanned for `chat_template.TEMPLATE_MARKERS` (real ones are
 #: a few KB); a longer one is skipped unscanned.
 MAX_SCANNED_TEMPLATE = 1 << 18
 #: Numeric arrays up to this many elements are decoded (per-layer counts, SWA patterns).
@@ -96,7 +96,7 @@ class GGUFHeader:
     #: `tokenizer.chat_template` is present, and its size in bytes (the text is not kept).
     has_chat_template: bool
     chat_template_bytes: int
-    #: `toolparsers.template_markers` of the whole template; None = no template, or one over
+    #: `chat_template.template_markers` of the whole template; None = no template, or one over
     #: MAX_SCANNED_TEMPLATE. Example: ("tool_call_xml", "tools_var").
     chat_template_markers: tuple[str, ...] | None
     #: `general.alignment` or 32.

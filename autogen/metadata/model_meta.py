@@ -102,7 +102,7 @@ class ModelMeta:
     layout_note: str = ""
     #: audio.cpp conversions: GGUF `audiocpp.model_spec.family` (e.g. "moss_tts_nano"), else "".
     audio_family: str = ""
-    #: Names of the `toolparsers.TEMPLATE_MARKERS` (and "tools_var") found in the GGUF chat
+    #: Names of the `chat_template.TEMPLATE_MARKERS` (and "tools_var") found in the GGUF chat
     #: template, sorted. Example: ("tool_call_xml", "tools_var").
     chat_template_markers: tuple[str, ...] = ()
     #: The whole template was scanned, so a marker's absence is evidence too. False: no template,

@@ -50,15 +50,15 @@ class EmitContext:
     #: `ttl` to write (settings.ttl).
     ttl: int
     #: Ids of other models, or of profiles other models keep, that equal one of this model's llama
-    #: profile ids (such a profile is refused with a reason); filled by `plan.build_plan`.
+    #: profile ids (such a profile is refused with a reason); filled by `emit.dispatch.build_plan`.
     #: Example: frozenset({"qwen3-8b-64k"}).
     taken_ids: frozenset[str] = frozenset()
-    #: The GPUs the model runs on (`devices.Placement.gpus`, filled by `plan.build_plan`); () = the
+    #: The GPUs the model runs on (`devices.Placement.gpus`, filled by `emit.dispatch.build_plan`); () = the
     #: driver's default. vLLM sizes per device and sets its tensor parallelism from them; llama
     #: splits layers over several. Example: (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=12.0)).
     devices: tuple[Gpu, ...] = ()
     #: (id, model) for the ids of `taken_ids` that another model's profile keeps (cross-model
-    #: profile clashes, `profiles_llama.profile_owners`); the others are model ids. Example:
+    #: profile clashes, `llama_profiles.profile_owners`); the others are model ids. Example:
     #: (("a-b-long", "a"),).
     taken_by: tuple[tuple[str, str], ...] = ()
     #: The hosts a multi-node vLLM model spans (`resolve.nodes.plan_nodes`); None = one host.

@@ -49,7 +49,7 @@ class Load:
     model_id: str
     #: 0 = the entry uses no GPU (a CPU-only engine).
     est_vram_gb: float
-    #: `metadata.devices` as indices; None = the engine's default devices.
+    #: The `devices` metadata key as indices; None = the engine's default devices.
     devices: tuple[int, ...] | None
     #: The model's files on disk: the cost of loading it again (evict cost).
     size_gb: float

@@ -64,7 +64,7 @@ def _resolve_variant(base: Path, variant: Variant) -> Variant:
 
 def _resolve_override(base: Path, ov: Override) -> Override:
     """Component, LoRA, projector and draft paths; `none` and the `mmproj` modes are keywords
-    (`emit_sd.resolve_components`, `emit_llama._projector`, `llama_profiles.draft_path`)."""
+    (`emit.sd.resolve_components`, `emit.llama._projector`, `llama_profiles.draft_path`)."""
     components = {name: _path_or_keyword(base, getattr(ov, name), ("none",), fold=True)
                   for name in SD_COMPONENT_FIELDS}
     return attrs.evolve(ov, **components, lora_dir=_path_or_keyword(base, ov.lora_dir, ()),

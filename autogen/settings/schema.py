@@ -297,7 +297,7 @@ BACKEND_KINDS: dict[str, tuple[str, ...]] = {
 #: The kind of an engine swapgen does not know: never picked automatically, reachable by a pin.
 CUSTOM_KIND = "custom"
 
-#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); `sizing.kvcost.KV_TYPE_BYTES`
+#: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); `metadata.kvcost.KV_TYPE_BYTES`
 #: holds their widths, and a test keeps the two in step.
 LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 FLASH_ATTN_MODES = ("on", "off", "auto")
@@ -316,7 +316,7 @@ DEFAULT_OUTPUT = {"llama-swap": "config.yaml", "llama-server": "models.ini"}
 #: preloads (`load-on-startup`), the unload timeout (`stop-timeout`) and, per model, aliases.
 PRESET_LLAMA_SWAP_KEYS = ("hooks", "unloadTimeout")
 PRESET_MODEL_LLAMA_SWAP_KEYS = ("aliases", "unloadTimeout")
-#: `watch.polling:` values (`Watch.polling`).
+#: `polling:` values under `watch:` (`Watch.polling`).
 POLLING_MODES = ("auto", "always", "never")
 #: A `path_map` value that serves a folder under its host path.
 KEEP_PATH = "keep"
@@ -324,5 +324,5 @@ KEEP_PATH = "keep"
 #: `output_mode:` values: the whole llama-swap file, or a `-config-dir` fragment of it.
 OUTPUT_MODES = ("full", "fragment")
 #: Override fields naming a diffusion component file; "none" (any case) drops the component
-#: (mirrors `emit_sd.OVERRIDE_FIELD`).
+#: (mirrors `emit.sd.OVERRIDE_FIELD`).
 SD_COMPONENT_FIELDS = ("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder")

@@ -3,7 +3,7 @@ llama-server b11434 reads its flags (`llama-server --help`).
 
 A flag in `extra_args` (any spelling) replaces ours of the same meaning, and its value pins the
 sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`, `-fa`, `-ctk`/`-ctv`); each value read back is checked
-against what b11434 accepts. The vLLM counterpart is `emit.vllm_args`.
+against what b11434 accepts. The vLLM counterpart is `sizing.vllm_args`.
 """
 
 from __future__ import annotations
