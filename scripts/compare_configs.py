@@ -13,8 +13,9 @@ libraries, each with its own cache, output and settings cache:
   projector and HF folders, with the benchmark's overrides;
 - a library of hostile file names (spaces, quotes, `$`, unicode, a `${` macro).
 
-Prints one line per library and exits 1 when any config differs (a unified diff follows).
-REV defaults to HEAD, so `python scripts/compare_configs.py` checks uncommitted changes.
+Prints one line per library and exits 1 when any config, or what `swapgen list` prints of it,
+differs (a unified diff follows). REV defaults to HEAD, so `python scripts/compare_configs.py`
+checks uncommitted changes.
 """
 
 from __future__ import annotations
@@ -111,15 +112,19 @@ def libraries(work: Path, models: int) -> dict[str, tuple[Path, str]]:
 
 
 def generate(tree: Path, label: str, folder: Path, settings: str, work: Path) -> tuple[int, bytes, str]:
-    """(exit code, config bytes, stderr) of one run of `tree`'s swapgen."""
+    """(exit code, config bytes followed by what `swapgen list` prints, stderr) of one run of
+    `tree`'s swapgen."""
     path = folder / "swapgen.yaml"  # one name: the config's header names it
     path.write_text(settings + f"output: config-{label}.yaml\ncache_dir: cache-{label}\n")
     env = {**os.environ, "PYTHONPATH": str(tree), "XDG_CACHE_HOME": str(work / f"xdg-{label}")}
     env.pop("SWAPGEN_SETTINGS", None)
     done = subprocess.run([sys.executable, "-c", RUN, "--settings", str(path)], cwd=folder, env=env,
                           capture_output=True, text=True)
+    listed = subprocess.run([sys.executable, "-c", RUN, "--settings", str(path), "list"], cwd=folder, env=env,
+                            capture_output=True, text=True)
     out = folder / f"config-{label}.yaml"
-    return done.returncode, out.read_bytes() if out.exists() else b"", done.stderr
+    config = out.read_bytes() if out.exists() else b""
+    return done.returncode, config + b"\n# swapgen list:\n" + listed.stdout.encode(), done.stderr
 
 
 def main() -> int:

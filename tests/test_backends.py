@@ -9,31 +9,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autogen.engines import ENGINE_OF_KIND, ENGINES, Engine, Role, engine_of, kind_roles
 from autogen.errors import ModelError
 from autogen.resolve import backends
 from autogen.resolve.backends import (
-    KINDS,
-    Engine,
-    LegacyExes,
-    ModelClass,
     Resolved,
-    class_taken,
-    engine_of,
-    kind_classes,
+    candidates,
     legacy_exes,
-    only_audiocpp,
     resolution_key,
     resolve_backend,
-    resolve_backend_preferring,
     resolve_embedder,
+    role_taken,
     serves,
     sibling,
-    without_audiocpp,
 )
 from autogen.settings.schema import BackendRow, Override, Settings
 from autogen.settings.structure import structure
 
-LLM, IMAGE, TTS, ASR = ModelClass.LLM, ModelClass.IMAGE, ModelClass.TTS, ModelClass.ASR
+LLM, IMAGE, TTS, ASR = Role.LLM, Role.IMAGE, Role.TTS, Role.ASR
 
 
 def reg(*rows: BackendRow, **fields) -> Settings:
@@ -49,11 +42,11 @@ def pin(backend: str | None) -> Override:
 
 
 # ---------------------------------------------------------------------------------------------
-# the kind table
+# the kind spellings of the engine table
 
-#: The issue's table restated independently: spelling → (engine, classes).
+#: docs/maintainers/backends.md's table restated independently: spelling → (engine, roles).
 EXPECTED_KINDS = {
-    **{k: ("llama", ("llm",)) for k in ("llama", "llama.cpp", "server")},
+    **{k: ("llama", ("llm", "embedding")) for k in ("llama", "llama.cpp", "server")},
     "vllm": ("vllm", ("llm",)),
     **{k: ("sd", ("image",)) for k in ("sd", "sd-server", "image")},
     **{k: ("tts", ("tts",)) for k in ("tts", "tts-server", "speech")},
@@ -68,58 +61,58 @@ EXPECTED_KINDS = {
 
 class TestKindTable:
     def test_table_holds_exactly_the_documented_spellings(self):
-        assert {k: (v.engine, v.classes) for k, v in KINDS.items()} == EXPECTED_KINDS
+        assert {k: (e, ENGINES[e].roles) for k, e in ENGINE_OF_KIND.items()} == EXPECTED_KINDS
 
     @pytest.mark.parametrize("spelling", sorted(EXPECTED_KINDS))
     def test_every_spelling_matches_case_insensitively_after_trimming(self, spelling):
-        engine, classes = EXPECTED_KINDS[spelling]
+        engine, roles = EXPECTED_KINDS[spelling]
         for written in (spelling, spelling.upper(), f"  {spelling.title()}\t"):
             assert engine_of(written) == engine
-            assert kind_classes(written) == classes
-            assert all(serves(written, c) for c in classes)
+            assert kind_roles(written) == roles
+            assert all(serves(written, r) for r in roles)
 
     def test_engine_names_are_plain_strings(self):
         """Emitted into YAML metadata: a str subclass would trip a strict representer."""
         assert type(engine_of("LLAMA.CPP")) is str
         assert type(resolve_backend(reg(), None, LLM).engine) is str
 
-    def test_every_class_is_served_by_some_kind_and_every_engine_is_used(self):
-        assert {c for k in KINDS.values() for c in k.classes} == set(ModelClass)
-        assert {k.engine for k in KINDS.values()} == set(Engine)
+    def test_every_role_is_served_by_some_kind_and_every_engine_is_used(self):
+        assert {r for row in ENGINES.values() for r in row.roles} == set(Role)
+        assert set(ENGINE_OF_KIND.values()) == set(Engine)
 
     @pytest.mark.parametrize("kind", ["custom", "My Engine", "", "llama-server", "vllm2", "whisper"])
-    def test_unknown_kind_serves_no_class_and_is_its_own_engine(self, kind):
-        assert kind_classes(kind) == ()
+    def test_unknown_kind_serves_no_role_and_is_its_own_engine(self, kind):
+        assert kind_roles(kind) == ()
         assert engine_of(f" {kind.upper()} ") == kind.lower()
-        assert not any(serves(kind, c) for c in ModelClass)
+        assert not any(serves(kind, r) for r in Role)
 
     def test_audiocpp_serves_both_tts_and_asr(self):
         assert serves("Audio.CPP", TTS) and serves("audiocpp-server", ASR)
         assert not serves("audiocpp", LLM)
 
-    def test_unknown_class_is_a_programming_error(self):
+    def test_unknown_role_is_a_programming_error(self):
         with pytest.raises(ValueError):
             serves("llama", "chat")
         with pytest.raises(ValueError):
             resolve_backend(reg(), None, "video")
 
 
-class TestClassTaken:
+class TestRoleTaken:
     def test_parakeet_row_makes_audiocpp_taken_without_any_tts_row(self):
-        assert class_taken([row("p", "parakeet")], "audiocpp")
+        assert role_taken([row("p", "parakeet")], "audiocpp")
 
-    def test_audiocpp_row_takes_both_of_its_classes(self):
+    def test_audiocpp_row_takes_both_of_its_roles(self):
         rows = [row("a", "audio.cpp")]
-        assert class_taken(rows, "kokoro") and class_taken(rows, "transcribe")
-        assert not class_taken(rows, "llama")
+        assert role_taken(rows, "kokoro") and role_taken(rows, "transcribe")
+        assert not role_taken(rows, "llama")
 
     def test_empty_registry_and_custom_kinds_take_nothing(self):
-        assert not class_taken([], "audiocpp")
-        assert not class_taken([row("c", "custom")], "custom")
-        assert not class_taken([row("c", "custom")], "llama")
+        assert not role_taken([], "audiocpp")
+        assert not role_taken([row("c", "custom")], "custom")
+        assert not role_taken([row("c", "custom")], "llama")
 
-    def test_vllm_and_llama_share_the_llm_class(self):
-        assert class_taken([row("v", "vllm")], "llama")
+    def test_vllm_and_llama_share_the_llm_role(self):
+        assert role_taken([row("v", "vllm")], "llama")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,8 +184,8 @@ class TestResolveAcceptance:
             Settings,
             "swapgen.yaml",
         )
-        assert resolve_backend(settings, None, ASR).backend_id == "ac"
-        assert resolve_backend(without_audiocpp(settings), None, ASR).backend_id == "pk"
+        assert resolve_backend(settings, None, ASR, "audiocpp").backend_id == "ac"
+        assert resolve_backend(settings, None, ASR).backend_id == "pk"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,25 +206,25 @@ class TestPinAcrossClasses:
 
     def test_preferring_resolver_refuses_too(self):
         with pytest.raises(ModelError, match="cannot serve a llm model"):
-            resolve_backend_preferring(reg(row("k", "kokoro")), pin("k"), LLM, "vllm")
+            resolve_backend(reg(row("k", "kokoro")), pin("k"), LLM, "vllm")
 
     def test_upscale_row_cannot_be_pinned_by_a_chat_model(self):
         with pytest.raises(ModelError, match=r"class upscale\) cannot serve a llm"):
             resolve_backend(reg(row("up", "realesrgan")), pin("up"), LLM)
 
-    @pytest.mark.parametrize("cls", list(ModelClass))
-    def test_custom_kind_row_is_reachable_by_pin_from_any_class(self, cls):
+    @pytest.mark.parametrize("cls", list(Role))
+    def test_custom_kind_row_is_reachable_by_pin_from_any_role(self, cls):
         settings = reg(row("mine", "My-Launcher", path=" /usr/local/bin/launch "))
         got = resolve_backend(settings, pin("mine"), cls)
         assert (got.engine, got.exe, got.why, got.backend_id) == ("my-launcher", "/usr/local/bin/launch", "pinned", "mine")
 
     def test_custom_kind_row_is_never_auto_picked(self):
         settings = reg(row("mine", "custom", default=True))
-        assert all(resolve_backend(settings, None, c).row is None for c in ModelClass)
+        assert all(resolve_backend(settings, None, r).row is None for r in Role)
 
     def test_tts_model_may_pin_the_other_tts_engine(self):
         settings = reg(row("qwen", "tts", default=True), row("tc", "ttscpp"))
-        got = resolve_backend_preferring(settings, pin("qwen"), TTS, "ttscpp")
+        got = resolve_backend(settings, pin("qwen"), TTS, "ttscpp")
         assert (got.backend_id, got.engine) == ("qwen", "tts")
 
 
@@ -242,36 +235,36 @@ class TestPinAcrossClasses:
 class TestPreferring:
     def test_hf_folder_goes_to_vllm_over_a_starred_llama(self):
         settings = reg(row("llama", "llama", default=True), row("v", "vllm"))
-        got = resolve_backend_preferring(settings, None, LLM, "vllm")
+        got = resolve_backend(settings, None, LLM, "vllm")
         assert (got.backend_id, got.engine, got.why) == ("v", "vllm", "first vllm of class llm")
         assert resolve_backend(settings, None, LLM).backend_id == "llama"
 
     def test_starred_row_of_the_preferred_engine_beats_its_first_row(self):
         settings = reg(row("v1", "vllm"), row("v2", "VLLM", default=True), row("l", "llama"))
-        got = resolve_backend_preferring(settings, None, LLM, "vllm")
+        got = resolve_backend(settings, None, LLM, "vllm")
         assert (got.backend_id, got.why) == ("v2", "★ vllm of class llm")
 
     def test_pin_beats_the_preference(self):
         settings = reg(row("llama", "llama"), row("v", "vllm", default=True))
-        got = resolve_backend_preferring(settings, pin("llama"), LLM, "vllm")
+        got = resolve_backend(settings, pin("llama"), LLM, "vllm")
         assert (got.backend_id, got.engine) == ("llama", "llama")
 
     def test_no_row_of_the_preferred_engine_falls_back_to_plain_resolution(self):
         settings = reg(row("l1", "llama"), row("l2", "llama", default=True))
-        got = resolve_backend_preferring(settings, None, LLM, "vllm")
+        got = resolve_backend(settings, None, LLM, "vllm")
         assert (got.backend_id, got.engine, got.why) == ("l2", "llama", "★ of class llm")
 
     def test_stale_pin_still_gets_the_preferred_engine(self):
         settings = reg(row("l", "llama", default=True), row("v", "vllm"))
-        got = resolve_backend_preferring(settings, pin("old"), LLM, "vllm")
+        got = resolve_backend(settings, pin("old"), LLM, "vllm")
         assert (got.backend_id, got.why) == ("v", "pin 'old' not in registry; first vllm of class llm")
 
     @pytest.mark.parametrize("ttscpp_kind", ["ttscpp", "tts.cpp", "Kokoro"])
     def test_preference_compares_canonical_engines_not_spellings(self, ttscpp_kind):
         settings = reg(row("qwen", "tts-server", default=True), row("tc", ttscpp_kind))
         for prefer in ("ttscpp", "TTS.CPP", "kokoro"):
-            assert resolve_backend_preferring(settings, None, TTS, prefer).backend_id == "tc"
-        assert resolve_backend_preferring(settings, None, TTS, "speech").backend_id == "qwen"
+            assert resolve_backend(settings, None, TTS, prefer).backend_id == "tc"
+        assert resolve_backend(settings, None, TTS, "speech").backend_id == "qwen"
 
     def test_kokoro_model_finds_ttscpp_while_a_talker_keeps_qwentts(self):
         """docs/maintainers/classes.md#tts-worked-examples, example J: qwentts ★ plus a ttscpp row."""
@@ -280,8 +273,8 @@ class TestPreferring:
             row("tc", "ttscpp", path="C:/ttscpp/tts-server.exe"),
             tts_server_exe="C:/qwentts/tts-server.exe",
         )
-        assert resolve_backend_preferring(settings, None, TTS, "ttscpp").exe == "C:/ttscpp/tts-server.exe"
-        assert resolve_backend_preferring(settings, None, TTS, "tts").exe == "C:/qwentts/tts-server.exe"
+        assert resolve_backend(settings, None, TTS, "ttscpp").exe == "C:/ttscpp/tts-server.exe"
+        assert resolve_backend(settings, None, TTS, "tts").exe == "C:/qwentts/tts-server.exe"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,23 +284,22 @@ class TestPreferring:
 class TestAudioCpp:
     def test_audiocpp_star_does_not_push_parakeet_past_an_installed_parakeet_row(self):
         settings = reg(row("pk", "parakeet"), row("ac", "audiocpp", default=True))
-        assert resolve_backend(settings, None, ASR).backend_id == "ac"  # why the filter exists
-        got = resolve_backend(without_audiocpp(settings), None, ASR)
+        got = resolve_backend(settings, None, ASR)
         assert (got.backend_id, got.engine, got.why) == ("pk", "asr", "first of class asr")
 
     def test_audiocpp_star_alone_leaves_tts_models_on_the_legacy_exe_never_audiocpp(self):
         settings = reg(row("ac", "audiocpp", path="/b/audiocpp_server", default=True))
-        got = resolve_backend_preferring(without_audiocpp(settings), None, TTS, "ttscpp")
+        got = resolve_backend(settings, None, TTS, "ttscpp")
         assert (got.row, got.engine, got.exe) == (None, "tts", "tts-server")
 
     def test_audiocpp_model_resolves_among_audiocpp_rows_only(self):
         settings = reg(row("qwen", "tts", default=True), row("ac", "audio.cpp"))
-        got = resolve_backend_preferring(only_audiocpp(settings), None, TTS, "audiocpp")
+        got = resolve_backend(settings, None, TTS, "audiocpp")
         assert (got.backend_id, got.engine, got.why) == ("ac", "audiocpp", "first audiocpp of class tts")
 
     def test_audiocpp_model_pinned_to_a_parakeet_row_falls_through_to_audiocpp(self):
         settings = reg(row("pk", "parakeet"), row("ac", "audiocpp", default=True))
-        got = resolve_backend_preferring(only_audiocpp(settings), pin("pk"), ASR, "audiocpp")
+        got = resolve_backend(settings, pin("pk"), ASR, "audiocpp")
         assert (got.backend_id, got.why) == ("ac", "pin 'pk' not in registry; ★ audiocpp of class asr")
 
     def test_audiocpp_model_pinned_to_a_specific_build_gets_it(self):
@@ -315,22 +307,27 @@ class TestAudioCpp:
             row("audiocpp", "audiocpp", default=True, managed=True, component="audiocpp", variant="vulkan"),
             row("audiocpp@cuda-0.3", "audiocpp", build=True, component="audiocpp", variant="cuda"),
         )
-        got = resolve_backend_preferring(only_audiocpp(settings), pin("audiocpp@cuda-0.3"), TTS, "audiocpp")
+        got = resolve_backend(settings, pin("audiocpp@cuda-0.3"), TTS, "audiocpp")
         assert (got.backend_id, got.row.variant) == ("audiocpp@cuda-0.3", "cuda")
 
     def test_no_audiocpp_row_resolves_to_no_row(self):
-        got = resolve_backend_preferring(only_audiocpp(reg(row("pk", "parakeet"))), None, ASR, "audiocpp")
+        got = resolve_backend(reg(row("pk", "parakeet")), None, ASR, "audiocpp")
         assert got.row is None
 
     def test_parakeet_pinned_to_an_audiocpp_row_is_a_no_op(self):
         settings = reg(row("pk", "parakeet"), row("ac", "audiocpp"))
-        assert resolve_backend(without_audiocpp(settings), pin("ac"), ASR).backend_id == "pk"
+        assert resolve_backend(settings, pin("ac"), ASR).backend_id == "pk"
 
-    def test_filters_keep_everything_else_and_the_order(self):
-        settings = reg(row("a", "llama"), row("x", "audiocpp-server"), row("b", "sd"), row("y", "Audio.cpp"))
-        assert [r.id for r in without_audiocpp(settings).backends] == ["a", "b"]
-        assert [r.id for r in only_audiocpp(settings).backends] == ["x", "y"]
-        assert without_audiocpp(settings).roots == settings.roots
+    def test_candidates_keep_everything_else_and_the_order(self):
+        rows = (row("a", "llama"), row("x", "audiocpp-server"), row("b", "sd"), row("y", "Audio.cpp"))
+        assert [r.id for r in candidates(rows, ASR, None)] == ["a", "b"]
+        assert [r.id for r in candidates(rows, ASR, "audiocpp")] == ["x", "y"]
+
+    def test_an_llm_model_still_sees_audiocpp_rows_and_a_pin_to_one_is_refused(self):
+        rows = (row("a", "llama"), row("x", "audiocpp"))
+        assert [r.id for r in candidates(rows, LLM, None)] == ["a", "x"]
+        with pytest.raises(ModelError, match="class tts/asr"):
+            resolve_backend(reg(*rows), pin("x"), LLM)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,7 +398,7 @@ class TestBuildRows:
         assert (got.exe, got.why, got.row.variant) == ("/b/llama/b5900-vulkan/llama-server", "pinned", "vulkan")
 
     def test_legacy_slot_derivation_lands_on_the_activated_row(self, settings):
-        assert legacy_exes(settings).server_exe == "/b/llama/active/llama-server"
+        assert legacy_exes(settings)["server_exe"] == "/b/llama/active/llama-server"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,19 +407,19 @@ class TestBuildRows:
 
 class TestLegacyExes:
     def test_defaults_are_bare_names_without_a_server_folder(self):
-        assert legacy_exes(reg()) == LegacyExes(
-            server_exe="llama-server",
-            sd_server_exe="sd-server",
-            tts_server_exe="tts-server",
-            asr_server_exe="parakeet-server",
-            sam_server_exe="sam3_server",
-            trellis_server_exe="trellis2-server",
-            upscale_exe="realesrgan-ncnn-vulkan",
-        )
+        assert legacy_exes(reg()) == {
+            "server_exe": "llama-server",
+            "sd_server_exe": "sd-server",
+            "tts_server_exe": "tts-server",
+            "asr_server_exe": "parakeet-server",
+            "sam_server_exe": "sam3_server",
+            "trellis_server_exe": "trellis2-server",
+            "upscale_exe": "realesrgan-ncnn-vulkan",
+        }
 
     def test_siblings_sit_next_to_a_server_exe_with_a_folder(self):
         exes = legacy_exes(reg(server_exe="/opt/llama/llama-server"))
-        assert (exes.sd_server_exe, exes.tts_server_exe, exes.asr_server_exe, exes.sam_server_exe) == (
+        assert (exes["sd_server_exe"], exes["tts_server_exe"], exes["asr_server_exe"], exes["sam_server_exe"]) == (
             "/opt/llama/sd-server",
             "/opt/llama/tts-server",
             "/opt/llama/parakeet-server",
@@ -450,7 +447,7 @@ class TestLegacyExes:
             asr_server_exe=" /mine/asr ",
         )
         exes = legacy_exes(settings)
-        assert (exes.server_exe, exes.sd_server_exe, exes.tts_server_exe, exes.asr_server_exe) == (
+        assert (exes["server_exe"], exes["sd_server_exe"], exes["tts_server_exe"], exes["asr_server_exe"]) == (
             "/mine/llama-server",
             "/reg/sd-server",
             "/mine/tts-server",
@@ -458,7 +455,7 @@ class TestLegacyExes:
         )
 
     def test_blank_settings_value_counts_as_unset(self):
-        assert legacy_exes(reg(server_exe="  ", sd_server_exe="")).sd_server_exe == "sd-server"
+        assert legacy_exes(reg(server_exe="  ", sd_server_exe=""))["sd_server_exe"] == "sd-server"
 
     def test_first_row_per_kind_fills_its_slot_and_siblings_follow_it(self):
         settings = reg(
@@ -468,7 +465,7 @@ class TestLegacyExes:
             row("q", "speech", path="/q/tts-server"),
         )
         exes = legacy_exes(settings)
-        assert (exes.server_exe, exes.tts_server_exe, exes.sd_server_exe) == (
+        assert (exes["server_exe"], exes["tts_server_exe"], exes["sd_server_exe"]) == (
             "/a/llama-server",
             "/q/tts-server",
             "/a/sd-server",
@@ -481,18 +478,18 @@ class TestLegacyExes:
             row("c", "llama", path="/c", default=True),
             row("d", "llama", path="/d"),
         )
-        assert legacy_exes(settings).server_exe == "/b"
+        assert legacy_exes(settings)["server_exe"] == "/b"
 
     def test_a_first_row_that_is_starred_keeps_its_slot(self):
         settings = reg(row("a", "sd", path="/a", default=True), row("b", "sd-server", path="/b", default=True))
-        assert legacy_exes(settings).sd_server_exe == "/a"
+        assert legacy_exes(settings)["sd_server_exe"] == "/a"
 
     @pytest.mark.parametrize("kind", ["vllm", "ttscpp", "kokoro", "audiocpp", "sam", "upscale", "trellis", "custom"])
     def test_other_kinds_feed_no_slot(self, kind):
         assert legacy_exes(reg(row("x", kind, path="/x/bin", default=True))) == legacy_exes(reg())
 
     def test_rows_with_blank_paths_are_ignored(self):
-        assert legacy_exes(reg(row("a", "llama", path="   "))).server_exe == "llama-server"
+        assert legacy_exes(reg(row("a", "llama", path="   ")))["server_exe"] == "llama-server"
 
     def test_legacy_resolution_uses_the_derived_exe(self):
         settings = reg(row("v", "vllm"), server_exe="/opt/llama/llama-server")
@@ -502,16 +499,17 @@ class TestLegacyExes:
     @pytest.mark.parametrize(
         ("cls", "kind", "exe", "why"),
         [
-            (ModelClass.LLM, "llama", "/o/llama-server", "legacy server_exe"),
-            (ModelClass.IMAGE, "sd", "/o/sd-server", "legacy sd_server_exe"),
-            (ModelClass.TTS, "tts", "/o/tts-server", "legacy tts_server_exe"),
-            (ModelClass.ASR, "asr", "/o/parakeet-server", "legacy asr_server_exe"),
-            (ModelClass.SEGMENT, "sam", "/o/sam3_server", "legacy sam_server_exe"),
-            (ModelClass.THREE_D, "trellis", "/o/trellis2-server", "legacy trellis_server_exe"),
-            (ModelClass.UPSCALE, "upscale", "/o/realesrgan-ncnn-vulkan", "legacy upscale_exe"),
+            (Role.LLM, "llama", "/o/llama-server", "legacy server_exe"),
+            (Role.EMBEDDING, "llama", "/o/llama-server", "legacy server_exe"),
+            (Role.IMAGE, "sd", "/o/sd-server", "legacy sd_server_exe"),
+            (Role.TTS, "tts", "/o/tts-server", "legacy tts_server_exe"),
+            (Role.ASR, "asr", "/o/parakeet-server", "legacy asr_server_exe"),
+            (Role.SEGMENT, "sam", "/o/sam3_server", "legacy sam_server_exe"),
+            (Role.THREE_D, "trellis", "/o/trellis2-server", "legacy trellis_server_exe"),
+            (Role.UPSCALE, "upscale", "/o/realesrgan-ncnn-vulkan", "legacy upscale_exe"),
         ],
     )
-    def test_every_class_has_a_legacy_fallback(self, cls, kind, exe, why):
+    def test_every_role_has_a_legacy_fallback(self, cls, kind, exe, why):
         got = resolve_backend(reg(server_exe="/o/llama-server"), None, cls)
         assert (got.row, got.engine, got.exe, got.why, got.backend_id) == (None, kind, exe, why, "legacy")
 
@@ -520,13 +518,13 @@ class TestLegacyExes:
 # upscale is registry-only
 
 
-def test_upscale_rows_never_change_what_other_classes_resolve():
+def test_upscale_rows_never_change_what_other_roles_resolve():
     base = reg(row("l", "llama"), row("s", "sd"), row("k", "kokoro"), server_exe="/o/llama-server")
     with_upscale = attrs.evolve(base, backends=(row("up", "esrgan", default=True), *base.backends))
     assert legacy_exes(with_upscale) == legacy_exes(base)
-    for cls in set(ModelClass) - {ModelClass.UPSCALE}:
-        assert resolve_backend(with_upscale, None, cls) == resolve_backend(base, None, cls)
-    assert resolve_backend(with_upscale, None, ModelClass.UPSCALE).backend_id == "up"
+    for role in set(Role) - {Role.UPSCALE}:
+        assert resolve_backend(with_upscale, None, role) == resolve_backend(base, None, role)
+    assert resolve_backend(with_upscale, None, Role.UPSCALE).backend_id == "up"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,7 +539,7 @@ class TestResolutionKey:
 
         def keys(settings):
             out = {name: resolution_key(resolve_backend(settings, ov, LLM)) for name, ov in models.items()}
-            out["hf"] = resolution_key(resolve_backend_preferring(settings, None, LLM, "vllm"))
+            out["hf"] = resolution_key(resolve_backend(settings, None, LLM, "vllm"))
             return out
 
         old, new = keys(before), keys(after)
@@ -587,7 +585,7 @@ def test_module_does_not_import_heavy_packages():
 # ---------------------------------------------------------------------------------------------
 # properties over random registries
 
-_KIND_POOL = [*sorted(KINDS), "custom", " LLaMA ", "Audio.CPP"]
+_KIND_POOL = [*sorted(ENGINE_OF_KIND), "custom", " LLaMA ", "Audio.CPP"]
 _rows = st.lists(
     st.builds(
         BackendRow,
@@ -601,31 +599,32 @@ _rows = st.lists(
 )
 
 
-@given(rows=_rows, cls=st.sampled_from(list(ModelClass)))
-def test_auto_resolution_serves_the_class_or_falls_back_to_legacy(rows, cls):
+@given(rows=_rows, role=st.sampled_from(list(Role)))
+def test_auto_resolution_serves_the_role_or_falls_back_to_legacy(rows, role):
     settings = reg(*rows)
-    got = resolve_backend(settings, None, cls)
+    got = resolve_backend(settings, None, role)
+    seen = candidates(tuple(rows), role, None)  # an exclusive engine's rows serve its own models only
     if got.row is None:
-        assert not any(serves(r.kind, cls) for r in rows)
+        assert not any(serves(r.kind, role) for r in seen)
         assert got.why.startswith("legacy ")
     else:
-        assert serves(got.row.kind, cls)
+        assert serves(got.row.kind, role)
         assert got.exe == got.row.path.strip()
-        starred = [r for r in rows if r.default and serves(r.kind, cls)]
-        assert got.row == (starred[0] if starred else next(r for r in rows if serves(r.kind, cls)))
+        starred = [r for r in seen if r.default and serves(r.kind, role)]
+        assert got.row == (starred[0] if starred else next(r for r in seen if serves(r.kind, role)))
 
 
-@given(rows=_rows, cls=st.sampled_from(list(ModelClass)), target=st.sampled_from(["a", "b", "zz"]))
-def test_a_pin_either_wins_is_refused_or_is_stale(rows, cls, target):
+@given(rows=_rows, role=st.sampled_from(list(Role)), target=st.sampled_from(["a", "b", "zz"]))
+def test_a_pin_either_wins_is_refused_or_is_stale(rows, role, target):
     settings = reg(*rows)
-    match = next((r for r in rows if r.id == target), None)
-    if match is not None and kind_classes(match.kind) and not serves(match.kind, cls):
+    match = next((r for r in candidates(tuple(rows), role, None) if r.id == target), None)
+    if match is not None and kind_roles(match.kind) and not serves(match.kind, role):
         with pytest.raises(ModelError):
-            resolve_backend(settings, pin(target), cls)
+            resolve_backend(settings, pin(target), role)
         return
-    got = resolve_backend(settings, pin(target), cls)
+    got = resolve_backend(settings, pin(target), role)
     if match is None:
         assert got.why.startswith(f"pin '{target}' not in registry; ")
-        assert attrs.evolve(got, why=resolve_backend(settings, None, cls).why) == resolve_backend(settings, None, cls)
+        assert attrs.evolve(got, why=resolve_backend(settings, None, role).why) == resolve_backend(settings, None, role)
     else:
         assert (got.row, got.why) == (match, "pinned")

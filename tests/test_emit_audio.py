@@ -10,10 +10,11 @@ import pytest
 from autogen.discovery.rows import ModelRow
 from autogen.emit.audio import emit_asr, emit_audiocpp, emit_tts
 from autogen.emit.dispatch import build_plan, make_job, resolve_for
+from autogen.engines import Engine, Role
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.context import EmitContext
-from autogen.resolve.roles import Role, audiocpp_task, model_role
+from autogen.resolve.roles import audiocpp_task, model_role, preferred_engine
 from autogen.settings.schema import BackendRow, Override, Settings
 
 GIB = 1 << 30
@@ -216,15 +217,21 @@ class TestClassifiers:
         ("parakeet", "x.gguf", Role.ASR), ("llama", "parakeet-tdt-0.6b.gguf", Role.ASR), ("fastconformer", "x.gguf", Role.ASR),
         ("llama", "nemotron-3.5-asr-streaming-q8_0.gguf", Role.ASR), ("llama", "nemotron-speech-streaming.gguf", Role.ASR),
         ("nemotron", "Nemotron-4-340B-Instruct-Q4_K_M.gguf", Role.LLM), ("llama", "Llama-3.1-8B.gguf", Role.LLM),
-        ("audiocpp", "x.gguf", Role.AUDIOCPP), ("bert", "bge-m3.gguf", Role.EMBEDDING),
+        ("audiocpp", "x.gguf", Role.TTS), ("bert", "bge-m3.gguf", Role.EMBEDDING),
     ])
     def test_roles(self, arch, name, role):
         assert model_role(row(f"/m/{name}"), ModelMeta(source="gguf", arch=arch)) == role
 
     def test_a_family_key_makes_audiocpp_whatever_the_arch(self):
         meta = ModelMeta(source="gguf", arch="qwen3", audio_family="qwen3_tts")
-        assert model_role(row("/m/qwen3-tts-talker.gguf"), meta) == Role.AUDIOCPP
+        assert model_role(row("/m/qwen3-tts-talker.gguf"), meta) == Role.TTS
+        assert preferred_engine(row("/m/qwen3-tts-talker.gguf"), Role.TTS, meta) == Engine.AUDIOCPP
         assert audiocpp_task(meta) == "tts"
+
+    def test_an_audiocpp_asr_family_is_an_asr_model_that_prefers_audiocpp(self):
+        meta = ModelMeta(source="gguf", arch="audiocpp", audio_family="parakeet_tdt")
+        assert model_role(row("/m/parakeet-tdt.gguf"), meta) == Role.ASR
+        assert preferred_engine(row("/m/parakeet-tdt.gguf"), Role.ASR, meta) == Engine.AUDIOCPP
 
     def test_an_embedder_is_tested_before_every_audio_class(self):
         meta = ModelMeta(source="gguf", arch="qwen3", pooling_type=3)

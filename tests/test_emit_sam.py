@@ -6,11 +6,12 @@ import attrs
 
 from autogen.discovery.walk import discover
 from autogen.emit.sam import emit_sam, sam_arch
+from autogen.engines import Role
 from autogen.metadata.probes import HeaderInfo
 from autogen.numfmt import size_gb
 from autogen.resolve.backends import resolve_backend
 from autogen.resolve.context import EmitContext
-from autogen.resolve.roles import Role, model_role
+from autogen.resolve.roles import model_role
 from autogen.settings.schema import BackendRow, Override, Settings
 
 

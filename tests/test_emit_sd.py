@@ -8,13 +8,14 @@ from gguf_fixtures import Q, write_gguf
 
 from autogen.discovery.rows import ModelRow
 from autogen.emit.sd import arm_components, emit_sd, guidance_for, is_reference_edit, max_vram
+from autogen.engines import Role
 from autogen.errors import ModelError
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import Resolved
 from autogen.resolve.context import EmitContext
-from autogen.resolve.roles import Role, image_arch, is_image_arch, model_role
+from autogen.resolve.roles import image_arch, is_image_arch, model_role
 from autogen.settings.schema import BackendRow, Encoders, Override, Settings
 
 GIB = 1 << 30
@@ -227,7 +228,7 @@ class TestDetection:
 
     def test_video_dits_are_never_served_as_llms(self):
         meta = ModelMeta(source="gguf", arch="ltxv", block_count=48)
-        assert model_role(ModelRow(id="x", format="gguf", path="/m/ltx-2.gguf"), meta) == Role.DIFFUSION
+        assert model_role(ModelRow(id="x", format="gguf", path="/m/ltx-2.gguf"), meta) == Role.IMAGE
 
     def test_chat_and_embedding_models_stay_in_their_roles(self):
         row = ModelRow(id="x", format="gguf", path="/m/x.gguf")

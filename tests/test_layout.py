@@ -1,5 +1,6 @@
 """The package reads as its data flow: stages import only downwards, no module imports itself
-back, the code stamp covers every module, and every role reaches an emitter."""
+back, the code stamp covers every module, and the engine table is whole: every role is served
+and every resolution reaches an emitter or a stated reason."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from autogen.discovery.rows import ModelRow
-from autogen.emit.dispatch import EMITTERS, UNSERVED, emitter_for, resolve_for
+from autogen.emit.dispatch import emitter_for, emitting_engine, resolve_for
+from autogen.engines import CUSTOM_KIND, ENGINES, Engine, Role
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp
-from autogen.resolve.backends import Engine
-from autogen.resolve.roles import Role
-from autogen.settings.schema import BACKEND_KINDS, CUSTOM_KIND, BackendRow, Override, Settings
+from autogen.resolve.backends import resolve_backend
+from autogen.settings.schema import BackendRow, Override, Settings
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autogen"
 #: Top to bottom: a stage may import its own modules and those of the stages below it.
@@ -97,52 +98,63 @@ def test_the_code_stamp_covers_every_module_in_every_folder():
     assert stamped == on_disk and any(os.sep in p for p in stamped)
 
 
-# --- the emitter registry ---------------------------------------------------------------------
+# --- the engine table -------------------------------------------------------------------------
 
 #: A row of every engine swapgen knows (its first kind spelling), and a custom one.
-ROWS = (*(BackendRow(id=f"{engine}-row", kind=spellings[0], path=f"/opt/{engine}")
-          for engine, spellings in BACKEND_KINDS.items()),
+ROWS = (*(BackendRow(id=f"{engine}-row", kind=row.kinds[0], path=f"/opt/{engine}") for engine, row in ENGINES.items()),
         BackendRow(id="custom-row", kind=CUSTOM_KIND, path="/opt/custom"))
 GGUF = ModelRow(id="m", format="gguf", path="/m/model.gguf")
 HF = ModelRow(id="h", format="hf", path="/m/folder")
+#: The engines a GGUF model of each role can ask for first (`roles.preferred_engine`).
+PREFERS = {Role.TTS: (Engine.TTS, Engine.TTSCPP, Engine.AUDIOCPP), Role.ASR: (None, Engine.AUDIOCPP)}
+#: Roles whose custom-kind rows run with the role's one emitter (its engines' forks share flags).
+CUSTOM_SERVED = {Role.IMAGE, Role.SEGMENT, Role.TTS, Role.ASR}
 
 
-def test_every_role_has_an_emitter_or_a_reason_and_every_emitter_loads():
-    assert set(EMITTERS) | set(UNSERVED) == set(Role) and not set(EMITTERS) & set(UNSERVED)
-    for role, entry in EMITTERS.items():
-        for engine, target in (entry.items() if isinstance(entry, dict) else [(None, entry)]):
-            module, function = target.split(":")
-            assert callable(getattr(importlib.import_module(f"autogen.emit.{module}"), function)), (role, engine)
-            assert engine is None or engine in set(Engine)
+def test_every_emitter_loads_and_every_role_is_served():
+    for engine, row in ENGINES.items():
+        if row.emitter is not None:
+            module, function = row.emitter.split(":")
+            assert callable(getattr(importlib.import_module(f"autogen.emit.{module}"), function)), engine
+    assert {role for row in ENGINES.values() for role in row.roles} == set(Role)
 
 
-def _reachable() -> set[tuple[Role, str]]:
-    """Every (role, engine) resolution can hand to the dispatch: each role under a pin to
-    every row of every engine, and unpinned."""
+def test_every_kind_spelling_names_one_engine():
+    spellings = [kind for row in ENGINES.values() for kind in row.kinds]
+    assert len(spellings) == len(set(spellings)) and CUSTOM_KIND not in spellings
+    assert all(kind == kind.strip().lower() for kind in spellings)
+
+
+def _reachable() -> set[tuple[Role, str, str | None]]:
+    """Every (role, engine, preferred engine) resolution can hand to the dispatch: each role
+    under a pin to every row of every engine, and unpinned."""
     reached = set()
     for row, role in [(GGUF, r) for r in Role] + [(HF, Role.LLM)]:
-        for pin in [None, *(r.id for r in ROWS)]:
-            settings = Settings(roots=("/m",), backends=ROWS)
-            override = Override(match="*", backend=pin) if pin else None
-            try:
-                reached.add((role, resolve_for(settings, override, row, role).engine))
-            except ModelError:
-                continue  # a pin to another class: refused with a reason
+        for prefer in PREFERS.get(role, (None,)) if row is GGUF else (Engine.VLLM,):
+            for pin in [None, *(r.id for r in ROWS)]:
+                settings = Settings(roots=("/m",), backends=ROWS)
+                override = Override(match="*", backend=pin) if pin else None
+                try:
+                    engine = (resolve_for(settings, override, row, role) if role == Role.EMBEDDING
+                              else resolve_backend(settings, override, role, prefer)).engine
+                except ModelError:
+                    continue  # a pin to another role: refused with a reason
+                reached.add((role, engine, prefer))
     return reached
 
 
-@pytest.mark.parametrize(("role", "engine"), sorted(_reachable()))
-def test_every_resolution_reaches_an_emitter_or_a_stated_reason(role, engine):
-    if role in UNSERVED:
-        return  # skipped with UNSERVED's reason
-    if engine == CUSTOM_KIND and isinstance(EMITTERS[role], dict):
-        # several engines' flags for one role: a custom engine gets the plain reason, never a guess
-        assert emitter_for(role, engine) is None
+@pytest.mark.parametrize(("role", "engine", "prefer"), sorted(_reachable(), key=str))
+def test_every_resolution_reaches_an_emitter_or_a_stated_reason(role, engine, prefer):
+    if role in (Role.UPSCALE, Role.THREE_D):
+        assert emitter_for(role, engine, prefer) is None  # registry-only: no model of the role is found
         return
-    assert emitter_for(role, engine) is not None, f"{role} on {engine}: no emitter"
+    if engine == CUSTOM_KIND and role not in CUSTOM_SERVED:
+        # several engines' flags for one role: a custom engine gets the plain reason, never a guess
+        assert emitter_for(role, engine, prefer) is None
+        return
+    assert emitter_for(role, engine, prefer) is not None, f"{role} on {engine} (prefers {prefer}): no emitter"
 
 
-def test_no_emitter_entry_is_out_of_reach():
-    reached = _reachable()
-    per_engine = {(role, engine) for role, entry in EMITTERS.items() if isinstance(entry, dict) for engine in entry}
-    assert per_engine - reached == set()
+def test_no_emitter_is_out_of_reach():
+    reached = {emitting_engine(role, engine, prefer) for role, engine, prefer in _reachable()}
+    assert {row.emitter for row in ENGINES.values()} == {row.emitter for row in reached if row}

@@ -35,9 +35,9 @@ from autogen.commands.measurements import Measurement
 from autogen.commands.tasks import Terminated
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
+from autogen.engines import Engine as EngineKind
 from autogen.errors import SwapgenError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, Footprint, Source
-from autogen.resolve.backends import Engine as EngineKind
 
 LOGS = "calibration-logs"
 VERBOSITY = ("LLAMA_ARG_LOG_VERBOSITY", "4")

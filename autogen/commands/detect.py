@@ -35,8 +35,8 @@ answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
 
 Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
 never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last
-version and variant); a new row gets the ★ only when no row of the file serves its class yet
-(`class_taken`); a row whose binary is gone is dropped. The settings' `backends:` rows are not
+version and variant); a new row gets the ★ only when no row of the file serves its roles yet
+(`role_taken`); a row whose binary is gone is dropped. The settings' `backends:` rows are not
 read once the file has rows, so they neither take ids nor hold ★s here.
 """
 
@@ -56,26 +56,22 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
+from autogen.engines import ENGINES, Engine, engine_of
 from autogen.errors import SettingsError, SwapgenError
 from autogen.fsutil import write_if_changed
 from autogen.numfmt import counted
-from autogen.resolve.backends import Engine, class_taken, engine_of
+from autogen.resolve.backends import role_taken
 from autogen.settings.load import find_settings, load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Settings
 from autogen.settings.structure import read_yaml, structure, unstructure
 
 PROBE_TIMEOUT = 10.0
 
-#: Executable name → engine (docs/maintainers/backends.md#legacy-exes for the legacy names).
-BINARIES: dict[str, Engine] = {
-    "llama-server": Engine.LLAMA, "vllm": Engine.VLLM, "sd-server": Engine.SD, "tts-server": Engine.TTS,
-    "parakeet-server": Engine.ASR, "audiocpp-server": Engine.AUDIOCPP, "sam3_server": Engine.SAM}
+#: Executable name → engine (`EngineRow.binaries`; docs/maintainers/backends.md#legacy-exes for the legacy names).
+BINARIES: dict[str, Engine] = {name: engine for engine, row in ENGINES.items() for name in row.binaries}
 
-#: Engine → the project a row's `component` names.
-COMPONENTS: dict[Engine, str] = {
-    Engine.LLAMA: "llama.cpp", Engine.VLLM: "vllm", Engine.SD: "stable-diffusion.cpp",
-    Engine.TTS: "qwentts.cpp", Engine.TTSCPP: "tts.cpp", Engine.ASR: "parakeet.cpp",
-    Engine.AUDIOCPP: "audio.cpp", Engine.SAM: "sam3"}
+#: Engine → the project a row's `component` names (`EngineRow.component`).
+COMPONENTS: dict[Engine, str] = {engine: row.component for engine, row in ENGINES.items() if row.component}
 
 #: Fixed places besides $PATH (globs; `~` is $HOME). Tests replace this tuple.
 SYSTEM_PLACES: tuple[str, ...] = ("~/.local/bin", "/usr/local/bin", "/opt/*/bin", "/opt/*/build/bin", "~/*/build/bin")
@@ -343,10 +339,10 @@ def plan(found: list[Found], file_rows: tuple[BackendRow, ...]) -> Change:
     context = [*foreign, *kept]
     taken = {r.id for r in context}
     added = []
-    # GPU builds first, so a class's first ★ goes to one; then by path, for stable ids.
+    # GPU builds first, so a role's first ★ goes to one; then by path, for stable ids.
     for f in sorted(by_real.values(), key=lambda f: (f.engine, f.variant in ("", "cpu"), f.real)):
         row = BackendRow(id=_unique(_base_id(f), taken), kind=f.engine, path=f.path,
-                         default=not class_taken(context, f.engine), version=f.version, managed=True,
+                         default=not role_taken(context, f.engine), version=f.version, managed=True,
                          component=COMPONENTS[Engine(f.engine)], variant=f.variant)
         context.append(row)
         added.append(row)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from autogen.resolve.backends import Engine, engine_of
+from autogen.engines import Engine, engine_of
 from autogen.settings.schema import Settings
 
 ESTIMATOR = "llama-fit-params"

@@ -21,8 +21,8 @@ from autogen.commands.engine_binaries import MEASURED_ENGINES, estimator_for, id
 from autogen.commands.measurements import Measurement, Measurements, margin
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
+from autogen.engines import Engine
 from autogen.footprint import Footprint, Reading, Source, with_gap
-from autogen.resolve.backends import Engine
 from autogen.settings.schema import Settings
 
 #: Rounds of asking: the engine is called at most this many times per entry of a model.

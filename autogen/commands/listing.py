@@ -56,7 +56,7 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "id": job.row.id,
             "host": host,
             "task": graph.task_name(job),
-            "class": job.model_class,
+            "class": job.role.value,
             "role": job.role.value,
             "engine": job.engine,
             "backend": job.backend_id,

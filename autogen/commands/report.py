@@ -13,19 +13,20 @@ from doit.reporter import ConsoleReporter
 
 from autogen.emit.dispatch import Job
 from autogen.emit.llama_profiles import profile_ids
+from autogen.engines import Role
 from autogen.numfmt import counted
-from autogen.resolve.roles import Role
 
 SUMMARY = "summary.json"
 
 
 def task_doc(library, job: Job) -> str:
-    """One line per model task: class, engine, backend and why, path (and its llama profiles)."""
+    """One line per model task: role, engine, backend and why, path (and its llama profiles)."""
     where = job.row.path
     if job.error:
         return f"SKIPPED  {job.error}  ({where})"
-    doc = f"{job.model_class:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
-    if job.role == Role.LLM and job.engine == "llama" and (ids := profile_ids(job.row, job.override, library.settings)):
+    doc = f"{job.role.value:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+    profiled = job.role == Role.LLM and job.served_by.profiles
+    if profiled and (ids := profile_ids(job.row, job.override, library.settings)):
         doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
     return doc
 

@@ -83,7 +83,7 @@ def report(library: Library, job: Job) -> dict:
         "id": job.row.id,
         "paths": {"model": job.row.path, "shards": list(job.row.shards), "mmproj": job.row.mmproj,
                   "draft": job.row.draft, "manifest": job.row.manifest, "inputs": list(job.row.inputs)},
-        "class": job.model_class,
+        "class": job.role.value,
         "role": job.role.value,
         "backend": {"id": job.backend_id, "engine": job.engine, "why": job.backend.why if job.backend else "",
                     "exe": job.backend.exe if job.backend else None},

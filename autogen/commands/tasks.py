@@ -42,13 +42,13 @@ from autogen.discovery.naming import LEDGER
 from autogen.emit.audio import audiocpp_config_path
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Plan
+from autogen.engines import Engine
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
 from autogen.resolve.nodes import fleet_of
-from autogen.resolve.roles import Role
 from autogen.router.assemble import Fragment, assemble, assemble_preset, passthrough_hint, write_config
 from autogen.router.fleet import Peer, render_front
 from autogen.router.preset import LLAMA_SERVER, preset_plan
@@ -134,7 +134,7 @@ def fragment_path(cache_dir: str, model_id: str, key: str) -> str:
 
 def side_files(settings: Settings, job: Job) -> list[str]:
     """Files a model task writes beside its fragment (a missing one re-runs the task)."""
-    if job.role == Role.AUDIOCPP and job.error is None:
+    if job.prefer == Engine.AUDIOCPP and job.error is None:
         return [audiocpp_config_path(settings.cache_dir, job.row.id)]
     return []
 

@@ -25,9 +25,9 @@ from autogen import fsutil
 from autogen.cmdline import HOST
 from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
+from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
-from autogen.resolve.backends import Engine
 from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 
@@ -40,7 +40,6 @@ AUDIOCPP_CLONE = frozenset({"moss_tts_nano", "qwen3_tts", "f5_tts", "index_tts2"
 #: a NOTE.
 AUDIOCPP_FLAVOURS = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "metal-x64": "metal", "cpu": "cpu",
                      "cpu-portable": "cpu"}
-AUDIOCPP_EXE = "audiocpp_server"
 
 
 # -- shared ------------------------------------------------------------------------------------
@@ -104,8 +103,8 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
                          "tts-server cannot start without it")
     codec_bytes = file_size(row.codec) or 0
     voices = os.path.join(os.path.dirname(row.path), "voices", _stem(row.path))
-    argv = (ctx.backend.exe or "tts-server", "--model", row.path, "--codec", row.codec, "--voices-dir", voices,
-            "--port", "${PORT}", *_extra(ctx))
+    argv = (ctx.backend.exe or ENGINES[Engine.TTS].exe, "--model", row.path, "--codec", row.codec,
+            "--voices-dir", voices, "--port", "${PORT}", *_extra(ctx))
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
                                                   f"est VRAM talker + codec + 0.3 GB")]
@@ -121,7 +120,8 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
 def _emit_ttscpp(ctx: EmitContext) -> Plan:
     row, meta = ctx.row, ctx.meta
     arch = meta.arch if meta is not None else ""
-    argv = [ctx.backend.exe or "tts-server", "--model-path", row.path, "--host", HOST, "--port", "${PORT}"]
+    argv = [ctx.backend.exe or ENGINES[Engine.TTSCPP].exe, "--model-path", row.path, "--host", HOST,
+            "--port", "${PORT}"]
     if (threads := _threads(ctx)):
         argv += ["--n-threads", str(threads)]  # long flags only: TTS.cpp binds -t twice
     comment = [_comment("tts.cpp", arch, row, "TTS.cpp tts-server, self-contained, CPU only (no VRAM charge)")]
@@ -140,7 +140,7 @@ def emit_asr(ctx: EmitContext) -> Plan:
     """parakeet-server: CPU by default (a GPU opt-in via extra_args is an accepted under-charge)."""
     row, meta = ctx.row, ctx.meta
     arch = meta.arch if meta is not None else ""
-    argv = (ctx.backend.exe or "parakeet-server", "--model", row.path, "--port", "${PORT}", *_extra(ctx))
+    argv = (ctx.backend.exe or ENGINES[Engine.ASR].exe, "--model", row.path, "--port", "${PORT}", *_extra(ctx))
     comment = [_comment("parakeet", arch, row, "Parakeet ASR, parakeet.cpp parakeet-server, CPU (no VRAM charge)")]
     entry = _entry(ctx, argv, comment, check_endpoint="none", metadata=_metadata(ctx, "parakeet.cpp", arch, None),
                    capabilities=Capabilities(inputs=("audio",), outputs=("text",)), coexist_group="asr")
@@ -176,7 +176,7 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
     resolved = ctx.backend
     comment = [_comment("audio.cpp", family, row, f"task {task}, est VRAM size + 0.4 GB")]
     installed = resolved.engine == Engine.AUDIOCPP
-    exe = resolved.exe if installed else AUDIOCPP_EXE
+    exe = resolved.exe if installed else ENGINES[Engine.AUDIOCPP].exe
     if not installed:
         comment.append(f"WARNING: no audio.cpp backend registered (a row of kind audiocpp); {row.id} will not "
                        f"start until one is installed")

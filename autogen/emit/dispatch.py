@@ -1,8 +1,8 @@
-"""From a discovered row to its plan: override, class, backend, budget → the right emitter.
+"""From a discovered row to its plan: override, role, backend, budget → the right emitter.
 
-This is the only module that knows every class and engine; emitters stay pure and small.
-`model_inputs` is the plain-data key doit stores per model: when it (or one of the model's
-files) changes, that model alone is re-emitted.
+Which emitter serves a model is read from the engine's row (`engines.ENGINES`); emitters stay
+pure and small. `model_inputs` is the plain-data key doit stores per model: when it (or one of
+the model's files) changes, that model alone is re-emitted.
 """
 
 from __future__ import annotations
@@ -21,29 +21,20 @@ from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
+from autogen.engines import ENGINES, Engine, EngineRow, Role, engine_row
 from autogen.errors import ModelError
 from autogen.footprint import Reading
 from autogen.fsutil import file_size
 from autogen.metadata.formats import foreign_reason
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.resolve.backends import (
-    Engine,
-    Resolved,
-    llama_router_exe,
-    only_audiocpp,
-    resolution_key,
-    resolve_backend,
-    resolve_backend_preferring,
-    resolve_embedder,
-    without_audiocpp,
-)
+from autogen.resolve.backends import Resolved, llama_router_exe, resolution_key, resolve_backend, resolve_embedder
 from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
-from autogen.resolve.roles import Role, audiocpp_task, is_ttscpp_model, listed_class, model_role
+from autogen.resolve.roles import model_role, preferred_engine
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings, Watch
 from autogen.sizing.vllm_args import vllm_tensor_parallel
@@ -51,22 +42,6 @@ from autogen.sizing.vllm_args import vllm_tensor_parallel
 DEFAULT_BUDGET_GB = 8.0
 SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 
-#: Role → its emitter, `module:function` under `autogen.emit`; a role several engines serve maps
-#: each engine to its own. Every emitter is `EmitContext -> Plan`. Loaded on first use (as vLLM's
-#: tool-parser registry does), so a no-op run imports no emitter.
-EMITTERS: dict[Role, str | dict[Engine, str]] = {
-    Role.LLM: {Engine.LLAMA: "llama:emit_llama", Engine.VLLM: "vllm:emit_vllm"},
-    Role.EMBEDDING: {Engine.LLAMA: "llama:emit_llama"},  # resolve_embedder never picks vLLM
-    Role.IMAGE: "sd:emit_sd",
-    Role.SEGMENT: "sam:emit_sam",
-    Role.TTS: "audio:emit_tts",
-    Role.ASR: "audio:emit_asr",
-    Role.AUDIOCPP: "audio:emit_audiocpp",
-}
-#: Roles no engine here serves, with the reason their models are skipped.
-UNSERVED: dict[Role, str] = {
-    Role.DIFFUSION: "video and other DiTs have no sd-server arm here yet",
-}
 
 
 def match_override(settings: Settings, row: ModelRow) -> Override | None:
@@ -82,24 +57,10 @@ def match_override(settings: Settings, row: ModelRow) -> Override | None:
 
 def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: Role,
                 meta: ModelMeta | None = None) -> Resolved:
-    """Which backend serves this model (raises ModelError for a pin to another class)."""
-    if row.format == "hf":
-        return resolve_backend_preferring(settings, override, "llm", "vllm")
+    """Which backend serves this model (raises ModelError for a pin to another role)."""
     if role == Role.EMBEDDING:
         return resolve_embedder(settings, override)
-    if role == Role.SEGMENT:
-        return resolve_backend(settings, override, "segment")
-    if role in (Role.IMAGE, Role.DIFFUSION):
-        return resolve_backend(settings, override, "image")
-    if role == Role.TTS:
-        prefer = "ttscpp" if is_ttscpp_model(row, meta) else "tts"
-        return resolve_backend_preferring(without_audiocpp(settings), override, "tts", prefer)
-    if role == Role.ASR:
-        return resolve_backend(without_audiocpp(settings), override, "asr")
-    if role == Role.AUDIOCPP:
-        cls = "asr" if audiocpp_task(meta) == "asr" else "tts"
-        return resolve_backend_preferring(only_audiocpp(settings), override, cls, "audiocpp")
-    return resolve_backend(settings, override, "llm")
+    return resolve_backend(settings, override, role, preferred_engine(row, role, meta))
 
 
 def engine_for(settings: Settings, row: ModelRow, meta: ModelMeta | None) -> str | None:
@@ -130,6 +91,8 @@ class Job:
     row: ModelRow
     override: Override | None
     role: Role
+    #: The engine the model's format asks for first (`roles.preferred_engine`), e.g. "audiocpp".
+    prefer: str | None
     #: Resolved backend, or None with `error` set.
     backend: Resolved | None
     #: A reason known before emitting (unreadable header, missing shard, refused pin…).
@@ -138,8 +101,6 @@ class Job:
     card_vram_gb: float | None
     #: The GPUs it runs on and their vendor variables (`devices.place`); empty = driver default.
     placement: Placement = NO_PLACEMENT
-    #: The class users see (`roles.listed_class`), e.g. "tts" for an audio.cpp TTS model.
-    model_class: str = ""
     #: The hosts a multi-node vLLM model spans (`vllm_nodes`); None = this host alone.
     nodes: MultiNode | None = None
 
@@ -151,6 +112,11 @@ class Job:
     def backend_id(self) -> str:
         return self.backend.backend_id if self.backend else "-"
 
+    @property
+    def served_by(self) -> EngineRow:
+        """The resolved engine's row (`CUSTOM` for an engine swapgen does not know)."""
+        return engine_row(self.engine)
+
 
 def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
              card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None, fleet: Fleet | None = None) -> Job:
@@ -158,6 +124,7 @@ def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: s
     `fleet`: the hosts a run from a fleet front knows (`vllm_nodes` needs them)."""
     override = match_override(settings, row)
     role = model_role(row, meta)
+    prefer = preferred_engine(row, role, meta)
     backend = None
     placement = NO_PLACEMENT
     nodes = None
@@ -173,13 +140,13 @@ def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: s
     budget = budget_for(settings, override, card_vram_gb, placement.gpus)
     if nodes is not None and not (override is not None and override.vram_budget_gb):
         budget = nodes.budget_gb
-    return Job(row=row, override=override, role=role, backend=backend, error=error, budget_gb=budget,
-               card_vram_gb=card_vram_gb, placement=placement, model_class=listed_class(role, meta), nodes=nodes)
+    return Job(row=row, override=override, role=role, prefer=prefer, backend=backend, error=error,
+               budget_gb=budget, card_vram_gb=card_vram_gb, placement=placement, nodes=nodes)
 
 
 def _nodes(override: Override, backend: Resolved, fleet: Fleet | None) -> MultiNode:
     """The multi-node layout of `vllm_nodes` (vLLM only: llama-server has no such mode here)."""
-    if backend.engine != Engine.VLLM:
+    if not engine_row(backend.engine).per_card:
         raise ModelError(f"vllm_nodes needs a vllm backend; this model resolves to {backend.backend_id} "
                          f"({backend.engine}); pin a vllm row with `backend:`")
     tp, source = vllm_tensor_parallel(override)
@@ -191,7 +158,8 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
     """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
     vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
     wanted, _ = requested(settings, override)
-    if not wanted and (backend.engine != "vllm" or (settings.card_vram_gb is not None and settings.gpus is None)):
+    per_card = engine_row(backend.engine).per_card
+    if not wanted and (not per_card or (settings.card_vram_gb is not None and settings.gpus is None)):
         return NO_PLACEMENT
     if gpus is None:
         gpus = inventory(settings)
@@ -222,7 +190,7 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
 
 def _has_profiles(job: Job) -> bool:
     """A chat model on llama-server that will be emitted: the models llama profiles belong to."""
-    return (job.role == Role.LLM and job.engine == "llama" and job.error is None
+    return (job.role == Role.LLM and job.served_by.profiles and job.error is None
             and not (job.override is not None and job.override.skip))
 
 
@@ -253,10 +221,11 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
         job.row,
         job.override,
         job.role,
+        job.prefer,
         resolution_key(job.backend) if job.backend else None,
         job.error,
         job.budget_gb,
-        job.card_vram_gb if job.engine == "vllm" else None,
+        job.card_vram_gb if job.served_by.per_card else None,
         component_state(settings, job.override) if job.role == Role.IMAGE else None,
         placement_key(job.placement),
         job.nodes,
@@ -307,8 +276,8 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       readings=readings)
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
-        if job.engine == "vllm":
-            plan = note_profiles_ignored(plan, job.override, "vLLM entries have no profiles")
+        if job.served_by.no_profiles_note:
+            plan = note_profiles_ignored(plan, job.override, job.served_by.no_profiles_note)
         return _with_llama_swap_keys(job, settings, _free_aliases(plan, taken_ids))
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
@@ -341,7 +310,7 @@ def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     """The plan with its device pin, for every class; a llama entry that loses nothing on the
     largest of its cards alone runs there, the others split layers over all."""
     placement = job.placement
-    if job.engine != "llama" or len(placement.gpus) < 2:
+    if not job.served_by.splits_layers or len(placement.gpus) < 2:
         return place_plan(plan, placement)
     card = max(placement.gpus, key=lambda g: g.vram_gb)
     one = placement.only(card, f"{placement.why}; fits card {card.index} alone")
@@ -350,14 +319,26 @@ def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     return prefer_one_card(plan, single, placement, one)
 
 
-def emitter_for(role: Role, engine: str) -> Callable[[EmitContext], Plan] | None:
-    """The registered emitter of a role on an engine, or None."""
-    entry = EMITTERS.get(role)
-    if isinstance(entry, dict):
-        entry = entry.get(engine)
-    if entry is None:
+def emitting_engine(role: Role, engine: str, prefer: str | None = None) -> EngineRow | None:
+    """The engine whose emitter serves a model of `role` resolved to `engine`: the preferred
+    engine when it is exclusive (an audio.cpp model on a legacy exe still speaks audio.cpp's
+    argv), the resolved engine when it serves the role, else (a custom engine) the one emitter of
+    the role's engines that serve custom rows, exclusive ones aside; None when there is none (a
+    custom llm: several engines' flags, so no guess)."""
+    own = engine_row(prefer) if prefer and engine_row(prefer).exclusive else engine_row(engine)
+    if role in own.roles:
+        return own
+    hosts = {row.emitter: row for row in ENGINES.values()
+             if row.serves_custom_rows and not row.exclusive and role in row.roles}
+    return next(iter(hosts.values())) if len(hosts) == 1 else None
+
+
+def emitter_for(role: Role, engine: str, prefer: str | None = None) -> Callable[[EmitContext], Plan] | None:
+    """The registered emitter of a role on an engine (`emitting_engine`), or None."""
+    row = emitting_engine(role, engine, prefer)
+    if row is None or row.emitter is None:
         return None
-    module, function = entry.split(":")
+    module, function = row.emitter.split(":")
     # deliberate lazy import: a run served from the load memo plans nothing
     return getattr(importlib.import_module(f"autogen.emit.{module}"), function)
 
@@ -382,9 +363,11 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
     if needs_vllm(job):
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
                          "Add a row of kind vllm to `backends` in swapgen.yaml")
-    if job.role in UNSERVED:
-        raise ModelError(f"{job.role} model of arch {ctx.meta.arch if ctx.meta else '?'}: {UNSERVED[job.role]}")
-    emit = emitter_for(job.role, engine)
+    serving = emitting_engine(job.role, engine, job.prefer)
+    arch = ctx.meta.arch if ctx.meta else "?"
+    if serving is not None and arch in serving.unserved_archs:
+        raise ModelError(serving.unserved_reason.format(arch=arch))
+    emit = emitter_for(job.role, engine, job.prefer)
     if emit is None:
         raise ModelError(f"no emitter for {job.role} models on engine {engine!r} yet")
     return emit(ctx)

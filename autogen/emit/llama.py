@@ -55,6 +55,7 @@ from autogen.emit.llama_profiles import (
     profiles,
     refused_before_sizing,
 )
+from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.footprint import Footprint
 from autogen.metadata.chat_template import TOOLS_VAR
@@ -81,7 +82,6 @@ from autogen.sizing.llama import (
 from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
 
-DEFAULT_EXE = "llama-server"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
 #: Embedding context: the trained window (512 when absent), capped (docs/maintainers/classes.md#embeddings).
@@ -133,7 +133,7 @@ def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[st
 def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
     """Program, model, address; over several devices layers split in proportion to
     each card's VRAM, in the order the device variables list them."""
-    exe = ctx.backend.exe or DEFAULT_EXE
+    exe = ctx.backend.exe or ENGINES[Engine.LLAMA].exe
     head = [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
     if len(ctx.devices) > 1:
         head += [("-sm", "layer"), ("-ts", tensor_split(ctx.devices))]

@@ -20,27 +20,11 @@ from typing import Any
 import attrs
 
 from autogen.emit.entry import Entry, Plan
+from autogen.engines import engine_row
 from autogen.footprint import MEMORY_KEY
 
-#: The flags each engine binds its address with (the last one in the command wins, as for
-#: every flag an `extra_args` entry replaces); an engine without one listens on every address.
-HOST_FLAGS: dict[str, tuple[str, ...]] = {
-    "llama": ("--host",),
-    "vllm": ("--host",),
-    "sd": ("-l", "--listen-ip"),
-    "tts": ("--host",),
-    "ttscpp": ("--host",),
-    "audiocpp": ("--host",),
-    "sam": ("--host",),
-}
 #: Where llama-swap reaches an engine that binds every address (or names none).
 LOOPBACK = "127.0.0.1"
-#: The slot flags each engine's `concurrencyLimit` follows (llama-server b11434 `--help`, vLLM
-#: `vllm serve --help`).
-SLOT_FLAGS: dict[str, tuple[str, ...]] = {
-    "llama": ("-np", "--parallel"),
-    "vllm": ("--max-num-seqs",),
-}
 #: Override `llama_swap:` keys that name the model itself, so only its own entry gets them
 #: (a profile `<id>-64k` has its own id; two entries cannot share an alias).
 MODEL_ONLY_KEYS = ("aliases", "name")
@@ -57,8 +41,10 @@ def flag_value(argv: Sequence[str], flags: tuple[str, ...]) -> str | None:
 
 
 def bind_proxy(argv: Sequence[str], engine: str) -> str:
-    """`http://<bind host>:${PORT}`; an engine bound to every address is reached on loopback."""
-    host = flag_value(argv, HOST_FLAGS.get(engine, ())) or LOOPBACK
+    """`http://<bind host>:${PORT}` from the engine's `host_flags` (the last one in the command
+    wins, as for every flag an `extra_args` entry replaces); an engine bound to every address, or
+    naming none, is reached on loopback."""
+    host = flag_value(argv, engine_row(engine).host_flags) or LOOPBACK
     if host in ("0.0.0.0", ""):
         host = LOOPBACK
     elif host == "::":
@@ -69,8 +55,9 @@ def bind_proxy(argv: Sequence[str], engine: str) -> str:
 
 
 def engine_slots(argv: Sequence[str], engine: str) -> int | None:
-    """The slot count the command sets, if it sets a positive one."""
-    value = flag_value(argv, SLOT_FLAGS.get(engine, ()))
+    """The slot count the engine's `slot_flags` set (llama-server b11434 `--help`, vLLM `vllm
+    serve --help`), if they set a positive one."""
+    value = flag_value(argv, engine_row(engine).slot_flags)
     try:
         slots = int(value) if value is not None else None
     except ValueError:

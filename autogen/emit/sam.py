@@ -17,6 +17,7 @@ import re
 
 from autogen.cmdline import HOST
 from autogen.emit.entry import Capabilities, Entry, Plan
+from autogen.engines import ENGINES, Engine
 from autogen.numfmt import format_g, size_gb
 from autogen.resolve.context import EmitContext
 
@@ -32,7 +33,7 @@ def sam_arch(path: str) -> str:
 def emit_sam(ctx: EmitContext) -> Plan:
     row, ov, s = ctx.row, ctx.override, ctx.settings
     extra = tuple(ov.extra_args) if ov is not None else ()
-    argv = [ctx.backend.exe or "sam3_server", "--model", row.path, "--host", HOST, "--port", "${PORT}"]
+    argv = [ctx.backend.exe or ENGINES[Engine.SAM].exe, "--model", row.path, "--host", HOST, "--port", "${PORT}"]
     if s.threads:  # the fleet setting only, as the Go original (docs/maintainers/classes.md#segmentation-sam)
         argv += ["--threads", str(s.threads)]
     if "--no-gpu" not in extra:

@@ -27,6 +27,7 @@ from attrs import frozen
 from autogen import fsutil
 from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
+from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
@@ -280,7 +281,7 @@ def sd_argv(ctx: EmitContext, arch: str, comps: Components, choices: SdChoices, 
     """The command line in the module docstring's order; groups set by extra_args are dropped."""
     row, ov, s = ctx.row, ctx.override, ctx.settings
     model_flag = "-m" if is_full_checkpoint(arch) else "--diffusion-model"
-    groups: list[tuple[str, ...]] = [(ctx.backend.exe or "sd-server",), (model_flag, row.path), ("-l", HOST),
+    groups: list[tuple[str, ...]] = [(ctx.backend.exe or ENGINES[Engine.SD].exe,), (model_flag, row.path), ("-l", HOST),
                                      ("--listen-port", "${PORT}"), ("--max-vram", format_g(graph))]
     flags = dict(ROLE_FLAGS)
     groups += [(flags[role], path) for role, path, _ in comps.present]

@@ -30,6 +30,7 @@ from autogen.discovery.rows import Adapter
 from autogen.discovery.walk import SHARD_NAME
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
+from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.footprint import DeviceMemory, Footprint, Source
 from autogen.numfmt import GIB, format_g, gib, size_gb
@@ -38,7 +39,6 @@ from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
 from autogen.versions import format_version, parse_version
 
-DEFAULT_EXE = "vllm"
 #: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (vllm-project/vllm#39612).
 GGUF_PLUGIN_SINCE = (0, 24)
 #: The ranks `--max-lora-rank` accepts (vllm/config/lora.py `MaxLoRARanks`), and its default.
@@ -100,7 +100,7 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
     """The command line (docs/maintainers/sizing.md#vllm-argv); pure, shared by YAML and `swapgen show`.
     Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'."""
     ov, extra = ctx.override, sizing.extra
-    argv = [ctx.backend.exe or DEFAULT_EXE, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",
+    argv = [ctx.backend.exe or ENGINES[Engine.VLLM].exe, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",
             "--served-model-name", ctx.row.id]
     if ctx.row.format == "gguf":
         argv += ["--quantization", "gguf"]

@@ -1,199 +1,82 @@
-"""Backend registry and resolution: which installed engine serves a model of a given class.
+"""Backend registry and resolution: which installed engine serves a model of a given role.
 
 The registry is `Settings.backends` (already replaced by the `backends_file` rows when that
-file has any). Each row's kind maps to an engine and to the model classes it serves (`KINDS`).
-Resolution order (docs/maintainers/backends.md#resolution-order, docs/maintainers/backends.md#preferring):
+file has any). Each row's kind names an engine, and the engine's row in `engines.ENGINES` says
+which roles it serves. Resolution order (docs/maintainers/backends.md#resolution-order,
+docs/maintainers/backends.md#preferring):
 
-1. the override's `backend:` pin, by id, whatever the row's class — but a row whose kind
-   serves other classes only is refused (`ModelError`); a stale id falls through;
-2. (`resolve_backend_preferring` only) the ★ row, else the first row, of the preferred engine;
-3. the class's ★ row, else its first row;
-4. no row: the legacy exe of the class (`legacy_exes`).
+1. the override's `backend:` pin, by id, whatever the row's role — but a row whose kind
+   serves other roles only is refused (`ModelError`); a stale id falls through;
+2. with `prefer`: the ★ row, else the first row, of the preferred engine;
+3. the role's ★ row, else its first row;
+4. no row: the legacy exe of the role (`legacy_exes`).
 
-What each emitter calls (docs/maintainers/backends.md#what-each-emitter-resolves):
+An exclusive engine's rows (audio.cpp: `EngineRow.exclusive`) are seen only by the models that
+prefer it, and those models see only them (docs/maintainers/backends.md#audiocpp-filters). What each model
+resolves (`emit.dispatch.resolve_for`, docs/maintainers/backends.md#what-each-emitter-resolves):
 
-    chat gguf   resolve_backend(s, ov, LLM)                 engine vllm → vllm emitter
-    HF folder   resolve_backend_preferring(s, ov, LLM, "vllm")  not vllm → skip the model
-    embedder    resolve_embedder(s, ov)                     never vllm
-    image       resolve_backend(s, ov, IMAGE)
-    segment     resolve_backend(s, ov, SEGMENT)
-    TTS         resolve_backend_preferring(without_audiocpp(s), ov, TTS, "ttscpp" | "tts")
-    ASR         resolve_backend(without_audiocpp(s), ov, ASR)
-    audio.cpp   resolve_backend_preferring(only_audiocpp(s), ov, TTS | ASR, "audiocpp")
-                                                            row None → no audio.cpp installed
+    chat gguf   resolve_backend(s, ov, llm)                    engine vllm → vllm emitter
+    HF folder   resolve_backend(s, ov, llm, prefer="vllm")     not vllm → skip the model
+    embedder    resolve_embedder(s, ov)                        never an engine that cannot embed
+    image       resolve_backend(s, ov, image)
+    segment     resolve_backend(s, ov, segment)
+    TTS         resolve_backend(s, ov, tts, prefer="ttscpp" | "tts")
+    ASR         resolve_backend(s, ov, asr)
+    audio.cpp   resolve_backend(s, ov, tts | asr, prefer="audiocpp")   row None → none installed
     upscale     registry-only: no emitter resolves it, so its rows never change the YAML
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 
 import attrs
 from attrs import frozen
 
+from autogen.engines import CUSTOM, ENGINES, SERVED_AS, Engine, Role, engine_of, engine_row, kind_roles, role_label
 from autogen.errors import ModelError
-from autogen.settings.schema import BACKEND_KINDS, BackendRow, Override, Settings
+from autogen.settings.schema import BackendRow, Override, Settings
 
 
-class ModelClass(StrEnum):
-    """What a model is for; a registry row serves one or more classes."""
-
-    LLM = "llm"
-    IMAGE = "image"
-    TTS = "tts"
-    ASR = "asr"
-    SEGMENT = "segment"
-    UPSCALE = "upscale"
-    THREE_D = "3d"
+def serves(kind: str, role: str) -> bool:
+    """Membership, never equality with the first role: audio.cpp serves tts AND asr."""
+    return Role(role) in kind_roles(kind)
 
 
-class Engine(StrEnum):
-    """The one spelling emitters dispatch on; a kind outside `KINDS` is its own engine."""
-
-    LLAMA = "llama"
-    VLLM = "vllm"
-    SD = "sd"
-    #: qwentts.cpp tts-server.
-    TTS = "tts"
-    #: TTS.cpp (Kokoro, Parler, Dia, Orpheus).
-    TTSCPP = "ttscpp"
-    #: parakeet.cpp parakeet-server.
-    ASR = "asr"
-    AUDIOCPP = "audiocpp"
-    SAM = "sam"
-    UPSCALE = "upscale"
-    TRELLIS = "trellis"
-
-
-@frozen
-class Kind:
-    """What a kind spelling means: its engine and the classes it serves (first = label)."""
-
-    engine: Engine
-    classes: tuple[ModelClass, ...]
-
-
-_LLAMA = Kind(Engine.LLAMA, (ModelClass.LLM,))
-_VLLM = Kind(Engine.VLLM, (ModelClass.LLM,))
-_SD = Kind(Engine.SD, (ModelClass.IMAGE,))
-_TTS = Kind(Engine.TTS, (ModelClass.TTS,))
-_TTSCPP = Kind(Engine.TTSCPP, (ModelClass.TTS,))
-_ASR = Kind(Engine.ASR, (ModelClass.ASR,))
-_AUDIOCPP = Kind(Engine.AUDIOCPP, (ModelClass.TTS, ModelClass.ASR))
-_SAM = Kind(Engine.SAM, (ModelClass.SEGMENT,))
-_UPSCALE = Kind(Engine.UPSCALE, (ModelClass.UPSCALE,))
-_TRELLIS = Kind(Engine.TRELLIS, (ModelClass.THREE_D,))
-
-_KIND_OF_ENGINE = {kind.engine: kind for kind in (_LLAMA, _VLLM, _SD, _TTS, _TTSCPP, _ASR, _AUDIOCPP, _SAM,
-                                                   _UPSCALE, _TRELLIS)}
-
-#: Every kind spelling, lower case (`settings.schema.BACKEND_KINDS`) → what it means. The kind
-#: `custom` serves no class: it is never auto-picked, only reachable by a pin.
-KINDS: dict[str, Kind] = {spelling: _KIND_OF_ENGINE[Engine(engine)]
-                          for engine, spellings in BACKEND_KINDS.items() for spelling in spellings}
-
-
-def _norm(kind: str) -> str:
-    return kind.strip().lower()
-
-
-def kind_classes(kind: str) -> tuple[ModelClass, ...]:
-    """Classes a kind serves, matched case-insensitively after trimming; () for a custom kind."""
-    known = KINDS.get(_norm(kind))
-    return known.classes if known else ()
-
-
-def engine_of(kind: str) -> str:
-    """Canonical engine name of a kind ("llama.cpp" → "llama"); a custom kind, normalised."""
-    known = KINDS.get(_norm(kind))
-    return known.engine.value if known else _norm(kind)
-
-
-def serves(kind: str, cls: str) -> bool:
-    """Membership, never equality with the label class: audio.cpp serves tts AND asr."""
-    return ModelClass(cls) in kind_classes(kind)
-
-
-def class_taken(rows: Iterable[BackendRow], kind: str) -> bool:
-    """True when some row already serves any class `kind` would serve.
+def role_taken(rows: Iterable[BackendRow], kind: str) -> bool:
+    """True when some row already serves any role `kind` would serve.
 
     Decides whether a newly registered backend may take the ★ ("an install never steals ★"):
-    an installed parakeet row makes audio.cpp's classes taken even with no tts row.
+    an installed parakeet row makes audio.cpp's roles taken even with no tts row.
     """
-    wanted = set(kind_classes(kind))
-    return any(wanted.intersection(kind_classes(row.kind)) for row in rows)
+    wanted = set(kind_roles(kind))
+    return any(wanted.intersection(kind_roles(row.kind)) for row in rows)
 
 
-def is_audiocpp(kind: str) -> bool:
-    return engine_of(kind) == Engine.AUDIOCPP
-
-
-def without_audiocpp(settings: Settings) -> Settings:
-    """The registry minus audio.cpp rows, for the TTS and ASR engines' own resolution.
+def candidates(rows: tuple[BackendRow, ...], role: Role, prefer: str | None) -> tuple[BackendRow, ...]:
+    """The rows a model of `role` may resolve to: an exclusive engine's rows only, when it
+    prefers that engine; else every row but those of exclusive engines serving `role`.
 
     Filtering BEFORE resolving lets an audio.cpp ★ degrade to the next installed engine of the
-    class (e.g. a parakeet row) instead of all the way to the legacy exe
-    (docs/maintainers/backends.md#audiocpp-filters).
+    role (e.g. a parakeet row) instead of all the way to the legacy exe, and makes a pin at
+    another engine's row a no-op for an audio.cpp model (docs/maintainers/backends.md#audiocpp-filters).
     """
-    return attrs.evolve(settings, backends=tuple(r for r in settings.backends if not is_audiocpp(r.kind)))
-
-
-def only_audiocpp(settings: Settings) -> Settings:
-    """Only audio.cpp rows: a pin at another engine's row is a no-op, a pin at a build wins."""
-    return attrs.evolve(settings, backends=tuple(r for r in settings.backends if is_audiocpp(r.kind)))
+    if prefer and engine_row(prefer).exclusive:
+        return tuple(r for r in rows if engine_of(r.kind) == prefer)
+    return tuple(r for r in rows if not (engine_row(engine_of(r.kind)).exclusive and role in kind_roles(r.kind)))
 
 
 # ---------------------------------------------------------------------------------------------
 # legacy single-exe fallbacks
 
-
-@frozen
-class LegacyExes:
-    """The exe each class runs when no registry row resolves (docs/maintainers/backends.md#legacy-exes).
-
-    Example: LegacyExes(server_exe="/opt/llama/llama-server", sd_server_exe="/opt/llama/sd-server",
-    ...). The last three have no settings key: always siblings of `server_exe`.
-    """
-
-    server_exe: str
-    sd_server_exe: str
-    tts_server_exe: str
-    asr_server_exe: str
-    sam_server_exe: str
-    trellis_server_exe: str
-    upscale_exe: str
-
-
-#: Engine → the legacy slot its rows fill (first per kind, a ★ row wins). Other engines (vllm,
-#: ttscpp, audiocpp, sam, …) feed no slot.
-_SLOT_OF_ENGINE: dict[str, str] = {
-    Engine.LLAMA: "server_exe",
-    Engine.SD: "sd_server_exe",
-    Engine.TTS: "tts_server_exe",
-    Engine.ASR: "asr_server_exe",
-}
-
-#: Slot → the bare name used when neither the settings nor the registry fill it.
-_DEFAULT_NAMES: dict[str, str] = {
-    "sd_server_exe": "sd-server",
-    "tts_server_exe": "tts-server",
-    "asr_server_exe": "parakeet-server",
-    "sam_server_exe": "sam3_server",
-    "trellis_server_exe": "trellis2-server",
-    "upscale_exe": "realesrgan-ncnn-vulkan",
-}
-
-#: Class → (legacy slot, engine that slot runs) (docs/maintainers/backends.md#legacy-exes).
-_LEGACY_OF_CLASS: dict[ModelClass, tuple[str, Engine]] = {
-    ModelClass.LLM: ("server_exe", Engine.LLAMA),
-    ModelClass.IMAGE: ("sd_server_exe", Engine.SD),
-    ModelClass.TTS: ("tts_server_exe", Engine.TTS),
-    ModelClass.ASR: ("asr_server_exe", Engine.ASR),
-    ModelClass.SEGMENT: ("sam_server_exe", Engine.SAM),
-    ModelClass.THREE_D: ("trellis_server_exe", Engine.TRELLIS),
-    ModelClass.UPSCALE: ("upscale_exe", Engine.UPSCALE),
-}
+#: Legacy slot → the engine whose exe it holds (docs/maintainers/backends.md#legacy-exes).
+_SLOTS: dict[str, Engine] = {row.legacy_slot: engine for engine, row in ENGINES.items() if row.legacy_slot}
+#: The slots a settings key names; the registry's rows of their engine fill them too (the others
+#: are always siblings of `server_exe`).
+_KEYED_SLOTS = tuple(slot for slot in _SLOTS if slot in attrs.fields_dict(Settings))
+#: Role → the engine whose legacy slot serves it when no row does.
+_LEGACY_OF_ROLE: dict[Role, Engine] = {role: engine for engine, row in ENGINES.items() if row.legacy_slot
+                                       for role in row.roles}
 
 
 def _derived_slots(rows: Iterable[BackendRow]) -> dict[str, str]:
@@ -201,9 +84,9 @@ def _derived_slots(rows: Iterable[BackendRow]) -> dict[str, str]:
     found: dict[str, str] = {}
     starred: set[str] = set()
     for row in rows:
-        slot = _SLOT_OF_ENGINE.get(engine_of(row.kind))
+        slot = engine_row(engine_of(row.kind)).legacy_slot
         path = row.path.strip()
-        if slot is None or not path or slot in starred:
+        if slot not in _KEYED_SLOTS or not path or slot in starred:
             continue
         if slot not in found or row.default:
             found[slot] = path
@@ -218,17 +101,21 @@ def sibling(server_exe: str, name: str) -> str:
     return server_exe[: cut + 1] + name if cut >= 0 else name
 
 
-def legacy_exes(settings: Settings) -> LegacyExes:
-    """Settings value, else derived from the registry, else the (sibling) default."""
+def legacy_exes(settings: Settings) -> dict[str, str]:
+    """Slot → the exe a role runs when no registry row resolves: the settings value, else
+    derived from the registry, else the engine's exe (beside `server_exe` but for that one).
+
+    Example: {"server_exe": "/opt/llama/llama-server", "sd_server_exe": "/opt/llama/sd-server", …}.
+    """
     derived = _derived_slots(settings.backends)
-    explicit = {slot: (getattr(settings, slot) or "").strip() for slot in _SLOT_OF_ENGINE.values()}
 
     def pick(slot: str) -> str:
-        return explicit.get(slot) or derived.get(slot, "")
+        explicit = (getattr(settings, slot) or "").strip() if slot in _KEYED_SLOTS else ""
+        return explicit or derived.get(slot, "")
 
-    server = pick("server_exe") or "llama-server"
-    exes = {slot: pick(slot) or sibling(server, name) for slot, name in _DEFAULT_NAMES.items()}
-    return LegacyExes(server_exe=server, **exes)
+    server = pick("server_exe") or ENGINES[_SLOTS["server_exe"]].exe
+    return {slot: server if slot == "server_exe" else pick(slot) or sibling(server, ENGINES[engine].exe)
+            for slot, engine in _SLOTS.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,7 +134,7 @@ class Resolved:
     engine: str
     #: Trimmed path to run.
     exe: str
-    #: The registry row; None = the class's legacy exe.
+    #: The registry row; None = the role's legacy exe.
     row: BackendRow | None
     #: "pinned", "★ of class llm", "first of class llm", "★ vllm of class llm",
     #: "first vllm of class llm" or "legacy server_exe", after "pin 'x' not in registry; "
@@ -270,67 +157,68 @@ def _star_or_first(rows: list[BackendRow], label: str) -> Resolved | None:
     return _from_row(rows[0], f"first {label}") if rows else None
 
 
-def _refuse_other_class(row: BackendRow, cls: ModelClass) -> None:
-    classes = kind_classes(row.kind)
-    if classes and cls not in classes:
-        label = "/".join(classes)
-        raise ModelError(f"backend '{row.id}' (kind {row.kind.strip()}, class {label}) cannot serve a {cls} model")
+def _refuse_other_role(row: BackendRow, role: Role) -> None:
+    roles = kind_roles(row.kind)
+    if roles and role not in roles:
+        # "class": the word `swapgen list` shows a role under
+        raise ModelError(f"backend '{row.id}' (kind {row.kind.strip()}, class {role_label(roles)}) cannot serve "
+                         f"a {role} model")
 
 
-def _resolve(settings: Settings, override: Override | None, cls: str, prefer: str | None) -> Resolved:
-    cls = ModelClass(cls)
+def resolve_backend(settings: Settings, override: Override | None, role: str, prefer: str | None = None) -> Resolved:
+    """Pin → (the ★ row, else the first, of `prefer`'s engine) → the role's ★ row → its first
+    row → the legacy exe. Raises ModelError for a pin to a row of another role (a custom-kind row
+    may be pinned by any role).
+
+    `prefer` (a kind) is for roles whose engines read different formats: an HF folder prefers
+    vllm (llama.cpp cannot read safetensors), a TTS.cpp model prefers ttscpp, an audio.cpp model
+    audiocpp. A pin still beats it.
+    """
+    role = Role(role)
+    prefer = engine_of(prefer) if prefer else None
+    rows = candidates(settings.backends, role, prefer)
     pin = (override.backend or "").strip() if override is not None else ""
     stale = ""
     if pin:
-        for row in settings.backends:
+        for row in rows:
             if row.id.strip() == pin:
-                _refuse_other_class(row, cls)
+                _refuse_other_role(row, role)
                 return _from_row(row, "pinned")
         stale = f"pin '{pin}' not in registry; "
-    of_class = [row for row in settings.backends if cls in kind_classes(row.kind)]
+    of_role = [row for row in rows if role in kind_roles(row.kind)]
     found = None
     if prefer:
-        preferred = [row for row in of_class if engine_of(row.kind) == prefer]
-        found = _star_or_first(preferred, f"{prefer} of class {cls}")
-    found = found or _star_or_first(of_class, f"of class {cls}")
+        preferred = [row for row in of_role if engine_of(row.kind) == prefer]
+        found = _star_or_first(preferred, f"{prefer} of class {role}")
+    found = found or _star_or_first(of_role, f"of class {role}")
     if found is None:
-        slot, engine = _LEGACY_OF_CLASS[cls]
-        exe = getattr(legacy_exes(settings), slot)
+        engine = _LEGACY_OF_ROLE[role]
+        slot = ENGINES[engine].legacy_slot
+        exe = legacy_exes(attrs.evolve(settings, backends=rows))[slot]
         found = Resolved(engine=engine.value, exe=exe, row=None, why=f"legacy {slot}")
     return attrs.evolve(found, why=stale + found.why) if stale else found
 
 
-def resolve_backend(settings: Settings, override: Override | None, cls: str) -> Resolved:
-    """Pin → the class's ★ row → its first row → the legacy exe. Raises ModelError for a pin
-    to a row of another class (a custom-kind row may be pinned by any class)."""
-    return _resolve(settings, override, cls, None)
-
-
-def resolve_backend_preferring(
-    settings: Settings, override: Override | None, cls: str, prefer_kind: str
-) -> Resolved:
-    """Like `resolve_backend`, but rows of `prefer_kind`'s engine beat the class ★.
-
-    For classes whose engines read different formats: an HF folder prefers vllm (llama.cpp
-    cannot read safetensors), a TTS.cpp model prefers ttscpp. A pin still beats both.
-    """
-    return _resolve(settings, override, cls, engine_of(prefer_kind))
-
-
 def resolve_embedder(settings: Settings, override: Override | None) -> Resolved:
-    """LLM resolution that never lands on vLLM: there is no vLLM embedding emitter.
+    """Resolution as for an llm (`SERVED_AS`) that never lands on an engine that cannot embed
+    (vLLM: there is no vLLM embedding emitter).
 
-    A vllm pin (or a vllm ★) keeps the class's llama-side default: the ★ / first non-vllm llm
-    row, else the legacy `server_exe` (docs/maintainers/backends.md#embedder-dead-end).
+    A vllm pin (or a vllm ★) keeps the llm rows' llama-side default: the ★ / first llm row of an
+    engine that embeds, else the legacy `server_exe` (docs/maintainers/backends.md#embedder-dead-end).
     """
-    resolved = resolve_backend(settings, override, ModelClass.LLM)
-    if resolved.engine != Engine.VLLM:
+    served_as = SERVED_AS[Role.EMBEDDING]
+    resolved = resolve_backend(settings, override, served_as)
+    if _embeds(resolved.engine):
         return resolved
-    no_vllm = attrs.evolve(
-        settings, backends=tuple(r for r in settings.backends if engine_of(r.kind) != Engine.VLLM)
-    )
-    fallback = resolve_backend(no_vllm, None, ModelClass.LLM)
-    return attrs.evolve(fallback, why=f"vllm '{resolved.backend_id}' cannot embed; {fallback.why}")
+    embedders = attrs.evolve(settings, backends=tuple(r for r in settings.backends if _embeds(engine_of(r.kind))))
+    fallback = resolve_backend(embedders, None, served_as)
+    return attrs.evolve(fallback, why=f"{resolved.engine} '{resolved.backend_id}' cannot embed; {fallback.why}")
+
+
+def _embeds(engine: str) -> bool:
+    """A custom engine is taken at its word."""
+    row = engine_row(engine)
+    return row is CUSTOM or Role.EMBEDDING in row.roles
 
 
 def llama_router_exe(settings: Settings) -> str:

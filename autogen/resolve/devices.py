@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import attrs
 from attrs import frozen
 
+from autogen.engines import engine_row
 from autogen.errors import ModelError
 from autogen.numfmt import format_g, round_half_away
 from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
@@ -154,7 +155,7 @@ def place(settings: Settings, override: Override | None, row: BackendRow | None,
             raise ModelError(f"devices {','.join(map(str, unknown))} not in the GPU inventory "
                              f"({describe(inventory)}); eligible GPUs have {format_g(MIN_ELIGIBLE_GIB)} GiB or more")
         gpus = tuple(by_index[i] for i in wanted)
-    elif engine == "vllm" and len(usable) > 1:
+    elif engine_row(engine).per_card and len(usable) > 1:
         tp, source = tensor_parallel
         ranked = sorted(usable, key=lambda g: (-g.vram_gb, g.index))[:tp]
         gpus = tuple(sorted(ranked, key=lambda g: g.index))

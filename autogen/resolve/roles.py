@@ -1,38 +1,15 @@
-"""Which role a discovered model plays, and so which emitter serves it: the one place that
-reads a model's class from its format, header and name.
-
-Words: a model's *class* is what it is for, as users see it (`llm`, `embedding`, `image`, `tts`,
-`asr`, `segment`: `listed_class`); backend rows serve classes (`resolve.backends.ModelClass`,
-where an embedding model is class llm). Its *role* picks the emitter: the classes, plus
-`audiocpp` (an audio.cpp model, tts or asr by its family, `audiocpp_task`) and `diffusion` (a DiT
-no image engine here serves, skipped with a reason). An *engine* is what runs it (`llama`,
-`vllm`, `sd`, …: `resolve.backends.Engine`); a backend row's *kind* is how the settings spell
-its engine (`llama.cpp`, `sd-server`, …).
+"""What a discovered model is for (its *role*) and which engine its format asks for first: the
+one place that reads them from a model's format, header and name (the words: `engines`).
 """
 
 from __future__ import annotations
 
-import enum
 import os
 import re
 
 from autogen.discovery.rows import ModelRow
+from autogen.engines import ENGINES, Engine, Role
 from autogen.metadata.model_meta import ModelMeta
-
-
-class Role(enum.StrEnum):
-    LLM = "llm"
-    EMBEDDING = "embedding"
-    IMAGE = "image"
-    TTS = "tts"
-    ASR = "asr"
-    SEGMENT = "segment"
-    AUDIOCPP = "audiocpp"
-    DIFFUSION = "diffusion"
-
-    def __repr__(self) -> str:  # part of doit keys: the value alone, as before roles were an enum
-        return repr(self.value)
-
 
 #: GGUF architectures of encoder-only embedding models (pooling may be absent in old files).
 EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3", "modern-bert",
@@ -42,9 +19,10 @@ EMBEDDING_ARCHS = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-
 #: docs/maintainers/classes.md#image-detection. `sd2` is deliberately absent, as upstream.
 IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "z_image", "lumina", "wan",
                "diffusion")
-#: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) with no image arm here: video DiTs
-#: and DiTs sd.cpp does not load. Skipped with a reason rather than handed to llama-server.
-UNSERVED_DIFFUSION_ARCHS = frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"})
+#: Diffusion architectures (ComfyUI-GGUF / sd.cpp converters) sd-server has no arm for: video DiTs
+#: and DiTs sd.cpp does not load. Image models all the same, skipped with a reason rather than
+#: handed to llama-server.
+UNSERVED_DIFFUSION_ARCHS = ENGINES[Engine.SD].unserved_archs
 
 # -- speech: qwentts.cpp, TTS.cpp, parakeet and audio.cpp (docs/maintainers/classes.md) --------------------
 
@@ -83,7 +61,7 @@ def is_audiocpp_model(meta: ModelMeta | None) -> bool:
     """The header says so outright (arch `audiocpp` or a family key); no name heuristics."""
     return meta is not None and (meta.arch == "audiocpp" or bool(meta.audio_family))
 
-#: Family → task ("tts", "asr", or "" = known but served by no class here). The Go original's
+#: Family → task ("tts", "asr", or "" = known but served by no role here). The Go original's
 #: families (docs/maintainers/classes.md#audiocpp) plus audio.cpp's schema-2 samples (audio.cpp's `docs/integrators.md`:
 #: kokoro_tts, chatterbox, qwen3_tts, cosyvoice3, fish_audio). Dual-task families choose tts.
 AUDIOCPP_FAMILIES: dict[str, str] = {
@@ -98,7 +76,7 @@ AUDIOCPP_FAMILIES: dict[str, str] = {
 
 
 def audiocpp_task(meta: ModelMeta | None) -> str:
-    """"tts", "asr", or "" (unknown / unserved family); the class to resolve is asr or else tts."""
+    """"tts", "asr", or "" (unknown / unserved family); the model's role is asr or else tts."""
     family = meta.audio_family if meta is not None else ""
     return AUDIOCPP_FAMILIES.get(family, "")
 
@@ -131,37 +109,37 @@ def is_embedding_model(meta: ModelMeta | None) -> bool:
     return meta is not None and (meta.pooling_type > 0 or meta.arch in EMBEDDING_ARCHS)
 
 
-def listed_class(role: Role, meta: ModelMeta | None) -> str:
-    """The class `swapgen list`, `swapgen show` and `doit list` print for a role: the roles
-    themselves, except that an audio.cpp model is tts or asr by its family and an unserved DiT
-    is an image model."""
-    if role == Role.AUDIOCPP:
-        return Role.ASR.value if audiocpp_task(meta) == "asr" else Role.TTS.value
-    if role == Role.DIFFUSION:
-        return Role.IMAGE.value
-    return role.value
-
-
 def model_role(row: ModelRow, meta: ModelMeta | None) -> Role:
     """First match wins: SAM before any header read, image before embedding, embedding before
-    every audio class, audio.cpp (its header names the family) before the two legacy speech
-    engines, TTS before LLM (a talker is a small qwen3)."""
+    every audio role, audio.cpp (its header names the family: tts or asr by it, else tts) before
+    the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
     if row.format == "hf":
         return Role.LLM
     if row.format == "sam":
         return Role.SEGMENT
     if meta is None:
         return Role.LLM
-    if meta.arch in UNSERVED_DIFFUSION_ARCHS:
-        return Role.DIFFUSION
-    if is_image_model(meta):
+    if meta.arch in UNSERVED_DIFFUSION_ARCHS or is_image_model(meta):
         return Role.IMAGE
     if is_embedding_model(meta):
         return Role.EMBEDDING
     if is_audiocpp_model(meta):
-        return Role.AUDIOCPP
+        return Role.ASR if audiocpp_task(meta) == "asr" else Role.TTS
     if is_tts_model(row, meta):
         return Role.TTS
     if is_asr_model(row, meta):
         return Role.ASR
     return Role.LLM
+
+
+def preferred_engine(row: ModelRow, role: Role, meta: ModelMeta | None) -> Engine | None:
+    """The engine the model's format asks for first (`resolve.backends.resolve_backend`'s
+    `prefer`): vLLM for an HF folder (llama.cpp reads GGUF only), audio.cpp for its own GGUFs,
+    TTS.cpp or qwentts.cpp for a TTS model by its format; None = the role's ★."""
+    if row.format == "hf":
+        return Engine.VLLM
+    if role in (Role.TTS, Role.ASR) and is_audiocpp_model(meta):
+        return Engine.AUDIOCPP
+    if role == Role.TTS:
+        return Engine.TTSCPP if is_ttscpp_model(row, meta) else Engine.TTS
+    return None

@@ -32,6 +32,7 @@ import attrs
 from attrs import frozen
 
 from autogen.emit.entry import Entry, Plan, Skip
+from autogen.engines import Engine
 from autogen.errors import ModelError, SwapgenError
 from autogen.router.fragments import comment_text, quote
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, OptionTable, recorded_table
@@ -174,7 +175,7 @@ def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[S
     llama-server serves them). Entries a preset cannot carry become skips with the reason."""
     if not plan.entries:
         return plan, (), ()
-    if engine != "llama":
+    if engine != Engine.LLAMA:  # the router runs llama-server only
         engine_name = dict(plan.entries[0].metadata).get("engine") or engine
         left = tuple(Skip(e.id, f"a {engine_name} model: llama.cpp's router starts llama-server only "
                                 "(target: llama-swap serves it)") for e in plan.entries)

@@ -24,7 +24,7 @@ class BackendRow:
     kind: str
     path: str
     name: str = ""
-    #: The ★: this row is the automatic pick for its class.
+    #: The ★: this row is the automatic pick for its roles.
     default: bool = False
     #: Installed version, e.g. "0.11.0" (vLLM gates flags on it).
     version: str = ""
@@ -279,23 +279,6 @@ class Settings:
     #: Where the settings were read from (not a key of the file).
     source: str = field(default="", kw_only=True)
 
-
-#: Every backend `kind` spelling (lower case) by the engine it names; `resolve.backends.KINDS`
-#: says which model classes each engine serves. Any other kind is a settings error.
-BACKEND_KINDS: dict[str, tuple[str, ...]] = {
-    "llama": ("llama", "llama.cpp", "server"),
-    "vllm": ("vllm",),
-    "sd": ("sd", "sd-server", "image"),
-    "tts": ("tts", "tts-server", "speech"),
-    "ttscpp": ("ttscpp", "tts.cpp", "kokoro"),
-    "asr": ("asr", "parakeet", "parakeet-server", "transcribe"),
-    "audiocpp": ("audiocpp", "audio.cpp", "audiocpp-server"),
-    "sam": ("sam", "sam3", "segment"),
-    "upscale": ("upscale", "realesrgan", "esrgan"),
-    "trellis": ("trellis", "trellis2", "3d"),
-}
-#: The kind of an engine swapgen does not know: never picked automatically, reachable by a pin.
-CUSTOM_KIND = "custom"
 
 #: llama-server b11434 `-ctk/-ctv` values (`llama-server --help`); `metadata.kvcost.KV_TYPE_BYTES`
 #: holds their widths, and a test keeps the two in step.

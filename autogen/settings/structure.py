@@ -18,10 +18,9 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, override
 
+from autogen.engines import CUSTOM_KIND, ENGINE_OF_KIND
 from autogen.errors import SettingsError, did_you_mean
 from autogen.settings.schema import (
-    BACKEND_KINDS,
-    CUSTOM_KIND,
     FLASH_ATTN_MODES,
     KEEP_PATH,
     LLAMA_KV_TYPES,
@@ -161,7 +160,7 @@ _output_mode = _checked(_strict_str, lambda v: v in OUTPUT_MODES, "expected full
 _target = _checked(_strict_str, lambda v: v in TARGETS, f"expected {' or '.join(TARGETS)}")
 _polling = _checked(_strict_str, lambda v: v in POLLING_MODES, f"expected one of {', '.join(POLLING_MODES)}")
 _non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
-_KNOWN_KINDS = [spelling for spellings in BACKEND_KINDS.values() for spelling in spellings] + [CUSTOM_KIND]
+_KNOWN_KINDS = [*ENGINE_OF_KIND, CUSTOM_KIND]
 
 
 def _kind(value: Any, type_: Any) -> str:

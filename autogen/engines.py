@@ -1,0 +1,183 @@
+"""What swapgen knows about each engine, one row per engine (`ENGINES`), and the two words every
+stage uses: a model's *role* (what it is for) and the *engine* that serves it.
+
+A backend row's `kind` is how the settings spell an engine (`llama.cpp`, `sd-server`, …);
+`engine_of` reads it. Everything else about an engine is in its row: the roles its rows serve,
+its emitter, the flags its command binds an address and sets slots with, the executable it runs
+without a row, and how it places and sizes. Adding an engine is one row here plus its emitter
+module; the emitter is named as `module:function` under `autogen.emit` and imported on first
+use, like vLLM's model and tool-parser registries (vllm/model_executor/models/registry.py), so a
+run that plans nothing imports no emitter.
+
+The device variables of a GPU pin (`CUDA_VISIBLE_DEVICES`, …) follow the build of the row, not
+the engine: they are in `resolve.devices.VARIABLES`.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import frozen
+
+
+class Role(enum.StrEnum):
+    """What a model is for (`resolve.roles.model_role`); `swapgen list` shows it as the model's
+    class, and a backend row serves the roles of its engine."""
+
+    LLM = "llm"
+    EMBEDDING = "embedding"
+    IMAGE = "image"
+    TTS = "tts"
+    ASR = "asr"
+    SEGMENT = "segment"
+    #: Registry-only roles: no model of these is discovered, no emitter serves them.
+    UPSCALE = "upscale"
+    THREE_D = "3d"
+
+    def __repr__(self) -> str:  # part of doit keys: the value alone
+        return repr(self.value)
+
+
+class Engine(enum.StrEnum):
+    """What serves a model; a kind outside every row's `kinds` is its own engine (a custom one)."""
+
+    LLAMA = "llama"
+    VLLM = "vllm"
+    SD = "sd"
+    #: qwentts.cpp tts-server.
+    TTS = "tts"
+    #: TTS.cpp (Kokoro, Parler, Dia, Orpheus).
+    TTSCPP = "ttscpp"
+    #: parakeet.cpp parakeet-server.
+    ASR = "asr"
+    AUDIOCPP = "audiocpp"
+    SAM = "sam"
+    UPSCALE = "upscale"
+    TRELLIS = "trellis"
+
+
+@frozen
+class EngineRow:
+    """Everything about one engine. Example: the `Engine.SD` row of `ENGINES`."""
+
+    #: Every `kind` spelling of its rows, lower case; any other kind is a settings error unless
+    #: it is `custom`. Example: ("sd", "sd-server", "image").
+    kinds: tuple[str, ...]
+    #: The roles its rows serve; the ★ of a role is chosen among the rows serving it. Example:
+    #: (Role.TTS, Role.ASR) for audio.cpp.
+    roles: tuple[Role, ...]
+    #: `module:function` under `autogen.emit`, an `EmitContext -> Plan`; None = registry-only (no
+    #: model file, no command: a server shells out to it). Example: "sd:emit_sd".
+    emitter: str | None
+    #: The executable its models run when no row gives a path. Example: "sd-server".
+    exe: str
+    #: The legacy slot (`resolve.backends.legacy_exes`) a model of its roles runs when no row
+    #: serves them: its `exe` beside `server_exe`, or the settings key of that name, which its
+    #: rows also fill. None: a model whose rows are all gone falls back to another engine's slot.
+    legacy_slot: str | None = None
+    #: The project a detected row's `component` names. Example: "stable-diffusion.cpp".
+    component: str = ""
+    #: Executable names `swapgen backends detect` looks for. Example: ("sd-server",).
+    binaries: tuple[str, ...] = ()
+    #: The flags its command binds an address with (llama-swap's `proxy` follows the last one).
+    host_flags: tuple[str, ...] = ()
+    #: The flags its command sets its slot count with (the entry's `concurrencyLimit`).
+    slot_flags: tuple[str, ...] = ()
+    #: A row of kind `custom` pinned by a model of its roles runs with this engine's emitter (the
+    #: flags of its roles' forks are the same); False where the role's engines differ (llm).
+    serves_custom_rows: bool = False
+    #: Its rows serve only the models in its own format, which no other engine loads, and those
+    #: models only its rows (audio.cpp); for its roles, the other models never see its rows.
+    exclusive: bool = False
+    #: Architectures of its roles it has no arm for, skipped with `unserved_reason`.
+    unserved_archs: frozenset[str] = frozenset()
+    #: The skip reason of such a model, formatted with its `arch`.
+    unserved_reason: str = ""
+    #: Chat entries get llama profiles (context tiers and named profiles).
+    profiles: bool = False
+    #: The comment line of an entry whose override asks for profiles it cannot have.
+    no_profiles_note: str = ""
+    #: A model on several GPUs splits its layers over them; one that loses nothing on its
+    #: largest card alone runs there instead.
+    splits_layers: bool = False
+    #: Runs on one GPU unless tensor-parallel, with a fraction of each card's memory: placed on
+    #: the largest card(s) without a pin, sized against the card reading, and able to span hosts.
+    per_card: bool = False
+
+
+#: One row per engine (docs/maintainers/backends.md#kinds-and-roles).
+ENGINES: dict[Engine, EngineRow] = {
+    Engine.LLAMA: EngineRow(
+        kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="llama:emit_llama",
+        exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
+        host_flags=("--host",), slot_flags=("-np", "--parallel"), profiles=True, splits_layers=True),
+    Engine.VLLM: EngineRow(
+        kinds=("vllm",), roles=(Role.LLM,), emitter="vllm:emit_vllm", exe="vllm", component="vllm",
+        binaries=("vllm",), host_flags=("--host",), slot_flags=("--max-num-seqs",),
+        no_profiles_note="vLLM entries have no profiles", per_card=True),
+    Engine.SD: EngineRow(
+        kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="sd:emit_sd", exe="sd-server",
+        legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),
+        host_flags=("-l", "--listen-ip"), serves_custom_rows=True,
+        unserved_archs=frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"}),
+        unserved_reason="diffusion model of arch {arch}: video and other DiTs have no sd-server arm here yet"),
+    Engine.TTS: EngineRow(
+        kinds=("tts", "tts-server", "speech"), roles=(Role.TTS,), emitter="audio:emit_tts", exe="tts-server",
+        legacy_slot="tts_server_exe", component="qwentts.cpp", binaries=("tts-server",), host_flags=("--host",),
+        serves_custom_rows=True),
+    Engine.TTSCPP: EngineRow(
+        kinds=("ttscpp", "tts.cpp", "kokoro"), roles=(Role.TTS,), emitter="audio:emit_tts", exe="tts-server",
+        component="tts.cpp", host_flags=("--host",), serves_custom_rows=True),
+    Engine.ASR: EngineRow(
+        kinds=("asr", "parakeet", "parakeet-server", "transcribe"), roles=(Role.ASR,), emitter="audio:emit_asr",
+        exe="parakeet-server", legacy_slot="asr_server_exe", component="parakeet.cpp",
+        binaries=("parakeet-server",), serves_custom_rows=True),
+    Engine.AUDIOCPP: EngineRow(
+        kinds=("audiocpp", "audio.cpp", "audiocpp-server"), roles=(Role.TTS, Role.ASR),
+        emitter="audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp", binaries=("audiocpp-server",),
+        host_flags=("--host",), serves_custom_rows=True, exclusive=True),
+    Engine.SAM: EngineRow(
+        kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="sam:emit_sam", exe="sam3_server",
+        legacy_slot="sam_server_exe", component="sam3", binaries=("sam3_server",), host_flags=("--host",),
+        serves_custom_rows=True),
+    Engine.UPSCALE: EngineRow(
+        kinds=("upscale", "realesrgan", "esrgan"), roles=(Role.UPSCALE,), emitter=None,
+        exe="realesrgan-ncnn-vulkan", legacy_slot="upscale_exe"),
+    Engine.TRELLIS: EngineRow(
+        kinds=("trellis", "trellis2", "3d"), roles=(Role.THREE_D,), emitter=None, exe="trellis2-server",
+        legacy_slot="trellis_server_exe"),
+}
+
+#: The kind of an engine swapgen does not know: never picked automatically, reachable by a pin.
+CUSTOM_KIND = "custom"
+#: What swapgen knows of an engine it does not know: nothing (no roles, no emitter, no flags).
+CUSTOM = EngineRow(kinds=(CUSTOM_KIND,), roles=(), emitter=None, exe="")
+#: Every kind spelling (lower case) → its engine.
+ENGINE_OF_KIND: dict[str, Engine] = {kind: engine for engine, row in ENGINES.items() for kind in row.kinds}
+#: A role whose models are served by the engines of another role's rows: an embedding model runs
+#: on the ★ llm row's engine (llama-server `--embedding`), when that engine serves embeddings.
+SERVED_AS: dict[Role, Role] = {Role.EMBEDDING: Role.LLM}
+
+
+def engine_of(kind: str) -> str:
+    """The engine a kind names, matched case-insensitively after trimming ("llama.cpp" →
+    "llama"); a custom kind is its own engine, normalised."""
+    word = kind.strip().lower()
+    engine = ENGINE_OF_KIND.get(word)
+    return engine.value if engine is not None else word
+
+
+def engine_row(engine: str) -> EngineRow:
+    """The row of an engine (`Resolved.engine`, `Job.engine`); `CUSTOM` for one swapgen does not know."""
+    return ENGINES.get(engine, CUSTOM)
+
+
+def kind_roles(kind: str) -> tuple[Role, ...]:
+    """Roles a kind's rows serve; () for a custom kind."""
+    return engine_row(engine_of(kind)).roles
+
+
+def role_label(roles: tuple[Role, ...]) -> str:
+    """How messages name what a row serves: "tts/asr"; a role served as another is left out
+    ("llm" for llama-server's llm and embedding)."""
+    return "/".join(role for role in roles if role not in SERVED_AS)
