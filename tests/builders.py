@@ -32,7 +32,7 @@ def context(m: ModelMeta | None = None, *, size_gb: float = 4.583, budget: float
     m = meta() if m is None else m
     row = ModelRow(id="llama-8b", format="gguf", path="/models/Llama 8B.gguf", size_bytes=int(size_gb * GIB),
                    **row_kw)
-    backend = Resolved(engine="llama", exe=EXE, row=BackendRow(id="llama-cuda", kind="llama", path=EXE, variant="cuda"),
+    backend = Resolved(engine="llama", exe=EXE, row=BackendRow(id="llama-cuda", kind="llama", path=EXE, build="cuda"),
                        why="★ of class llm")
     return EmitContext(row=row, meta=m, kv=kv_cost(m) if m is not None else None, override=override,
                        settings=settings or Settings(roots=("/models",)), backend=backend, budget_gb=budget,

@@ -304,11 +304,11 @@ class TestAudioCpp:
 
     def test_audiocpp_model_pinned_to_a_specific_build_gets_it(self):
         settings = reg(
-            row("audiocpp", "audiocpp", default=True, managed=True, component="audiocpp", variant="vulkan"),
-            row("audiocpp@cuda-0.3", "audiocpp", build=True, component="audiocpp", variant="cuda"),
+            row("audiocpp", "audiocpp", default=True, managed=True, component="audiocpp", build="vulkan"),
+            row("audiocpp@cuda-0.3", "audiocpp", derived=True, component="audiocpp", build="cuda"),
         )
         got = resolve_backend(settings, pin("audiocpp@cuda-0.3"), TTS, "audiocpp")
-        assert (got.backend_id, got.row.variant) == ("audiocpp@cuda-0.3", "cuda")
+        assert (got.backend_id, got.row.build) == ("audiocpp@cuda-0.3", "cuda")
 
     def test_no_audiocpp_row_resolves_to_no_row(self):
         got = resolve_backend(reg(row("pk", "parakeet")), None, ASR, "audiocpp")
@@ -386,8 +386,8 @@ class TestBuildRows:
     def settings(self) -> Settings:
         return reg(
             row("llama", "llama", path="/b/llama/active/llama-server", managed=True, component="llama", default=True),
-            row("llama@b6000-cuda", "llama", path="/b/llama/b6000-cuda/llama-server", build=True, variant="cuda"),
-            row("llama@b5900-vulkan", "llama", path="/b/llama/b5900-vulkan/llama-server", build=True, variant="vulkan"),
+            row("llama@b6000-cuda", "llama", path="/b/llama/b6000-cuda/llama-server", derived=True, build="cuda"),
+            row("llama@b5900-vulkan", "llama", path="/b/llama/b5900-vulkan/llama-server", derived=True, build="vulkan"),
         )
 
     def test_auto_pick_lands_on_the_activated_component_row(self, settings):
@@ -395,7 +395,7 @@ class TestBuildRows:
 
     def test_a_build_row_is_pinnable_by_id(self, settings):
         got = resolve_backend(settings, pin("llama@b5900-vulkan"), LLM)
-        assert (got.exe, got.why, got.row.variant) == ("/b/llama/b5900-vulkan/llama-server", "pinned", "vulkan")
+        assert (got.exe, got.why, got.row.build) == ("/b/llama/b5900-vulkan/llama-server", "pinned", "vulkan")
 
     def test_legacy_slot_derivation_lands_on_the_activated_row(self, settings):
         assert legacy_exes(settings)["server_exe"] == "/b/llama/active/llama-server"
@@ -548,12 +548,12 @@ class TestResolutionKey:
         assert (old["auto"]["id"], new["auto"]["id"]) == ("a", "b")
 
     def test_key_is_plain_json_and_ignores_why(self):
-        settings = reg(row("a", "llama", version=" b6000 ", variant="cuda"))
+        settings = reg(row("a", "llama", version=" b6000 ", build="cuda"))
         auto, pinned = resolve_backend(settings, None, LLM), resolve_backend(settings, pin("a"), LLM)
         assert auto.why != pinned.why
         assert resolution_key(auto) == resolution_key(pinned)
         key = resolution_key(auto)
-        assert key == {"id": "a", "engine": "llama", "exe": "/opt/a/bin", "version": "b6000", "variant": "cuda"}
+        assert key == {"id": "a", "engine": "llama", "exe": "/opt/a/bin", "version": "b6000", "build": "cuda"}
         assert json.loads(json.dumps(key, sort_keys=True)) == key
 
     def test_version_or_variant_change_changes_the_key(self):
@@ -567,7 +567,7 @@ class TestResolutionKey:
             "engine": "llama",
             "exe": "llama-server",
             "version": "",
-            "variant": "",
+            "build": "",
         }
 
 

@@ -73,9 +73,9 @@ class TestFinding:
         got = rows(tmp_path)
         assert sorted(got) == ["llama-cuda", "sd", "vllm"]
         llama = got["llama-cuda"]
-        assert (llama.kind, llama.version, llama.variant, llama.component) == ("llama", "b11434", "cuda", "llama.cpp")
+        assert (llama.kind, llama.version, llama.build, llama.component) == ("llama", "b11434", "cuda", "llama.cpp")
         assert llama.managed and llama.path == str(bin_ / "llama-server")
-        assert (got["vllm"].version, got["vllm"].variant) == ("0.11.0", "cuda")
+        assert (got["vllm"].version, got["vllm"].build) == ("0.11.0", "cuda")
         assert got["sd"].version == "1.2.3"
         assert report["written"] and sorted(report["added"]) == ["llama-cuda", "sd", "vllm"]
 
@@ -107,8 +107,8 @@ class TestFinding:
         (tmp_path / "lib" / "libggml-cpu-haswell.so").write_bytes(b"")
         run(settings_file(tmp_path))
         got = rows(tmp_path)
-        assert got["llama-vulkan"].variant == "vulkan"
-        assert (got["asr-cpu"].variant, got["asr-cpu"].version) == ("cpu", "0.3.1")
+        assert got["llama-vulkan"].build == "vulkan"
+        assert (got["asr-cpu"].build, got["asr-cpu"].version) == ("cpu", "0.3.1")
 
     def test_vllm_in_a_listed_venv_reads_version_and_torch_build_from_disk(self, tmp_path, home):
         for name, lib in (("venv-cuda", "libtorch_cuda.so"), ("venv-rocm", "libtorch_hip.so"),
@@ -121,7 +121,7 @@ class TestFinding:
         report = run(settings_file(tmp_path, "backend_venvs: [venv-cuda, venv-rocm, venv-cpu]\n"))
         got = rows(tmp_path)
         assert sorted(got) == ["vllm", "vllm-2", "vllm-3"]
-        assert {(r.version, r.variant) for r in got.values()} == {
+        assert {(r.version, r.build) for r in got.values()} == {
             ("0.10.2", "cuda"), ("0.10.2", "rocm"), ("0.10.2", "cpu")}
         assert report["notes"] == []
 

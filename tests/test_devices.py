@@ -40,13 +40,13 @@ MIXED = (RTX4090, RTX3060, RX7900, IGPU)
 PAIR = (RTX4090, RTX3060)
 
 CUDA_ROW = BackendRow(id="llama-cuda", kind="llama", path="/opt/llama/cuda/llama-server", default=True,
-                      variant="cuda")
-VK_ROW = BackendRow(id="llama-vulkan", kind="llama", path="/opt/llama/vk/llama-server", variant="vulkan",
-                    build=True)
-ROCM_ROW = BackendRow(id="llama-rocm", kind="llama", path="/opt/llama/rocm/llama-server", variant="rocm",
-                      build=True)
-CPU_ROW = BackendRow(id="llama-cpu", kind="llama", path="/opt/llama/cpu/llama-server", variant="cpu", build=True)
-PLAIN_ROW = BackendRow(id="llama-own", kind="llama", path="/opt/own/llama-server", build=True)
+                      build="cuda")
+VK_ROW = BackendRow(id="llama-vulkan", kind="llama", path="/opt/llama/vk/llama-server", build="vulkan",
+                    derived=True)
+ROCM_ROW = BackendRow(id="llama-rocm", kind="llama", path="/opt/llama/rocm/llama-server", build="rocm",
+                      derived=True)
+CPU_ROW = BackendRow(id="llama-cpu", kind="llama", path="/opt/llama/cpu/llama-server", build="cpu", derived=True)
+PLAIN_ROW = BackendRow(id="llama-own", kind="llama", path="/opt/own/llama-server", derived=True)
 VLLM_ROW = BackendRow(id="vllm", kind="vllm", path="/opt/vllm/bin/vllm", version="0.11.0")
 
 
@@ -281,7 +281,7 @@ class TestVendorVariables:
 
     def test_unknown_variant_on_mixed_vendors_is_refused(self):
         with pytest.raises(ModelError, match=r"mix amd and nvidia GPUs .* pin a vulkan build"):
-            placed(Override(match="*", devices=(1, 2)), row=attrs.evolve(PLAIN_ROW, variant="sycl"))
+            placed(Override(match="*", devices=(1, 2)), row=attrs.evolve(PLAIN_ROW, build="sycl"))
 
     def test_declared_gpu_without_vendor_counts_as_nvidia(self):
         bare = (Gpu(index=0, vram_gb=24.0), Gpu(index=1, vram_gb=24.0))

@@ -24,7 +24,7 @@ KOKORO = "D:/models/tts/Kokoro_no_espeak_Q8_0.gguf"
 QWENTTS_ROW = BackendRow(id="qwentts", kind="tts", path="C:/qwentts/tts-server.exe", default=True)
 TTSCPP_ROW = BackendRow(id="ttscpp", kind="ttscpp", path="C:/ttscpp/tts-server.exe")
 AUDIOCPP_ROW = BackendRow(id="audiocpp", kind="audiocpp", path="/backends/audiocpp_server", default=True,
-                          managed=True, variant="vulkan")
+                          managed=True, build="vulkan")
 
 
 def row(path, size_gb=1.0, **kw) -> ModelRow:
@@ -152,7 +152,7 @@ class TestAudioCpp:
                                                "path": self.MOSS, "task": "tts"}]
 
     def test_example_k_asr_family_on_a_cuda_build(self):
-        s = settings(BackendRow(id="ac", kind="audio.cpp", path="/b/audiocpp_server", variant="cuda"))
+        s = settings(BackendRow(id="ac", kind="audio.cpp", path="/b/audiocpp_server", build="cuda"))
         ctx = ctx_for(row("/models/speech/qwen3-asr-0.6b.gguf"), self.meta("qwen3_asr"), s)
         (entry,) = emit_audiocpp(ctx).entries
         assert entry.argv[5:7] == ("--backend", "cuda")

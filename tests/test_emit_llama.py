@@ -15,7 +15,7 @@ from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.context import EmitContext
-from autogen.settings.schema import LLAMA_KV_TYPES, Override, Settings, Variant
+from autogen.settings.schema import LLAMA_KV_TYPES, Override, Profile, Settings
 from autogen.settings.structure import structure
 from autogen.sizing.llama_args import extra_flags, split_equals
 from tests.builders import HEAD, context, meta
@@ -229,7 +229,7 @@ class TestExtraArgValues:
         assert "cache type q8_0 for V needs flash attention" in plan.skips[0].reason
 
     def test_a_bad_value_in_a_variant_skips_only_that_profile(self):
-        ov = Override(match="*", variants=(Variant(name="odd", extra_args=("-ctk", "Q4_0")),))
+        ov = Override(match="*", profiles=(Profile(name="odd", extra_args=("-ctk", "Q4_0")),))
         plan = emit_llama(context(override=ov))
         assert [e.id for e in plan.entries] == ["llama-8b"]
         assert [s.id for s in plan.skips] == ["llama-8b-odd"] and "-ctk 'Q4_0'" in plan.skips[0].reason

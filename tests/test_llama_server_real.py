@@ -47,7 +47,7 @@ def emit_for(model: Path, override: Override | None):
     meta = meta_from_gguf(read_gguf_header(model))
     row = ModelRow(id="tiny", format="gguf", path=str(model), size_bytes=model.stat().st_size)
     backend = Resolved(engine="llama", exe=SERVER, row=BackendRow(id="llama-cpu", kind="llama", path=SERVER,
-                                                                variant="cpu"), why="pinned")
+                                                                build="cpu"), why="pinned")
     ctx = EmitContext(row=row, meta=meta, kv=kv_cost(meta), override=override,
                       settings=Settings(roots=(str(model.parent),), threads=2), backend=backend, budget_gb=2.0,
                       card_vram_gb=None, ttl=60)

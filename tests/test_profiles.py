@@ -18,7 +18,7 @@ from autogen.emit.llama_profiles import ctx_tag, profile_clashes, profile_ids, p
 from autogen.ids import slugify
 from autogen.router.assemble import _groups
 from autogen.router.validate import validate_text
-from autogen.settings.schema import Group, Override, Settings, Variant
+from autogen.settings.schema import Group, Override, Profile, Settings
 from tests.builders import HEAD, context, meta
 from tests.gguf_fixtures import Q, write_gguf
 from tests.runs import generate
@@ -29,7 +29,7 @@ MM = "/models/mmproj-F16.gguf"
 
 
 def tier_override(*tiers: int, **kw) -> Override:
-    return Override(match="*", ctx_variants=tiers, **kw)
+    return Override(match="*", ctx_profiles=tiers, **kw)
 
 
 def plan_of(ctx):
@@ -58,8 +58,8 @@ class TestNames:
         assert slugify(name) == slug
 
     def test_ids_in_order_tiers_model_variants_default_variants_vision(self):
-        ctx = context(override=tier_override(65536, 131072, 65536, variants=(Variant(name="Coding"),)),
-                      settings=Settings(roots=("/m",), default_variants=(Variant(name="long"), Variant(name="Vision"))),
+        ctx = context(override=tier_override(65536, 131072, 65536, profiles=(Profile(name="Coding"),)),
+                      settings=Settings(roots=("/m",), default_profiles=(Profile(name="long"), Profile(name="Vision"))),
                       mmproj=MM)
         assert profile_ids(ctx.row, ctx.override, ctx.settings) == [
             "llama-8b-64k", "llama-8b-128k", "llama-8b-coding", "llama-8b-long", "llama-8b-vision"]
@@ -70,7 +70,7 @@ class TestNames:
         assert [e.id for e in emit_llama(ctx).entries] == ["llama-8b"]
 
     def test_profile_clashes_keeps_only_taken_candidate_ids(self):
-        ctx = context(override=tier_override(65536, variants=(Variant(name="fast"),)))
+        ctx = context(override=tier_override(65536, profiles=(Profile(name="fast"),)))
         taken = {"llama-8b", "llama-8b-fast", "other-model", "llama-8b-128k"}
         assert profile_clashes(ctx.row, ctx.override, ctx.settings, taken) == {"llama-8b-fast": ""}
 
@@ -84,8 +84,8 @@ class TestNames:
         """Model `a` + variant `b-long` and model `a-b` + variant `long` both make `a-b-long`."""
         ctx = context()
         s = ctx.settings
-        a = (attrs.evolve(ctx.row, id="a"), Override(match="*", variants=(Variant(name="b-long"),)))
-        ab = (attrs.evolve(ctx.row, id="a-b"), Override(match="*", variants=(Variant(name="long"), Variant(name="x"))))
+        a = (attrs.evolve(ctx.row, id="a"), Override(match="*", profiles=(Profile(name="b-long"),)))
+        ab = (attrs.evolve(ctx.row, id="a-b"), Override(match="*", profiles=(Profile(name="long"), Profile(name="x"))))
         owners = profile_owners([ab, a], s)
         assert owners == {"a-b-long": "a"}  # only shared ids; input order does not matter
         assert profile_clashes(*ab, s, {"a", "a-b"}, owners) == {"a-b-long": "a"}
@@ -109,8 +109,8 @@ class TestSizing:
     def test_every_profile_fits_its_budget_and_keeps_its_context(self, budget, tiers, moe, kv, parallel):
         m = meta(arch="qwen3moe", block_count=48, embedding_length=2048, head_count_kv=(4,) * 48,
                  vocab_size=151936, expert_count=128, expert_used_count=8) if moe else meta()
-        ov = Override(match="*", ctx_variants=tuple(tiers), flash_attn="on",
-                      variants=(Variant(name="v", kv_type=kv, parallel=parallel, ctx=32768),))
+        ov = Override(match="*", ctx_profiles=tuple(tiers), flash_attn="on",
+                      profiles=(Profile(name="v", kv_type=kv, parallel=parallel, ctx=32768),))
         plan, entries = plan_of(context(m, size_gb=17.3 if moe else 4.58, budget=budget, override=ov))
         for e in plan.entries:
             assert md(e)["est_vram_gb"] <= budget + 0.005, e.id
@@ -152,8 +152,8 @@ class TestSizing:
             ("llama-8b-64k", "ctx tier 65536 is above the trained context 32768")]
 
     def test_a_variant_budget_sizes_that_profile_only(self):
-        ov = Override(match="*", variants=(Variant(name="big", vram_budget_gb=24.0, ctx=131072),
-                                           Variant(name="small", ctx=131072)))
+        ov = Override(match="*", profiles=(Profile(name="big", vram_budget_gb=24.0, ctx=131072),
+                                           Profile(name="small", ctx=131072)))
         _, entries = plan_of(context(override=ov))
         big, small = entries["llama-8b-big"], entries["llama-8b-small"]
         assert flag(big.argv, "-ngl") == "33" and BUDGET < md(big)["est_vram_gb"] <= 24.0
@@ -163,7 +163,7 @@ class TestSizing:
 class TestInheritance:
     def test_variant_kv_type_beats_the_overrides(self):
         ov = Override(match="*", kv_type="q4_0", flash_attn="on",
-                      variants=(Variant(name="q8", kv_type="q8_0"), Variant(name="same")))
+                      profiles=(Profile(name="q8", kv_type="q8_0"), Profile(name="same")))
         _, entries = plan_of(context(override=ov))
         assert flag(entries["llama-8b-q8"].argv, "-ctk") == "q8_0" and md(entries["llama-8b-q8"])["kv_type"] == "q8_0"
         assert flag(entries["llama-8b-same"].argv, "-ctk") == "q4_0"
@@ -171,7 +171,7 @@ class TestInheritance:
     def test_unset_variant_fields_inherit_override_then_settings(self):
         s = Settings(roots=("/m",), threads=8, flash_attn="on")
         ov = Override(match="*", ctx=16384, parallel=2, flash_attn="auto",
-                      variants=(Variant(name="fast", parallel=4),))
+                      profiles=(Profile(name="fast", parallel=4),))
         _, entries = plan_of(context(settings=s, override=ov))
         argv = entries["llama-8b-fast"].argv
         assert (flag(argv, "-c"), flag(argv, "--parallel"), flag(argv, "-fa"), flag(argv, "-t")) == (
@@ -179,8 +179,8 @@ class TestInheritance:
 
     def test_variant_extra_args_are_appended_and_replace_the_same_flag(self):
         ov = Override(match="*", extra_args=("-ngl", "10", "--jinja", "-c", "8192"),
-                      variants=(Variant(name="gpu", extra_args=("--n-gpu-layers=20",)),
-                                Variant(name="ctx", ctx=4096)))
+                      profiles=(Profile(name="gpu", extra_args=("--n-gpu-layers=20",)),
+                                Profile(name="ctx", ctx=4096)))
         _, entries = plan_of(context(override=ov))
         gpu = entries["llama-8b-gpu"].argv
         assert gpu[len(HEAD):] == ("-fit", "off", "--jinja", "-c", "8192", "--n-gpu-layers", "20")
@@ -189,15 +189,15 @@ class TestInheritance:
         assert ctx_only.count("-c") == 1 and flag(ctx_only, "-c") == "4096" and flag(ctx_only, "-ngl") == "10"
 
     def test_unlisted_is_the_variants_own_and_tiers_follow_the_model(self):
-        ov = Override(match="*", unlisted=True, ctx_variants=(65536,),
-                      variants=(Variant(name="shown"), Variant(name="hidden", unlisted=True)))
+        ov = Override(match="*", unlisted=True, ctx_profiles=(65536,),
+                      profiles=(Profile(name="shown"), Profile(name="hidden", unlisted=True)))
         _, entries = plan_of(context(override=ov))
         assert {k: e.unlisted for k, e in entries.items()} == {
             "llama-8b": True, "llama-8b-64k": True, "llama-8b-shown": False, "llama-8b-hidden": True}
 
     def test_a_model_variant_shadows_a_default_variant_of_the_same_name(self):
-        s = Settings(roots=("/m",), default_variants=(Variant(name="Long", ctx=131072), Variant(name="fast")))
-        ov = Override(match="*", variants=(Variant(name="long", ctx=65536),))
+        s = Settings(roots=("/m",), default_profiles=(Profile(name="Long", ctx=131072), Profile(name="fast")))
+        ov = Override(match="*", profiles=(Profile(name="long", ctx=65536),))
         plan, entries = plan_of(context(settings=s, override=ov))
         assert list(entries) == ["llama-8b", "llama-8b-long", "llama-8b-fast"] and not plan.skips
         assert md(entries["llama-8b-long"])["ctx"] == 65536
@@ -210,20 +210,20 @@ class TestInheritance:
 
 class TestRefusals:
     def test_a_variant_named_like_a_tier_is_refused_not_duplicated(self):
-        ov = tier_override(65536, variants=(Variant(name="64K"),))
+        ov = tier_override(65536, profiles=(Profile(name="64K"),))
         plan, entries = plan_of(context(override=ov))
         assert [e.id for e in plan.entries].count("llama-8b-64k") == 1 and md(entries["llama-8b-64k"])["ctx"] == 65536
         assert [(s.id, s.reason) for s in plan.skips] == [
             ("llama-8b-64k", "variant '64K' clashes with ctx tier 65536 of this model (same id)")]
 
     def test_two_variants_of_one_slug_keep_the_first(self):
-        ov = Override(match="*", variants=(Variant(name="Fast Mode", ctx=8192), Variant(name="fast_mode")))
+        ov = Override(match="*", profiles=(Profile(name="Fast Mode", ctx=8192), Profile(name="fast_mode")))
         plan, entries = plan_of(context(override=ov))
         assert md(entries["llama-8b-fast-mode"])["ctx"] == 8192
         assert plan.skips[0].reason == "variant 'fast_mode' clashes with variant 'Fast Mode' of this model (same id)"
 
     def test_a_name_taken_by_another_model_is_refused(self):
-        ctx = attrs.evolve(context(override=tier_override(65536, variants=(Variant(name="x"),))),
+        ctx = attrs.evolve(context(override=tier_override(65536, profiles=(Profile(name="x"),))),
                            taken_ids=frozenset({"llama-8b-x", "llama-8b-64k"}))
         plan, entries = plan_of(ctx)
         assert list(entries) == ["llama-8b"]
@@ -232,7 +232,7 @@ class TestRefusals:
             ("llama-8b-x", "variant 'x' clashes with another model's id")]
 
     def test_a_name_another_models_profile_keeps_is_refused_naming_that_model(self):
-        ctx = attrs.evolve(context(override=tier_override(65536, variants=(Variant(name="x"),))),
+        ctx = attrs.evolve(context(override=tier_override(65536, profiles=(Profile(name="x"),))),
                            taken_ids=frozenset({"llama-8b-x", "llama-8b-64k"}), taken_by=(("llama-8b-x", "llama"),))
         plan, _entries = plan_of(ctx)
         assert [(s.id, s.reason) for s in plan.skips] == [
@@ -240,7 +240,7 @@ class TestRefusals:
             ("llama-8b-x", "variant 'x' clashes with a profile of model 'llama'")]
 
     def test_a_name_without_letters_or_digits_is_refused(self):
-        plan, entries = plan_of(context(override=Override(match="*", variants=(Variant(name="!!"),))))
+        plan, entries = plan_of(context(override=Override(match="*", profiles=(Profile(name="!!"),))))
         assert list(entries) == ["llama-8b"]
         assert plan.skips[0].reason == "variant name '!!' has no letter or digit to make an id of"
 
@@ -253,7 +253,7 @@ class TestClassesWithoutProfiles:
     def test_embedding_models_get_no_profiles_and_say_why(self):
         m = meta(arch="bert", pooling_type=1, context_length=512, block_count=12, embedding_length=768,
                  head_count=12, head_count_kv=(12,) * 12, key_length=64, value_length=64, vocab_size=30522)
-        s = Settings(roots=("/m",), default_variants=(Variant(name="long"),))
+        s = Settings(roots=("/m",), default_profiles=(Profile(name="long"),))
         _plan, entries = plan_of(context(m, size_gb=0.2, settings=s))
         assert list(entries) == ["llama-8b"] and not any("ignored" in c for c in entries["llama-8b"].comment)
         _, entries = plan_of(context(m, size_gb=0.2, settings=s, override=tier_override(1024)))
@@ -264,7 +264,7 @@ class TestClassesWithoutProfiles:
 
 class TestVision:
     def test_vision_profile_puts_the_projector_on_the_gpu_and_takes_images(self):
-        s = Settings(roots=("/m",), default_variants=(Variant(name="vision"),))
+        s = Settings(roots=("/m",), default_profiles=(Profile(name="vision"),))
         ctx = context(budget=8.0, settings=s, mmproj=MM, mmproj_bytes=int(0.8 * GIB))
         _, entries = plan_of(ctx)
         base, vision = entries["llama-8b"], entries["llama-8b-vision"]
@@ -275,34 +275,34 @@ class TestVision:
         assert "projector mmproj-F16.gguf on the GPU" in vision.comment
 
     def test_a_default_vision_variant_passes_text_only_models_silently(self):
-        s = Settings(roots=("/m",), default_variants=(Variant(name="vision"),))
+        s = Settings(roots=("/m",), default_profiles=(Profile(name="vision"),))
         plan, entries = plan_of(context(settings=s))
         assert list(entries) == ["llama-8b"] and not plan.skips
 
     def test_a_models_own_vision_variant_without_projector_is_a_skip(self):
-        plan, _ = plan_of(context(override=Override(match="*", variants=(Variant(name="Vision"),))))
+        plan, _ = plan_of(context(override=Override(match="*", profiles=(Profile(name="Vision"),))))
         assert [(s.id, s.reason) for s in plan.skips] == [("llama-8b-vision", "no projector to put on the GPU")]
 
     def test_vision_variant_may_pin_cpu_and_model_wide_none_drops_it(self):
-        ov = Override(match="*", variants=(Variant(name="vision", mmproj="cpu", ctx=8192),))
+        ov = Override(match="*", profiles=(Profile(name="vision", mmproj="cpu", ctx=8192),))
         _, entries = plan_of(context(override=ov, mmproj=MM))
         assert "--no-mmproj-offload" in entries["llama-8b-vision"].argv
-        s = Settings(roots=("/m",), default_variants=(Variant(name="vision"),))
+        s = Settings(roots=("/m",), default_profiles=(Profile(name="vision"),))
         _, entries = plan_of(context(override=Override(match="*", mmproj="none"), settings=s, mmproj=MM))
         assert list(entries) == ["llama-8b"]
 
     def test_the_vision_variants_own_file_goes_on_the_gpu_and_is_checked(self):
-        ov = Override(match="*", variants=(Variant(name="vision", mmproj="/p/mm.gguf"),))
+        ov = Override(match="*", profiles=(Profile(name="vision", mmproj="/p/mm.gguf"),))
         _, entries = plan_of(context(override=ov, mmproj=MM))
         argv = entries["llama-8b-vision"].argv
         assert flag(argv, "--mmproj") == "/p/mm.gguf" and "--no-mmproj-offload" not in argv
-        ov = Override(match="*", variants=(Variant(name="vision", mmproj="/p/${HOME}.gguf"),))
+        ov = Override(match="*", profiles=(Profile(name="vision", mmproj="/p/${HOME}.gguf"),))
         plan, entries = plan_of(context(override=ov, mmproj=MM))
         assert list(entries) == ["llama-8b"] and plan.skips[0].id == "llama-8b-vision"
         assert "cannot be passed safely" in plan.skips[0].reason
 
     def test_a_projector_pinned_by_path_goes_on_the_gpu(self):
-        ov = Override(match="*", mmproj="/other/mmproj.gguf", variants=(Variant(name="vision"),))
+        ov = Override(match="*", mmproj="/other/mmproj.gguf", profiles=(Profile(name="vision"),))
         _, entries = plan_of(context(override=ov))
         argv = entries["llama-8b-vision"].argv
         assert flag(argv, "--mmproj") == "/other/mmproj.gguf" and "--no-mmproj-offload" not in argv

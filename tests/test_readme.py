@@ -20,8 +20,9 @@ from ruamel.yaml import YAML
 
 from autogen.commands import cli, sample
 from autogen.router.validate import validate_text
+from autogen.settings.fields import key_of
 from autogen.settings.load import load_backends_file, load_settings
-from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Host, Override, Settings, Variant, Watch
+from autogen.settings.schema import BackendRow, Encoders, Gpu, Group, Host, Override, Profile, Settings, Watch
 from tests.fleet_fixtures import FRONT_SETTINGS, HOST_SETTINGS, MULTI_NODE, build_fleet
 from tests.guide_pages import (
     MARKERS,
@@ -44,7 +45,7 @@ TEXT = page_text(README)
 #: Where the settings tables are.
 REFERENCE = page("settings.md")
 
-SETTINGS_CLASSES = (Settings, BackendRow, Override, Variant, Group, Gpu, Encoders, Host, Watch)
+SETTINGS_CLASSES = (Settings, BackendRow, Override, Profile, Group, Gpu, Encoders, Host, Watch)
 #: Fields that are not keys of the file: `Settings.source` is filled by `load_settings`.
 NOT_KEYS = {(Settings, "source")}
 #: The path the README's tour writes in place of the clone's absolute path.
@@ -71,7 +72,7 @@ def documented(cls: type) -> dict[str, list[str]]:
 
 
 def keys(cls: type) -> list[str]:
-    return [a.name for a in attrs.fields(cls) if (cls, a.name) not in NOT_KEYS]
+    return [key_of(a) for a in attrs.fields(cls) if (cls, a.name) not in NOT_KEYS]
 
 
 def render_default(field: attrs.Attribute) -> str:
@@ -81,7 +82,7 @@ def render_default(field: attrs.Attribute) -> str:
         return "required"
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         default = default.factory()
-    if attrs.has(type(default)) or field.metadata.get("yaml") == "mapping":
+    if attrs.has(type(default)) or field.metadata.get("check") == "path map":  # a mapping, kept as pairs
         default = {}
     if default is None:
         return "`null`"
@@ -130,11 +131,11 @@ def test_table_defaults_are_the_code_defaults(cls):
     rows = documented(cls)
     wrong = {}
     for field in attrs.fields(cls):
-        if field.name in rows:
-            cells = rows[field.name]
-            assert len(cells) == 4, f"row of {field.name!r} needs key | type | default | meaning"
+        if key_of(field) in rows:
+            cells = rows[key_of(field)]
+            assert len(cells) == 4, f"row of {key_of(field)!r} needs key | type | default | meaning"
             if cells[2] != render_default(field):
-                wrong[field.name] = (cells[2], render_default(field))
+                wrong[key_of(field)] = (cells[2], render_default(field))
     assert not wrong, f"docs/settings.md `{cls.__name__}` defaults (page, code): {wrong}"
 
 

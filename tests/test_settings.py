@@ -11,6 +11,7 @@ import pytest
 import autogen.settings.schema as module
 from autogen.emit.sd import OVERRIDE_FIELD
 from autogen.errors import SettingsError
+from autogen.settings.fields import key_of
 from autogen.settings.load import load_settings
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, BackendRow, Group, Override, Settings
 from autogen.settings.structure import structure
@@ -93,11 +94,11 @@ class TestLoad:
         assert s.vram_budget_gb == 22.5 and s.card_vram_gb == 24.0 and s.ttl == 900
         assert s.backends[0] == BackendRow(id="llama-cuda", kind="llama", path="/opt/llama/llama-server",
                                            name="CUDA build", default=True, version="b11434", managed=True,
-                                           component="llama.cpp", variant="cuda", build=False)
+                                           component="llama.cpp", build="cuda", derived=False)
         ov = s.overrides[0]
         assert ov.extra_args == ("--enforce-eager", "--seed", "1")
-        assert ov.variants[0].extra_args == ("--temp", "0.2")
-        assert ov.devices == (0, 1) and ov.ctx_variants == (65536, 131072)
+        assert ov.profiles[0].extra_args == ("--temp", "0.2")
+        assert ov.devices == (0, 1) and ov.ctx_profiles == (65536, 131072)
         assert s.tool_parsers == {"mymodel": "hermes"}
         assert s.gpus[0].vram_gb == 24.0
 
@@ -277,10 +278,11 @@ MINIMAL = {Settings: {"roots": ["m"]}, Override: {"match": "a"}, Group: {"name":
 
 
 def list_fields(cls) -> list[str]:
-    """Fields typed `tuple[...]` (or `tuple[...] | None`), extra_args and path_map (a YAML
+    """Keys of fields typed `tuple[...]` (or `tuple[...] | None`), extra_args and path_map (a YAML
     mapping kept as ordered pairs) aside."""
-    return [name for name, hint in typing.get_type_hints(cls).items() if name not in ("extra_args", "path_map")
-            and any(typing.get_origin(t) is tuple for t in (hint, *typing.get_args(hint)))]
+    hints = typing.get_type_hints(cls)
+    return [key_of(a) for a in attrs.fields(cls) if a.name not in ("extra_args", "path_map")
+            and any(typing.get_origin(t) is tuple for t in (hints[a.name], *typing.get_args(hints[a.name])))]
 
 
 class TestLists:
@@ -326,7 +328,7 @@ class TestLists:
         s = load_settings(write(tmp_path, "roots: [m]\noverrides: [{match: a, extra_args: \"--seed '1 2'\", "
                                           "variants: [{name: v, extra_args: --jinja}]}]\n"))
         assert s.overrides[0].extra_args == ("--seed", "1 2")
-        assert s.overrides[0].variants[0].extra_args == ("--jinja",)
+        assert s.overrides[0].profiles[0].extra_args == ("--jinja",)
 
     @pytest.mark.parametrize("cls", list(MINIMAL))
     def test_every_list_field_refuses_a_string(self, cls):
@@ -377,8 +379,8 @@ default_variants: [{name: long, mmproj: ../shared/mmproj.gguf}, {name: short}]
         assert flux.llm_text_encoder == str(home / "llm.gguf")
         assert flux.lora_dir == str(tmp_path / "loras")
         assert vl.mmproj == str(tmp_path / "proj/mmproj.gguf")
-        assert [v.mmproj for v in vl.variants] == [str(home / "p.gguf"), "cpu"]
-        assert [v.mmproj for v in s.default_variants] == [str(tmp_path / "../shared/mmproj.gguf"), None]
+        assert [v.mmproj for v in vl.profiles] == [str(home / "p.gguf"), "cpu"]
+        assert [v.mmproj for v in s.default_profiles] == [str(tmp_path / "../shared/mmproj.gguf"), None]
 
     def test_unset_paths_stay_unset(self, tmp_path):
         ov = load_settings(write(tmp_path, "roots: [m]\noverrides: [{match: a}]\n")).overrides[0]
@@ -396,7 +398,7 @@ default_variants: [{name: long, mmproj: ../shared/mmproj.gguf}, {name: short}]
         s = load_settings(write(tmp_path, f"roots: [m]\noverrides: [{{match: a, mmproj: {mode}, "
                                           f"variants: [{{name: v, mmproj: {mode}}}]}}]\n"
                                           f"default_variants: [{{name: d, mmproj: {mode}}}]\n"))
-        assert s.overrides[0].mmproj == s.overrides[0].variants[0].mmproj == s.default_variants[0].mmproj == mode
+        assert s.overrides[0].mmproj == s.overrides[0].profiles[0].mmproj == s.default_profiles[0].mmproj == mode
 
     def test_component_fields_match_what_emit_sd_reads(self):
         assert set(SD_COMPONENT_FIELDS) == set(OVERRIDE_FIELD.values())

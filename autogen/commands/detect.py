@@ -20,7 +20,8 @@ llama.cpp (`common/arg.cpp`) prints `version: <build> (<commit>)`, kept as `b<bu
 release-tag spelling. vLLM: the version in its venv's `vllm-<ver>.dist-info` name when there is
 one (no seconds-long import), else `vllm --version`.
 
-Variant of a GGML engine (llama.cpp, sd, tts, parakeet, audio.cpp, sam):
+Build (`BackendRow.build`, settings key `variant`) of a GGML engine (llama.cpp, sd, tts, parakeet,
+audio.cpp, sam):
 1. its backend libraries beside the binary (same folder, `../lib`, `../lib64`):
    `libggml-cuda` → cuda, `libggml-hip` → rocm, `libggml-vulkan` → vulkan, `libggml-sycl` →
    sycl, `libggml-metal` → metal; a shared build with only `libggml-base` / `libggml-cpu*` → cpu;
@@ -35,7 +36,7 @@ answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
 
 Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
 never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last
-version and variant); a new row gets the ★ only when no row of the file serves its roles yet
+version and build); a new row gets the ★ only when no row of the file serves its roles yet
 (`role_taken`); a row whose binary is gone is dropped. The settings' `backends:` rows are not
 read once the file has rows, so they neither take ids nor hold ★s here.
 """
@@ -61,6 +62,7 @@ from autogen.errors import SettingsError, SwapgenError
 from autogen.fsutil import write_if_changed
 from autogen.numfmt import counted
 from autogen.resolve.backends import role_taken
+from autogen.settings.fields import key_of
 from autogen.settings.load import find_settings, load_backends_file, load_settings
 from autogen.settings.schema import BackendRow, Settings
 from autogen.settings.structure import read_yaml, structure, unstructure
@@ -76,12 +78,12 @@ COMPONENTS: dict[Engine, str] = {engine: row.component for engine, row in ENGINE
 #: Fixed places besides $PATH (globs; `~` is $HOME). Tests replace this tuple.
 SYSTEM_PLACES: tuple[str, ...] = ("~/.local/bin", "/usr/local/bin", "/opt/*/bin", "/opt/*/build/bin", "~/*/build/bin")
 
-#: GGML backend library stem → variant, in the order a build with several is labelled
+#: GGML backend library stem → build, in the order a build with several is labelled
 #: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
 GGML_LIBS: tuple[tuple[str, str], ...] = (
     ("cuda", "cuda"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"), ("metal", "metal"))
 
-#: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → variant.
+#: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → build.
 DEVICE_PREFIXES: dict[str, str] = {
     "cuda": "cuda", "rocm": "rocm", "hip": "rocm", "vulkan": "vulkan", "mtl": "metal", "metal": "metal",
     "sycl": "sycl"}
@@ -97,7 +99,7 @@ class Found:
     """One installed engine binary after probing.
 
     Example: Found(path="/usr/local/bin/llama-server", real="/opt/llama/bin/llama-server",
-    engine="llama", version="b11434", variant="cuda").
+    engine="llama", version="b11434", build="cuda").
     """
 
     #: As found (the symlink a user runs), or the managed row's own path.
@@ -106,7 +108,7 @@ class Found:
     real: str
     engine: str
     version: str = ""
-    variant: str = ""
+    build: str = ""
 
 
 @frozen
@@ -117,7 +119,8 @@ class Change:
     rows: tuple[BackendRow, ...]
     added: tuple[BackendRow, ...]
     dropped: tuple[BackendRow, ...]
-    #: One line per kept row whose version or variant changed ("llama-cuda: version b1 → b2").
+    #: One line per kept row whose version or build changed ("llama-cuda: version b1 → b2"), by
+    #: settings key.
     updated: tuple[str, ...]
 
 
@@ -200,7 +203,7 @@ def parse_version(engine: str, text: str) -> str:
 
 
 def parse_devices(text: str) -> str:
-    """Variant from `llama-server --list-devices`: first device's backend, "cpu" when none."""
+    """Build from `llama-server --list-devices`: first device's backend, "cpu" when none."""
     if "Available devices:" not in text:
         return ""
     for line in text.split("Available devices:", 1)[1].splitlines():
@@ -217,14 +220,14 @@ def _listdir(folder: str) -> list[str]:
         return []
 
 
-def library_variant(real: str) -> str:
-    """Variant from the GGML backend libraries beside a binary; "" when it has none."""
+def library_build(real: str) -> str:
+    """Build from the GGML backend libraries beside a binary; "" when it has none."""
     here = os.path.dirname(real)
     folders = [here, os.path.join(here, "..", "lib"), os.path.join(here, "..", "lib64")]
     names = {n for f in folders for n in _listdir(f)}
-    for stem, variant in GGML_LIBS:
+    for stem, build in GGML_LIBS:
         if any(n.startswith(f"libggml-{stem}.") for n in names):
-            return variant
+            return build
     return "cpu" if any(n.startswith(("libggml-base.", "libggml-cpu")) for n in names) else ""
 
 
@@ -240,7 +243,7 @@ def vllm_dist_version(real: str) -> str:
     return ""
 
 
-def vllm_variant(real: str) -> str:
+def vllm_build(real: str) -> str:
     for site in _site_packages(real):
         names = _listdir(os.path.join(site, "torch", "lib"))
         if names:
@@ -269,21 +272,21 @@ def _probe(path: str, real: str, engine: str, timeout: float) -> tuple[Found, li
         if not version:
             ok, text = ask("--version")
             version = parse_version(engine, text) if ok else ""
-        variant = vllm_variant(real)
+        build = vllm_build(real)
     else:
         ok, text = ask("--version")
         version = parse_version(engine, text) if ok else ""
-        variant = library_variant(real)
-        if not variant and engine == Engine.LLAMA:
+        build = library_build(real)
+        if not build and engine == Engine.LLAMA:
             ok_devices, devices = ask("--list-devices")
-            variant = parse_devices(devices) if ok_devices else ""
+            build = parse_devices(devices) if ok_devices else ""
         if engine in (Engine.TTS, Engine.TTSCPP):
             usage = "--model-path" in text  # TTS.cpp has no --version: it answers with its usage
             engine = Engine.TTSCPP if usage or "tts.cpp" in f"{path} {real}".lower() else Engine.TTS
             version = "" if usage else version
     if ok and not version:
         notes.append(f"{path}: no version in its `--version` answer")
-    return Found(path=path, real=real, engine=Engine(engine).value, version=version, variant=variant), notes
+    return Found(path=path, real=real, engine=Engine(engine).value, version=version, build=build), notes
 
 
 def probe_all(binaries: list[tuple[str, str, str]], timeout: float) -> tuple[list[Found], list[str]]:
@@ -304,7 +307,7 @@ def _is_ours(row: BackendRow) -> bool:
 
 
 def _base_id(found: Found) -> str:
-    suffix = found.variant if found.variant and found.engine != Engine.VLLM else ""
+    suffix = found.build if found.build and found.engine != Engine.VLLM else ""
     return f"{found.engine}-{suffix}" if suffix else found.engine
 
 
@@ -331,19 +334,19 @@ def plan(found: list[Found], file_rows: tuple[BackendRow, ...]) -> Change:
             dropped.append(row)
             continue
         new = attrs.evolve(row, kind=f.engine, component=COMPONENTS[Engine(f.engine)],
-                           version=f.version or row.version, variant=f.variant or row.variant)
-        for name in ("version", "variant"):
+                           version=f.version or row.version, build=f.build or row.build)
+        for name, key in (("version", "version"), ("build", "variant")):
             if getattr(new, name) != getattr(row, name):
-                updated.append(f"{row.id}: {name} {getattr(row, name) or '-'} → {getattr(new, name)}")
+                updated.append(f"{row.id}: {key} {getattr(row, name) or '-'} → {getattr(new, name)}")
         kept.append(new)
     context = [*foreign, *kept]
     taken = {r.id for r in context}
     added = []
     # GPU builds first, so a role's first ★ goes to one; then by path, for stable ids.
-    for f in sorted(by_real.values(), key=lambda f: (f.engine, f.variant in ("", "cpu"), f.real)):
+    for f in sorted(by_real.values(), key=lambda f: (f.engine, f.build in ("", "cpu"), f.real)):
         row = BackendRow(id=_unique(_base_id(f), taken), kind=f.engine, path=f.path,
                          default=not role_taken(context, f.engine), version=f.version, managed=True,
-                         component=COMPONENTS[Engine(f.engine)], variant=f.variant)
+                         component=COMPONENTS[Engine(f.engine)], build=f.build)
         context.append(row)
         added.append(row)
     managed = sorted([*kept, *added], key=lambda r: r.id)
@@ -357,7 +360,8 @@ def _scalar(value: object) -> str:
 
 
 def render(rows: tuple[BackendRow, ...]) -> bytes:
-    """The backends file, by hand for byte stability: fields in class order, defaults left out."""
+    """The backends file, by hand for byte stability: fields in class order under their settings
+    keys, defaults left out."""
     if not rows:
         return (FILE_HEADER + "[]\n").encode()
     lines = [FILE_HEADER.rstrip("\n")]
@@ -365,7 +369,7 @@ def render(rows: tuple[BackendRow, ...]) -> bytes:
         fields = [a for a in attrs.fields(BackendRow)
                   if a.name in ("id", "kind", "path") or getattr(row, a.name) != a.default]
         for i, a in enumerate(fields):
-            lines.append(f"{'- ' if i == 0 else '  '}{a.name}: {_scalar(getattr(row, a.name))}")
+            lines.append(f"{'- ' if i == 0 else '  '}{key_of(a)}: {_scalar(getattr(row, a.name))}")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -422,7 +426,7 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
 
 
 def format_report(report: dict) -> str:
-    """One line per managed row (★, id, kind, version, variant, path), then what changed."""
+    """One line per managed row (★, id, kind, version, build, path), then what changed."""
     lines = []
     for r in report["rows"]:
         star = "★" if r["default"] else " "

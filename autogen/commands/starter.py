@@ -102,7 +102,8 @@ def _scalar(value: object) -> str:
 def backend_line(row: BackendRow) -> str:
     """`  - {id: llama-cuda, kind: llama, path: /usr/bin/llama-server, default: true, …}`."""
     fields = [("id", row.id), ("kind", row.kind), ("path", row.path)]
-    fields += [(name, getattr(row, name)) for name in ("default", "version", "variant") if getattr(row, name)]
+    fields += [(key, value) for key, value in (("default", row.default), ("version", row.version),
+                                               ("variant", row.build)) if value]
     return "  - {" + ", ".join(f"{name}: {_scalar(value)}" for name, value in fields) + "}"
 
 

@@ -52,6 +52,7 @@ from autogen.resolve.nodes import fleet_of
 from autogen.router.assemble import Fragment, assemble, assemble_preset, passthrough_hint, write_config
 from autogen.router.fleet import Peer, render_front
 from autogen.router.preset import LLAMA_SERVER, preset_plan
+from autogen.settings.fields import CONFIG, inputs_of
 from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import Host, Settings
@@ -381,10 +382,9 @@ class TaskGraph:
 
     def _config_task(self):
         settings = self.library.settings
-        router_key = repr((self.library.settings_key, settings.health_check_timeout, settings.groups,
-                           settings.source, settings.output, self._routing_inputs(),
-                           settings.output_mode, settings.llama_swap, settings.target,
-                           *([settings.hosts] if settings.hosts else [])))
+        # every fragment's settings, the keys declared to invalidate the config (`settings.fields`)
+        # and what the routing plans against
+        router_key = repr((self.library.settings_key, inputs_of(settings, CONFIG), self._routing_inputs()))
         return {
             "actions": [self.assemble],
             "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],

@@ -36,8 +36,8 @@ from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 #: Families that clone a voice from a reference clip (metadata `voice_clone`).
 AUDIOCPP_CLONE = frozenset({"moss_tts_nano", "qwen3_tts", "f5_tts", "index_tts2", "echo_tts", "chatterbox",
                             "cosyvoice3"})
-#: Backend row `variant` → audio.cpp `--backend` (docs/maintainers/classes.md#audiocpp); anything else: no flag +
-#: a NOTE.
+#: Backend row `build` (settings key `variant`) → audio.cpp `--backend` (docs/maintainers/classes.md#audiocpp);
+#: anything else: no flag + a NOTE.
 AUDIOCPP_FLAVOURS = {"cuda": "cuda", "vulkan": "vulkan", "metal": "metal", "metal-x64": "metal", "cpu": "cpu",
                      "cpu-portable": "cpu"}
 
@@ -180,8 +180,8 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
     if not installed:
         comment.append(f"WARNING: no audio.cpp backend registered (a row of kind audiocpp); {row.id} will not "
                        f"start until one is installed")
-    variant = (resolved.row.variant.strip().lower() if installed and resolved.row is not None else "")
-    flavour = AUDIOCPP_FLAVOURS.get(variant)
+    build = (resolved.row.build.strip().lower() if installed and resolved.row is not None else "")
+    flavour = AUDIOCPP_FLAVOURS.get(build)
     if installed and flavour is None:
         comment.append(f"NOTE: audio.cpp backend '{resolved.backend_id}' records no known build variant, so no "
                        f"--backend flag is emitted and the server's own default applies")

@@ -35,8 +35,9 @@ from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import model_role, preferred_engine
+from autogen.settings.fields import EVERY_FRAGMENT, inputs_of
 from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings, Watch
+from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
 from autogen.sizing.vllm_args import vllm_tensor_parallel
 
 DEFAULT_BUDGET_GB = 8.0
@@ -167,16 +168,13 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
 
 
 def global_inputs(settings: Settings) -> str:
-    """Settings every fragment may read, as a stable text (the per-model parts — overrides,
-    registry, roots, budget, GPUs and devices — are left out: each model's own key carries what
-    it uses, so a new card re-emits only the models placed on or sized against it)."""
-    shared = attrs.evolve(settings, roots=(), output="", cache_dir="", backends=(), backends_file=None,
-                          overrides=(), groups=(), health_check_timeout=300, source="", vram_budget_gb=None,
-                          card_vram_gb=None, gpus=None, devices=None, allow_vanished_models=False,
-                          routing=None, llama_swap={}, output_mode="full", watch=Watch())
+    """The settings every fragment may read, as a stable text: the keys declared to invalidate
+    every fragment (`settings.fields`). The per-model ones (overrides, registry, roots, budget,
+    GPUs and devices) are left out: each model's own key carries what it uses, so a new card
+    re-emits only the models placed on or sized against it."""
     # a models preset leaves out the entries of another build than the router's
     router = f"|{llama_router_exe(settings)}" if settings.target == "llama-server" else ""
-    return f"{GENERATOR_VERSION}|{shared!r}{router}"
+    return f"{GENERATOR_VERSION}|{inputs_of(settings, EVERY_FRAGMENT)!r}{router}"
 
 
 def component_state(settings: Settings, override: Override | None) -> dict[str, int | None]:

@@ -142,7 +142,7 @@ def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
 
 def _variant(ctx: EmitContext) -> str:
     row = ctx.backend.row
-    return row.variant if row is not None else ""
+    return row.build if row is not None else ""
 
 
 def _projector(ctx: EmitContext, choices: LlamaChoices) -> tuple[str | None, str]:

@@ -1,17 +1,18 @@
 """llama profiles: names, clashes (docs/maintainers/discovery.md#id-clashes) and inheritance of the extra
 entries of one chat model, each sized on its own by `emit_llama`.
 
-In this order: ctx tiers `<id>-64k` (override `ctx_variants`), named variants `<id>-<slug(name)>`
-(override `variants`, then `default_variants` not shadowed by a model variant of the same name),
-`<id>-vision` (a variant named `vision`: the projector on the GPU, `in: [text, image]`), one
-`<id>+<adapter>` per LoRA adapter whose base the model is (`--lora`, sized with the adapter's
-bytes), and `<id>-draft` (speculative decoding with a draft of the same vocabulary: `-md`, its
-layers and context charged; the override's `draft` pins one or, `none`, turns it off).
-A tier is the model's override with its context pinned. A variant is the model's override with
-every field the variant sets replaced: an unset field inherits (override, then settings), the
-budget too (the Go original fell back to the global one); `unlisted` is the variant's own; its
-`extra_args` are appended, and a flag there or a field it sets drops the inherited flag of the
-same meaning. Embedding models and vLLM rows get no profiles.
+In this order: ctx tiers `<id>-64k` (`Override.ctx_profiles`, settings key `ctx_variants`), named
+profiles `<id>-<slug(name)>` (`Override.profiles`, key `variants`, then `Settings.default_profiles`,
+key `default_variants`, not shadowed by a model's profile of the same name), `<id>-vision` (a
+profile named `vision`: the projector on the GPU, `in: [text, image]`), one `<id>+<adapter>` per
+LoRA adapter whose base the model is (`--lora`, sized with the adapter's bytes), and
+`<id>-draft` (speculative decoding with a draft of the same vocabulary: `-md`, its layers and
+context charged; the override's `draft` pins one or, `none`, turns it off). A tier is the model's
+override with its context pinned. A named profile is the model's override with every field the
+profile sets replaced: an unset field inherits (override, then settings), the budget too (the Go
+original fell back to the global one); `unlisted` is the profile's own; its `extra_args` are
+appended, and a flag there or a field it sets drops the inherited flag of the same meaning (the
+field's `knobs`: `settings.fields`). Embedding models and vLLM rows get no profiles.
 
 A profile whose id is already taken is a `# SKIPPED` line: by another model's id, by an earlier
 profile of the same model, or by another model's profile — then the model whose id sorts first
@@ -37,25 +38,23 @@ from autogen.discovery.rows import Adapter, ModelRow
 from autogen.emit.entry import Plan
 from autogen.ids import slugify
 from autogen.resolve.context import EmitContext
-from autogen.settings.schema import MMPROJ_MODES, Override, Settings, Variant
+from autogen.settings.schema import MMPROJ_MODES, Override, Profile, Settings
 from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
 
-#: The variant name that makes the `-vision` profile (reserved, as in the Go original).
+#: The profile name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
 #: Profile kinds of a LoRA adapter and of a speculative-decoding draft.
 LORA = "lora"
 DRAFT = "draft"
 #: The override's `draft` that turns the draft profile off.
 NO_DRAFT = "none"
-#: Variant field → the flag meanings (`sizing.llama_args.FLAG_KNOBS` values) it takes over from
-#: inherited extra_args.
-VARIANT_KNOBS: dict[str, tuple[str, ...]] = {
-    "ctx": ("ctx",), "kv_type": ("cache_type_k", "cache_type_v"), "parallel": ("parallel",),
-    "flash_attn": ("flash_attn",), "threads": ("threads",), "ngl": ("ngl",), "mmproj": ("mmproj", "mmproj_offload"),
-}
+#: Profile field → the flag meanings (`sizing.llama_args.FLAG_KNOBS` values) it takes over from
+#: inherited extra_args, as each field declares them.
+PROFILE_KNOBS: dict[str, tuple[str, ...]] = {a.name: a.metadata["knobs"] for a in attrs.fields(Profile)
+                                             if a.metadata.get("knobs")}
 
 
-@lru_cache(maxsize=1024)  # the same few variant names, for every model on every run (doit list, keys)
+@lru_cache(maxsize=1024)  # the same few profile names, for every model on every run (doit list, keys)
 def ctx_tag(tokens: int) -> str:
     """Tier suffix: 65536 → `64k`, 1048576 → `1m`, 100000 → `100000`."""
     if tokens % (1 << 20) == 0:
@@ -66,16 +65,16 @@ def ctx_tag(tokens: int) -> str:
 
 
 @frozen
-class Profile:
+class ProfileEntry:
     """One extra entry of a chat model, before sizing."""
 
     id: str
-    #: "ctx tier", "variant" or "vision".
+    #: "ctx tier", "variant" (a named profile: the word of its settings key) or "vision".
     kind: str
     #: The tier's per-slot context (tiers only).
     ctx: int | None = None
-    #: The variant that makes it (variants and the vision profile).
-    variant: Variant | None = None
+    #: The named profile that makes it (named profiles and the vision profile).
+    profile: Profile | None = None
     #: Why it is not emitted (a name clash, no projector), or None.
     refused: str | None = None
     #: The LoRA adapter it applies (LoRA profiles).
@@ -89,15 +88,15 @@ class Profile:
             return f"LoRA adapter {self.adapter.name}"
         if self.kind == DRAFT:
             return "speculative-decoding draft profile"
-        return f"ctx tier {self.ctx}" if self.variant is None else f"variant {self.variant.name!r}"
+        return f"ctx tier {self.ctx}" if self.profile is None else f"variant {self.profile.name!r}"
 
 
-def vision_projector(row: ModelRow, override: Override | None, variant: Variant) -> tuple[str, str] | None:
-    """(projector file, placement) of the vision profile: the variant's `mmproj` (a keyword or a
-    file), else the GPU; the file is the variant's, else the model's pinned one, else the one beside
-    it. None when nothing would be attached (`none` on the variant or the model, no file)."""
+def vision_projector(row: ModelRow, override: Override | None, profile: Profile) -> tuple[str, str] | None:
+    """(projector file, placement) of the vision profile: the profile's `mmproj` (a keyword or a
+    file), else the GPU; the file is the profile's, else the model's pinned one, else the one beside
+    it. None when nothing would be attached (`none` on the profile or the model, no file)."""
     model_pin = override.mmproj if override is not None else None
-    mode = variant.mmproj or ("none" if model_pin == "none" else "gpu")
+    mode = profile.mmproj or ("none" if model_pin == "none" else "gpu")
     if mode == "none":
         return None
     if mode not in MMPROJ_MODES:
@@ -117,33 +116,34 @@ def draft_path(row: ModelRow, override: Override | None) -> tuple[str, str] | No
     return (row.spec_draft.path, row.spec_draft.why) if row.spec_draft is not None else None
 
 
-def profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[Profile]:
+def profiles(row: ModelRow, override: Override | None, settings: Settings) -> list[ProfileEntry]:
     """Candidate profiles in emit order; within the model the first of an id wins."""
-    tiers = override.ctx_variants if override is not None else ()
-    own = override.variants if override is not None else ()
+    tiers = override.ctx_profiles if override is not None else ()
+    own = override.profiles if override is not None else ()
     draft = draft_path(row, override)
-    if not tiers and not own and not settings.default_variants and not row.loras and draft is None:
+    if not tiers and not own and not settings.default_profiles and not row.loras and draft is None:
         return []
-    own_slugs = {slugify(v.name) for v in own}
-    variants = [(v, True) for v in own] + [(v, False) for v in settings.default_variants
-                                           if slugify(v.name) not in own_slugs]
-    out = [Profile(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
-    vision: tuple[Variant, bool] | None = None
-    for variant, is_own in variants:
-        slug = slugify(variant.name)
+    own_slugs = {slugify(p.name) for p in own}
+    named = [(p, True) for p in own] + [(p, False) for p in settings.default_profiles
+                                        if slugify(p.name) not in own_slugs]
+    out = [ProfileEntry(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
+    vision: tuple[Profile, bool] | None = None
+    for profile, is_own in named:
+        slug = slugify(profile.name)
         if slug == VISION:
-            vision = vision or (variant, is_own)
+            vision = vision or (profile, is_own)
             continue
-        refused = None if slug else f"variant name {variant.name!r} has no letter or digit to make an id of"
-        out.append(Profile(id=f"{row.id}-{slug or variant.name}", kind="variant", variant=variant, refused=refused))
+        refused = None if slug else f"variant name {profile.name!r} has no letter or digit to make an id of"
+        out.append(ProfileEntry(id=f"{row.id}-{slug or profile.name}", kind="variant", profile=profile,
+                                refused=refused))
     if vision is not None:
-        variant, is_own = vision
-        refused = None if vision_projector(row, override, variant) else "no projector to put on the GPU"
-        if refused is None or is_own:  # a default `vision` variant passes text-only models silently
-            out.append(Profile(id=f"{row.id}-{VISION}", kind=VISION, variant=variant, refused=refused))
-    out += [Profile(id=f"{row.id}+{a.name}", kind=LORA, adapter=a) for a in row.loras if a.kind == "gguf"]
+        profile, is_own = vision
+        refused = None if vision_projector(row, override, profile) else "no projector to put on the GPU"
+        if refused is None or is_own:  # a default `vision` profile passes text-only models silently
+            out.append(ProfileEntry(id=f"{row.id}-{VISION}", kind=VISION, profile=profile, refused=refused))
+    out += [ProfileEntry(id=f"{row.id}+{a.name}", kind=LORA, adapter=a) for a in row.loras if a.kind == "gguf"]
     if draft is not None:
-        out.append(Profile(id=f"{row.id}-{DRAFT}", kind=DRAFT))
+        out.append(ProfileEntry(id=f"{row.id}-{DRAFT}", kind=DRAFT))
     first: dict[str, str] = {}
     for i, p in enumerate(out):
         if p.refused is None and p.id in first:
@@ -161,7 +161,7 @@ def profile_ids(row: ModelRow, override: Override | None, settings: Settings) ->
 
 def profile_owners(models: Iterable[tuple[ModelRow, Override | None]], settings: Settings) -> dict[str, str]:
     """Profile id → the model that keeps it, for ids several models' profiles make (model `a` +
-    variant `b-long` and model `a-b` + variant `long`): the model whose id sorts first. Ids of one
+    profile `b-long` and model `a-b` + profile `long`): the model whose id sorts first. Ids of one
     model only are left out, so the map stays as small as the clashes."""
     owners: dict[str, str] = {}
     shared: set[str] = set()
@@ -187,7 +187,7 @@ def profile_clashes(row: ModelRow, override: Override | None, settings: Settings
     return clashes
 
 
-def refused_before_sizing(ctx: EmitContext, profile: Profile) -> str | None:
+def refused_before_sizing(ctx: EmitContext, profile: ProfileEntry) -> str | None:
     """A reason known before sizing: the id belongs to another model or another model's profile,
     or a tier above the trained window (llama-server would run it, past what the model was
     trained for)."""
@@ -231,7 +231,7 @@ def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
+def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
     ov = ctx.override or Override(match="*")
     inherited = split_equals(ov.extra_args)
@@ -241,11 +241,11 @@ def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
         return attrs.evolve(ctx, row=row, override=lora)
     if profile.kind == DRAFT:
         return ctx
-    if profile.variant is None:
-        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, {"ctx"}))
+    if profile.profile is None:
+        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, set(PROFILE_KNOBS["ctx"])))
         return attrs.evolve(ctx, override=tier)
-    v, row = profile.variant, ctx.row
-    sets = {name: getattr(v, name) for name in VARIANT_KNOBS if getattr(v, name) is not None}
+    v, row = profile.profile, ctx.row
+    sets = {name: getattr(v, name) for name in PROFILE_KNOBS if getattr(v, name) is not None}
     if profile.kind == VISION:  # the file becomes the row's projector, so a keyword can place it
         found = vision_projector(row, ctx.override, v)
         assert found is not None, "refused in profiles()"
@@ -253,7 +253,7 @@ def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
         if path != row.mmproj:
             row = attrs.evolve(row, mmproj=checked_path(path), mmproj_bytes=0)
     own = split_equals(v.extra_args)
-    dropped = {knob for name in sets for knob in VARIANT_KNOBS[name]} | set(extra_flags(own))
+    dropped = {knob for name in sets for knob in PROFILE_KNOBS[name]} | set(extra_flags(own))
     effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,
                              vram_budget_gb=v.vram_budget_gb or ov.vram_budget_gb)
     return attrs.evolve(ctx, row=row, override=effective, budget_gb=v.vram_budget_gb or ctx.budget_gb)
@@ -262,7 +262,7 @@ def profile_context(ctx: EmitContext, profile: Profile) -> EmitContext:
 def note_profiles_ignored(plan: Plan, override: Override | None, why: str) -> Plan:
     """A comment line on the entry when its override asks for profiles it cannot have (vLLM
     rows, embedding models)."""
-    if override is None or not (override.ctx_variants or override.variants) or not plan.entries:
+    if override is None or not (override.ctx_profiles or override.profiles) or not plan.entries:
         return plan
     first = plan.entries[0]
     line = f"ctx_variants and variants of the override are ignored: {why}"

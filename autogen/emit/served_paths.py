@@ -157,8 +157,8 @@ def plan_files(row: ModelRow, override: Override | None, settings: Settings, pla
     paths += [v for v in attrs.astuple(settings.encoders) if v]
     if override is not None:
         paths += [getattr(override, name) for name in SD_COMPONENT_FIELDS]
-        paths += [override.lora_dir, override.mmproj, override.draft, *(v.mmproj for v in override.variants)]
-    paths += [v.mmproj for v in settings.default_variants]
+        paths += [override.lora_dir, override.mmproj, override.draft, *(p.mmproj for p in override.profiles)]
+    paths += [p.mmproj for p in settings.default_profiles]
     paths += [path for path, _ in plan.files]
     return tuple(dict.fromkeys(p for p in paths if p and p.startswith("/") and p.lower() not in MMPROJ_MODES))
 

@@ -239,5 +239,5 @@ def resolution_key(resolved: Resolved) -> dict[str, str]:
         "engine": resolved.engine,
         "exe": resolved.exe,
         "version": row.version.strip() if row is not None else "",
-        "variant": row.variant.strip() if row is not None else "",
+        "build": row.build.strip() if row is not None else "",
     }

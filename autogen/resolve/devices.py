@@ -7,9 +7,9 @@ largest card (ties: the lower index), or the N largest for a tensor-parallel pin
 `--gpu-memory-utilization` is a fraction of EACH GPU; every other engine keeps the driver's
 default (llama-server spreads layers over every visible GPU, which the pooled budget describes).
 
-The variables follow the RESOLVED backend's build (`BackendRow.variant`), never the ★ row's
+The variables follow the RESOLVED backend's build (`BackendRow.build`), never the ★ row's
 (docs/maintainers/backends.md#gpu-pins): a model pinned to a vulkan build gets
-`GGML_VK_VISIBLE_DEVICES` even when the ★ is a CUDA build. An empty or unknown variant (a
+`GGML_VK_VISIBLE_DEVICES` even when the ★ is a CUDA build. An empty or unknown build (a
 legacy exe, a hand-written row, sycl…) is inferred from the vendor of the chosen GPUs: NVIDIA →
 cuda, AMD → rocm, anything else → vulkan; a declared GPU without a vendor counts as NVIDIA.
 
@@ -35,7 +35,7 @@ from autogen.resolve.gpus import MIN_ELIGIBLE_GIB, eligible
 from autogen.settings.schema import BackendRow, Gpu, Override, Settings
 
 CUDA, ROCM, VULKAN, CPU = "cuda", "rocm", "vulkan", "cpu"
-#: Build variant → the variables that pin devices, the last one taking the device list. Metal
+#: Build → the variables that pin devices, the last one taking the device list. Metal
 #: (one GPU) and cpu builds have none. llama.cpp docs/build.md (CUDA, HIP), ggml-vulkan.cpp
 #: (`GGML_VK_VISIBLE_DEVICES`); CUDA's default order is "fastest first", not nvidia-smi's.
 VARIABLES: dict[str, tuple[str, ...]] = {
@@ -43,8 +43,8 @@ VARIABLES: dict[str, tuple[str, ...]] = {
     ROCM: ("HIP_VISIBLE_DEVICES",),
     VULKAN: ("GGML_VK_VISIBLE_DEVICES",),
 }
-#: Variant spellings (`BackendRow.variant`, detect.py's labels) → the family above.
-VARIANT_FAMILY = {"cuda": CUDA, "rocm": ROCM, "hip": ROCM, "vulkan": VULKAN, "cpu": CPU, "metal": CPU}
+#: Build spellings (`BackendRow.build`, detect.py's labels) → the family above.
+BUILD_FAMILY = {"cuda": CUDA, "rocm": ROCM, "hip": ROCM, "vulkan": VULKAN, "cpu": CPU, "metal": CPU}
 #: The GPU vendor a family can use (vulkan takes any).
 FAMILY_VENDOR = {CUDA: "nvidia", ROCM: "amd"}
 
@@ -120,9 +120,10 @@ def describe(gpus: Sequence[Gpu]) -> str:
 
 
 def _family(row: BackendRow | None, gpus: Sequence[Gpu]) -> tuple[str, str]:
-    """(family, note) from the row's variant, else from the chosen GPUs' vendor."""
-    variant = row.variant.strip().lower() if row is not None else ""
-    family = VARIANT_FAMILY.get(variant)
+    """(family, note) from the row's build, else from the chosen GPUs' vendor; the note names the
+    settings key, `variant`."""
+    build = row.build.strip().lower() if row is not None else ""
+    family = BUILD_FAMILY.get(build)
     if family is not None:
         return family, ""
     vendors = sorted({vendor_of(g) for g in gpus})
@@ -130,7 +131,7 @@ def _family(row: BackendRow | None, gpus: Sequence[Gpu]) -> tuple[str, str]:
         raise ModelError(f"devices {','.join(str(g.index) for g in gpus)} mix {' and '.join(vendors)} GPUs and "
                          f"the backend's build is not known: pin a vulkan build (variant: vulkan)")
     family = {"nvidia": CUDA, "amd": ROCM}.get(vendors[0], VULKAN)
-    what = f"variant {variant!r} unknown" if variant else "no variant"
+    what = f"variant {build!r} unknown" if build else "no variant"
     return family, f"{what}; {family} inferred from {vendors[0]} GPUs"
 
 

@@ -26,8 +26,8 @@ from autogen.settings.schema import (
     Encoders,
     Override,
     PathMapping,
+    Profile,
     Settings,
-    Variant,
 )
 
 SETTINGS_ENV = "SWAPGEN_SETTINGS"
@@ -58,8 +58,8 @@ def _path_or_keyword(base: Path, value: str | None, keywords: tuple[str, ...], f
     return value if word in keywords else _resolve(base, value.strip())
 
 
-def _resolve_variant(base: Path, variant: Variant) -> Variant:
-    return attrs.evolve(variant, mmproj=_path_or_keyword(base, variant.mmproj, MMPROJ_MODES))
+def _resolve_profile(base: Path, profile: Profile) -> Profile:
+    return attrs.evolve(profile, mmproj=_path_or_keyword(base, profile.mmproj, MMPROJ_MODES))
 
 
 def _resolve_override(base: Path, ov: Override) -> Override:
@@ -70,7 +70,7 @@ def _resolve_override(base: Path, ov: Override) -> Override:
     return attrs.evolve(ov, **components, lora_dir=_path_or_keyword(base, ov.lora_dir, ()),
                         mmproj=_path_or_keyword(base, ov.mmproj, MMPROJ_MODES),
                         draft=_path_or_keyword(base, ov.draft, ("none",)),
-                        variants=tuple(_resolve_variant(base, v) for v in ov.variants))
+                        profiles=tuple(_resolve_profile(base, p) for p in ov.profiles))
 
 
 def load_backends_file(path: Path) -> tuple[BackendRow, ...]:
@@ -142,11 +142,11 @@ def _budget_problems(settings: Settings) -> list[str]:
         return []
     budgets = [("vram_budget_gb", settings.vram_budget_gb)]
     budgets += [(f"default_variants[{i}].vram_budget_gb", v.vram_budget_gb)
-                for i, v in enumerate(settings.default_variants)]
+                for i, v in enumerate(settings.default_profiles)]
     for i, ov in enumerate(settings.overrides):
         budgets.append((f"overrides[{i}].vram_budget_gb", ov.vram_budget_gb))
         budgets += [(f"overrides[{i}].variants[{j}].vram_budget_gb", v.vram_budget_gb)
-                    for j, v in enumerate(ov.variants)]
+                    for j, v in enumerate(ov.profiles)]
     return [f"{where}: {budget:g} GB is above card_vram_gb ({card:g} GB); a model sized to it cannot fit the card"
             for where, budget in budgets if budget is not None and budget > card]
 
@@ -186,11 +186,11 @@ def _target_problems(settings: Settings) -> list[str]:
     for i, ov in enumerate(settings.overrides):
         problems += _llama_swap_keys_problems(f"overrides[{i}].llama_swap", ov.llama_swap,
                                               PRESET_MODEL_LLAMA_SWAP_KEYS)
-        variants = [(f"overrides[{i}].variants[{j}]", v) for j, v in enumerate(ov.variants)]
+        profiles = [(f"overrides[{i}].variants[{j}]", p) for j, p in enumerate(ov.profiles)]
         problems += [f"{where}.unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
-                     for where, item in [(f"overrides[{i}]", ov), *variants] if item.unlisted]
+                     for where, item in [(f"overrides[{i}]", ov), *profiles] if item.unlisted]
     problems += [f"default_variants[{j}].unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
-                 for j, v in enumerate(settings.default_variants) if v.unlisted]
+                 for j, v in enumerate(settings.default_profiles) if v.unlisted]
     return problems
 
 
@@ -268,7 +268,7 @@ def _parse_settings(path: Path) -> Settings:
         backend_venvs=tuple(_resolve(base, v) for v in settings.backend_venvs),
         encoders=_resolve_paths(base, settings.encoders),
         overrides=tuple(_resolve_override(base, ov) for ov in settings.overrides),
-        default_variants=tuple(_resolve_variant(base, v) for v in settings.default_variants),
+        default_profiles=tuple(_resolve_profile(base, p) for p in settings.default_profiles),
         hosts=tuple(attrs.evolve(h, settings=_resolve(base, h.settings)) for h in settings.hosts),
         path_map=path_map,
         source=str(path),

@@ -16,29 +16,12 @@ import attrs
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
-from cattrs.gen import make_dict_structure_fn, override
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from autogen.engines import CUSTOM_KIND, ENGINE_OF_KIND
 from autogen.errors import SettingsError, did_you_mean
-from autogen.settings.schema import (
-    FLASH_ATTN_MODES,
-    KEEP_PATH,
-    LLAMA_KV_TYPES,
-    OUTPUT_MODES,
-    POLLING_MODES,
-    ROUTING_MODES,
-    TARGETS,
-    VLLM_DISTRIBUTED,
-    BackendRow,
-    Encoders,
-    Gpu,
-    Host,
-    Override,
-    PathMapping,
-    Settings,
-    Variant,
-    Watch,
-)
+from autogen.settings.fields import key_of
+from autogen.settings.schema import KEEP_PATH, PathMapping, Settings
 
 # ---------------------------------------------------------------------------------------------
 # strict scalar hooks: "false" is not True, "600" is not a number
@@ -142,24 +125,7 @@ def _checked(base, check, message):
     return hook
 
 
-_positive_float = _checked(_strict_float, lambda v: v > 0, "expected a number above 0")
-_non_negative_float = _checked(_strict_float, lambda v: v >= 0, "expected a number of 0 or more")
-_positive_int = _checked(_strict_int, lambda v: v > 0, "expected an integer above 0")
-_fraction = _checked(_strict_float, lambda v: 0 < v <= 1, "expected a fraction in (0, 1]")
-_ttl = _checked(_strict_int, lambda v: v >= -1, "expected an integer of -1 or more")
-_health = _checked(_strict_int, lambda v: v >= 15, "expected an integer of 15 or more (llama-swap's minimum)")
 _nonblank = _checked(_strict_str, lambda v: v.strip() != "", "expected a non-empty string")
-
-_kv_type = _checked(_strict_str, lambda v: v in LLAMA_KV_TYPES, f"expected one of {', '.join(LLAMA_KV_TYPES)}")
-_flash_attn = _checked(_strict_str, lambda v: v in FLASH_ATTN_MODES, "expected on, off or auto")
-_mmproj = _checked(_strict_str, lambda v: v.strip() != "",
-                   "expected auto, none, cpu, gpu or a projector path")
-_routing = _checked(_strict_str, lambda v: v in ROUTING_MODES,
-                    f"expected {' or '.join(ROUTING_MODES)} (or null for groups)")
-_output_mode = _checked(_strict_str, lambda v: v in OUTPUT_MODES, "expected full or fragment")
-_target = _checked(_strict_str, lambda v: v in TARGETS, f"expected {' or '.join(TARGETS)}")
-_polling = _checked(_strict_str, lambda v: v in POLLING_MODES, f"expected one of {', '.join(POLLING_MODES)}")
-_non_negative_int = _checked(_strict_int, lambda v: v >= 0, "expected an integer of 0 or more")
 _KNOWN_KINDS = [*ENGINE_OF_KIND, CUSTOM_KIND]
 
 
@@ -193,8 +159,6 @@ def _env_name(value: Any, type_: Any) -> str | None:
     return value
 
 
-_distributed = _checked(_strict_str, lambda v: v in VLLM_DISTRIBUTED, f"expected one of {', '.join(VLLM_DISTRIBUTED)}")
-
 
 def _host_url(value: Any, type_: Any) -> str:
     """The front's `proxy` for the host: an http(s) URL with a host name, as llama-swap parses it."""
@@ -227,83 +191,68 @@ def _path_map(value: Any, _type: Any) -> tuple[PathMapping, ...]:
     return tuple(pairs)
 
 
-
-_draft = _checked(_strict_str, lambda v: v.strip() != "", "expected none or the path of a draft GGUF")
-_LLAMA_HOOKS = {"kv_type": _kv_type, "flash_attn": _flash_attn, "mmproj": _mmproj, "ngl": _non_negative_int}
-
-_SD_HOOKS = {
-    **dict.fromkeys(("vae", "clip_l", "clip_g", "t5xxl", "llm_text_encoder", "lora_dir", "sampling_method"),
-                    _nonblank),
-    **dict.fromkeys(("steps", "width", "height"), _positive_int),
-    "cfg_scale": _positive_float,
+#: Parsers of values with a shape of their own, by the name a field's `check` gives
+#: (`settings.fields`).
+PARSERS: dict[str, Any] = {
+    "shell words": _args,
+    "kind": _kind,
+    "llama-swap keys": _key_map,
+    "string map": _str_map,
+    "path map": _path_map,
+    "host name": _host_name,
+    "url": _host_url,
+    "variable name": _env_name,
 }
+_SCALARS = {str: _strict_str, int: _strict_int, float: _strict_float}
 
-_FIELD_HOOKS: dict[type, dict[str, Any]] = {
-    BackendRow: {"id": _nonblank, "kind": _kind, "path": _nonblank},
-    Variant: {
-        "name": _nonblank,
-        "ctx": _positive_int,
-        "vram_budget_gb": _positive_float,
-        "parallel": _positive_int,
-        "threads": _positive_int,
-        "extra_args": _args,
-        **_LLAMA_HOOKS,
-    },
-    Override: {
-        "match": _nonblank,
-        "ctx": _positive_int,
-        "vram_budget_gb": _positive_float,
-        "vllm_gpu_util": _fraction,
-        "vllm_tensor_parallel": _positive_int,
-        "vllm_distributed": _distributed,
-        "parallel": _positive_int,
-        "threads": _positive_int,
-        "extra_args": _args,
-        **_LLAMA_HOOKS,
-        "draft": _draft,
-        **_SD_HOOKS,
-        "llama_swap": _key_map,
-    },
-    Encoders: dict.fromkeys(("flux_vae", "flux2_vae", "zimage_vae", "qwen_image_vae", "clip_l", "clip_g",
-                             "t5xxl", "llm_text_encoder"), _nonblank),
-    Gpu: {"vram_gb": _non_negative_float},
-    Watch: {"settle_seconds": _non_negative_float, "poll_interval_seconds": _positive_float,
-            "polling": _polling},
-    Host: {"name": _host_name, "settings": _nonblank, "url": _host_url, "api_key_env": _env_name},
-    Settings: {
-        "vram_budget_gb": _positive_float,
-        "card_vram_gb": _non_negative_float,
-        "ttl": _ttl,
-        "health_check_timeout": _health,
-        "tool_parsers": _str_map,
-        "parallel": _positive_int,
-        "threads": _positive_int,
-        "kv_type": _kv_type,
-        "flash_attn": _flash_attn,
-        "routing": _routing,
-        "llama_swap": _key_map,
-        "output_mode": _output_mode,
-        "target": _target,
-        "path_map": _path_map,
-    },
-}
+
+def _records(cls: type) -> list[type]:
+    """`cls` and every attrs class its fields hold (alone, in a tuple or optional), once each."""
+    found = [cls]
+    for a in attrs.fields(cls):
+        for inner in _inner_types(a.type):
+            if attrs.has(inner) and inner not in found:
+                found += [r for r in _records(inner) if r not in found]
+    return found
+
+
+def _inner_types(type_: Any) -> tuple[Any, ...]:
+    """The types a field's value is made of: `X`, `X | None` and `tuple[X, ...]` give X."""
+    args = [t for t in get_args(type_) if t is not type(None) and t is not Ellipsis]
+    return tuple(t for arg in args for t in _inner_types(arg)) if args else (type_,)
+
+
+def _hook(a: attrs.Attribute) -> Any:
+    """The structure hook of a field whose `check` asks for more than its type."""
+    check = a.metadata.get("check")
+    if isinstance(check, str):
+        return PARSERS[check]
+    (scalar,) = [t for t in _inner_types(a.type) if t in _SCALARS]
+    return _checked(_SCALARS[scalar], check.test, check.expected)
 
 
 def _make_converter() -> cattrs.Converter:
+    """One strict converter: every settings record with its fields' checks, and its YAML keys
+    where the code names a field otherwise (`settings.fields.key_of`), both ways."""
     conv = cattrs.Converter(forbid_extra_keys=True)
     conv.register_structure_hook(str, _strict_str)
     conv.register_structure_hook(int, _strict_int)
     conv.register_structure_hook(float, _strict_float)
     conv.register_structure_hook(bool, _strict_bool)
     conv.register_structure_hook_factory(_is_list_field, _list_only)
-
-    for cls, hooks in _FIELD_HOOKS.items():
-        overrides = {name: override(struct_hook=hook) for name, hook in hooks.items()}
+    # nested records first: a record's structure function takes its fields' hooks as it is made
+    for cls in reversed(_records(attrs.resolve_types(Settings))):
+        attrs.resolve_types(cls)
+        renames = {a.name: override(rename=key_of(a)) for a in attrs.fields(cls) if key_of(a) != a.name}
+        hooks = {a.name: override(struct_hook=_hook(a), rename=key_of(a) if a.name in renames else None)
+                 for a in attrs.fields(cls) if a.metadata.get("check") is not None}
+        overrides = {**renames, **hooks}
         if cls is Settings:
             overrides["source"] = override(omit=True)
         conv.register_structure_hook(
-            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides)
-        )
+            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides))
+        if renames:
+            conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
     return conv
 
 
@@ -314,16 +263,23 @@ _CONVERTER = _make_converter()
 # error paths
 
 
-def _format_path(path: str) -> str:
-    path = path.removeprefix("$")
-    return path.removeprefix(".") or "(top level)"
+def _format_path(path: str, record: type | None) -> str:
+    """`$.overrides[0].profiles[1].ctx` → `overrides[0].variants[1].ctx` (from `record`, e.g.
+    `Settings`): cattrs names fields, the user wrote keys (`settings.fields.key_of`)."""
+    parts = []
+    for name, index in re.findall(r"\.(\w+)|(\[[^\]]*\])", path.removeprefix("$")):
+        field = attrs.fields_dict(record).get(name) if name and record is not None else None
+        parts.append(index or f".{key_of(field) if field is not None else name}")
+        if field is not None:
+            record = next((t for t in _inner_types(field.type) if attrs.has(t)), None)
+    return "".join(parts).removeprefix(".") or "(top level)"
 
 
 def _format_exception(exc: BaseException, type_: Any) -> str:
     if isinstance(exc, KeyError):
         return "required key missing"
     if isinstance(exc, ForbiddenExtraKeysError):
-        known = [a.name for a in attrs.fields(exc.cl) if a.name != "source"]
+        known = [key_of(a) for a in attrs.fields(exc.cl) if a.name != "source"]
         return "; ".join(f"unknown key {key!r}{did_you_mean(key, known)}" for key in sorted(exc.extra_fields))
     if isinstance(exc, ValueError):
         return str(exc)
@@ -332,11 +288,11 @@ def _format_exception(exc: BaseException, type_: Any) -> str:
     return f"invalid value ({exc})"
 
 
-def _error_lines(exc: ClassValidationError | IterableValidationError) -> list[str]:
+def _error_lines(exc: ClassValidationError | IterableValidationError, cls: type) -> list[str]:
     lines = []
     for message in cattrs.transform_error(exc, path="$", format_exception=_format_exception):
         text, _, where = message.rpartition(" @ ")
-        lines.append(f"{_format_path(where)}: {text}")
+        lines.append(f"{_format_path(where, cls)}: {text}")
     return lines
 
 
@@ -347,7 +303,7 @@ def structure(data: Any, cls: type, source: str):
     try:
         return _CONVERTER.structure(data, cls)
     except (ClassValidationError, IterableValidationError) as exc:
-        raise settings_error(source, _error_lines(exc)) from None
+        raise settings_error(source, _error_lines(exc, cls)) from None
 
 
 # ---------------------------------------------------------------------------------------------

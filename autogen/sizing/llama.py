@@ -176,9 +176,9 @@ class DraftLoad:
         return self.meta.block_count + 1
 
 
-def runtime_bytes(variant: str) -> int:
-    """Device runtime charge for a backend build variant ("cuda", "rocm", "vulkan", "cpu", "")."""
-    return int(RUNTIME_GB.get(variant.strip().lower(), DEFAULT_RUNTIME_GB) * GIB)
+def runtime_bytes(build: str) -> int:
+    """Device runtime charge for a backend's build ("cuda", "rocm", "vulkan", "cpu", "")."""
+    return int(RUNTIME_GB.get(build.strip().lower(), DEFAULT_RUNTIME_GB) * GIB)
 
 
 def projector_charge(mmproj_bytes: int) -> int:

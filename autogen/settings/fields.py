@@ -1,0 +1,74 @@
+"""How a settings key is declared: once, as an attrs field whose metadata says how it is checked
+and what a change to it makes generate again (`setting`).
+
+The metadata, read by the stages that need it:
+
+- `check`: what `settings.structure` checks beyond the key's type, on the value's own path
+  (`overrides[2].ctx: expected an integer above 0, got 0`): a `Check`, or the name of a parser
+  in `settings.structure.PARSERS` for a value with a shape of its own (shell words, a kind, a URL).
+- `outputs`: for a top-level key (a `Settings` field), what it invalidates: `EVERY_FRAGMENT`
+  (it is in every model's key: `emit.dispatch.global_inputs`), `CONFIG` (the config task's key:
+  `commands.tasks`), `PER_MODEL` (read through each model's job, whose key carries what it reads),
+  or nothing. The keys of a nested record follow the key that holds it (an override's are
+  `PER_MODEL`, as `overrides` is); a top-level key must say (`()`: nothing), a test checks it.
+- `key`: the YAML key when the code names the field otherwise (`variants` holds `profiles`).
+- `knobs`: the llama-server flag meanings it sets (`sizing.llama_args.FLAG_KNOBS` values): a
+  profile that sets it drops an inherited `extra_args` flag of the same meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from attrs import field, frozen
+
+EVERY_FRAGMENT = "every fragment"
+CONFIG = "config"
+PER_MODEL = "per model"
+
+
+@frozen
+class Check:
+    """A value test; a value that fails it is refused with "<expected>, got <value>".
+
+    Example: Check(lambda v: v > 0, "expected an integer above 0").
+    """
+
+    test: Callable[[Any], bool]
+    expected: str
+
+
+def setting(default: Any = attrs.NOTHING, *, check: Check | str | None = None, outputs: tuple[str, ...] | None = None,
+            key: str | None = None, knobs: tuple[str, ...] = (), **kw: Any) -> Any:
+    """A settings field (module docstring), required unless it has a default; `kw` goes to
+    `attrs.field` (`factory`, `kw_only`, …)."""
+    metadata = {"check": check, "outputs": outputs, "key": key, "knobs": knobs}
+    if "factory" in kw:
+        return field(metadata=metadata, **kw)
+    return field(default=default, metadata=metadata, **kw)
+
+
+def inputs_of(record: Any, output: str) -> tuple[Any, ...]:
+    """The values of `record`'s keys a change to which invalidates `output` (their `outputs`)."""
+    return tuple(getattr(record, a.name) for a in attrs.fields(type(record))
+                 if output in (a.metadata.get("outputs") or ()))
+
+
+def key_of(attribute: attrs.Attribute) -> str:
+    """The YAML key of a settings field."""
+    return attribute.metadata.get("key") or attribute.name
+
+
+def one_of(values: tuple[str, ...], expected: str | None = None) -> Check:
+    """A keyword check: "expected one of a, b, c" unless worded otherwise."""
+    return Check(lambda v: v in values, expected or f"expected one of {', '.join(values)}")
+
+
+NONBLANK = Check(lambda v: v.strip() != "", "expected a non-empty string")
+ABOVE_ZERO_INT = Check(lambda v: v > 0, "expected an integer above 0")
+ABOVE_ZERO = Check(lambda v: v > 0, "expected a number above 0")
+ZERO_OR_MORE_INT = Check(lambda v: v >= 0, "expected an integer of 0 or more")
+ZERO_OR_MORE = Check(lambda v: v >= 0, "expected a number of 0 or more")
+FRACTION = Check(lambda v: 0 < v <= 1, "expected a fraction in (0, 1]")

@@ -1,0 +1,111 @@
+"""Settings declared once (`settings.fields`): each key's check, what it invalidates and its YAML
+spelling live on its field, and every reader takes them from there."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+from autogen.emit.dispatch import global_inputs
+from autogen.emit.llama_profiles import PROFILE_KNOBS
+from autogen.errors import SettingsError
+from autogen.settings.fields import CONFIG, EVERY_FRAGMENT, PER_MODEL, inputs_of, key_of
+from autogen.settings.schema import BackendRow, LlamaOptions, Override, Profile, ProfileOptions, Settings
+from autogen.settings.structure import PARSERS, _records, structure, unstructure
+from autogen.sizing.llama_args import FLAG_KNOBS
+
+OUTPUTS = {EVERY_FRAGMENT, CONFIG, PER_MODEL}
+
+
+def problems(data: dict) -> list[str]:
+    with pytest.raises(SettingsError) as info:
+        structure({"roots": ["/m"], **data}, Settings, "swapgen.yaml")
+    return sorted(info.value.problems)
+
+
+class TestDeclarations:
+    def test_every_top_level_key_says_what_it_invalidates(self):
+        """A new key fails here until it is put in every fragment's key, the config's, a model's, or none."""
+        undeclared = [a.name for a in attrs.fields(Settings) if a.metadata.get("outputs") is None]
+        assert undeclared == []
+        assert all(set(a.metadata["outputs"]) <= OUTPUTS for a in attrs.fields(Settings))
+
+    def test_every_named_check_is_a_parser(self):
+        named = {a.metadata["check"] for cls in _records(Settings) for a in attrs.fields(cls)
+                 if isinstance(a.metadata.get("check"), str)}
+        assert named == set(PARSERS)
+
+    def test_llama_options_are_declared_once_and_shared(self):
+        """Settings, overrides and profiles hold the very same field declarations."""
+        for name in (a.name for a in attrs.fields(LlamaOptions)):
+            declared = {cls: attrs.fields_dict(cls)[name] for cls in (Settings, Override, Profile)}
+            assert len({(a.metadata["check"], a.metadata["knobs"]) for a in declared.values()}) == 1, name
+        shared = {a.name for a in attrs.fields(ProfileOptions)}
+        assert shared <= set(attrs.fields_dict(Override)) and shared <= set(attrs.fields_dict(Profile))
+
+    def test_profile_knobs_are_flag_meanings_llama_server_has(self):
+        assert set(PROFILE_KNOBS) == {"ctx", "kv_type", "parallel", "flash_attn", "threads", "ngl", "mmproj"}
+        assert {k for knobs in PROFILE_KNOBS.values() for k in knobs} <= set(FLAG_KNOBS.values())
+
+
+class TestKeys:
+    """The code says profile and build; the settings keep the keys users have always written."""
+
+    def test_keys_where_the_code_names_the_field_otherwise(self):
+        renamed = {(cls.__name__, a.name): key_of(a) for cls in _records(Settings) for a in attrs.fields(cls)
+                   if key_of(a) != a.name}
+        assert renamed == {("Settings", "default_profiles"): "default_variants",
+                           ("Override", "ctx_profiles"): "ctx_variants", ("Override", "profiles"): "variants",
+                           ("BackendRow", "build"): "variant", ("BackendRow", "derived"): "build"}
+
+    def test_the_settings_keys_read_into_the_renamed_fields(self):
+        settings = structure({"roots": ["/m"], "default_variants": [{"name": "long", "ctx": 65536}],
+                              "backends": [{"id": "b", "kind": "llama", "path": "/b", "variant": "cuda", "build": True}],
+                              "overrides": [{"match": "*", "ctx_variants": [8192], "variants": [{"name": "fast"}]}]},
+                             Settings, "swapgen.yaml")
+        assert settings.default_profiles == (Profile(name="long", ctx=65536),)
+        assert (settings.backends[0].build, settings.backends[0].derived) == ("cuda", True)
+        assert (settings.overrides[0].ctx_profiles, settings.overrides[0].profiles) == ((8192,), (Profile(name="fast"),))
+
+    def test_errors_name_the_key_the_user_wrote(self):
+        assert problems({"overrides": [{"match": "*", "variants": [{"name": "x", "ctx": "big"}], "ctx_variants": [0.5]}],
+                         "backends": [{"id": "b", "kind": "llama", "path": "/b", "variant": 3, "build": "yes"}],
+                         "default_variants": [{}]}) == [
+            "backends[0].build: expected true or false, got 'yes'",
+            "backends[0].variant: expected a string, got 3",
+            "default_variants[0].name: required key missing",
+            "overrides[0].ctx_variants[0]: expected an integer, got 0.5",
+            "overrides[0].variants[0].ctx: expected an integer, got 'big'",
+        ]
+
+    def test_the_field_names_are_not_keys(self):
+        assert problems({"default_profiles": [], "overrides": [{"match": "*", "profiles": []}]}) == [
+            "(top level): unknown key 'default_profiles' (did you mean 'default_variants'?)",
+            "overrides[0]: unknown key 'profiles'"]
+
+    def test_plain_data_speaks_the_keys_too(self):
+        row = BackendRow(id="b", kind="llama", path="/b", build="cuda", derived=True)
+        assert unstructure(row) == {"id": "b", "kind": "llama", "path": "/b", "name": "", "default": False,
+                                    "version": "", "managed": False, "component": "", "variant": "cuda",
+                                    "build": True, "fit_params": ""}
+
+
+class TestOutputs:
+    """What a key invalidates is read from its declaration."""
+
+    BASE = Settings(roots=("/m",))
+
+    @pytest.mark.parametrize(("key", "value"), [("kv_type", "q8_0"), ("ttl", 60), ("tool_parsers", {"x": "hermes"}),
+                                                ("target", "llama-server")])
+    def test_a_key_of_every_fragment_changes_every_models_settings_key(self, key, value):
+        assert global_inputs(attrs.evolve(self.BASE, **{key: value})) != global_inputs(self.BASE)
+
+    @pytest.mark.parametrize(("key", "value"), [("groups", ()), ("health_check_timeout", 60), ("output", "/o.yaml"),
+                                                ("vram_budget_gb", 12.0), ("cache_dir", "/c"),
+                                                ("allow_vanished_models", True), ("backend_venvs", ("/v",))])
+    def test_other_keys_leave_it(self, key, value):
+        assert global_inputs(attrs.evolve(self.BASE, **{key: value})) == global_inputs(self.BASE)
+
+    def test_the_config_reads_its_own_keys(self):
+        assert inputs_of(attrs.evolve(self.BASE, health_check_timeout=60), CONFIG) != inputs_of(self.BASE, CONFIG)
+        assert inputs_of(attrs.evolve(self.BASE, ttl=60), CONFIG) == inputs_of(self.BASE, CONFIG)
