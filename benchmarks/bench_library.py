@@ -1,8 +1,9 @@
-"""Performance at 1,000 models: cold, no-op and one-change runs, memory, bytes read. Targets: cold
-≤ 20 ms per model reading only header bytes; no-op ≤ 0.5 s and within 2× of doit's own floor; one
-change runs only that model's task; peak memory ≤ 150 MB.
+"""Performance at 1,000 and 2,000 models: cold, no-op and one-change runs, memory, bytes read.
+Targets: cold ≤ 20 ms per model reading only header bytes; no-op ≤ 0.5 s and within 1.5× of
+doit's own floor for as many tasks, at every size; one change runs only that model's task; peak
+memory ≤ 150 MB.
 
-    python benchmarks/bench_library.py [--models 1000] [--vocab 150000] [--reps 5]
+    python benchmarks/bench_library.py [--models 1000 2000] [--vocab 150000] [--reps 5]
                                        [--workdir /tmp/swapgen-bench] [--no-gguf-reader]
 
 Every measurement is a fresh `python -m autogen.commands.cli --settings …` (what `swapgen` runs) in a
@@ -10,9 +11,10 @@ child wrapped by `_runner.py`, which reports the child's own peak RSS and `/proc
 wall time is taken around the whole child (interpreter start included). Medians of `--reps`
 runs. "Cold" means an empty `cache_dir` (no metadata cache, no doit state) with the page
 cache warm: it measures our work, not the disk. Two baselines run in the same script: doit
-itself with 1,000 trivial tasks (the floor for a no-op run) and `gguf.GGUFReader` on one of
-the library's headers (once: it takes ~15 s). Prints ratios and writes
-`benchmarks/results/<date>.json` (git-ignored).
+itself with as many trivial tasks as models (the floor for a no-op run, each of its runs right
+after one of ours, so both see the same load) and `gguf.GGUFReader` on one of the library's
+headers (once: it takes ~15 s). Each size has its own library under the work folder. Prints
+ratios and writes `benchmarks/results/<date>.json` (git-ignored).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ RUNNER = str(HERE / "_runner.py")
 #: Children write bytecode (to a cache outside the repo) even when PYTHONDONTWRITEBYTECODE is
 #: set, as an installed swapgen would: compiling our modules on every run is not our cost.
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-TARGETS = {"cold_ms_per_model": 20.0, "noop_s": 0.5, "noop_vs_floor": 2.0, "peak_rss_mb": 150.0}
+TARGETS = {"cold_ms_per_model": 20.0, "noop_s": 0.5, "noop_vs_floor": 1.5, "peak_rss_mb": 150.0}
 
 SETTINGS = """\
 roots: [library]
@@ -98,7 +100,8 @@ def executed_tasks(stdout: str) -> list[str]:
     return [line[3:].strip() for line in stdout.splitlines() if line.startswith(".  ")]
 
 
-def bench_swapgen(work: Path, lib_root: Path, args) -> dict:
+def bench_swapgen(work: Path, lib_root: Path, floor: Path, args) -> dict:
+    """Cold, no-op (each followed by a run of the doit floor in `floor`) and one-change runs."""
     (work / "swapgen.yaml").write_text(SETTINGS)
     cli = ["--settings", str(work / "swapgen.yaml")]
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -109,7 +112,10 @@ def bench_swapgen(work: Path, lib_root: Path, args) -> dict:
         cold.append(run_child(scratch, "autogen.commands.cli", cli, work))
         print(f"  cold run: {cold[-1]['wall_s']:.2f} s", file=sys.stderr)
     executed = executed_tasks(cold[-1]["stdout"])
-    noop = [run_child(scratch, "autogen.commands.cli", cli, work) for _ in range(args.reps)]
+    noop, floor_noop = [], []
+    for _ in range(args.reps):  # side by side: the floor runs right after each of ours
+        noop.append(run_child(scratch, "autogen.commands.cli", cli, work))
+        floor_noop.append(run_child(scratch, "doit", ["-f", "dodo.py"], floor))
     noop_tasks = [executed_tasks(r["stdout"]) for r in noop]
     change, change_tasks = [], []
     for rep in range(args.reps):
@@ -123,10 +129,11 @@ def bench_swapgen(work: Path, lib_root: Path, args) -> dict:
     return {"cold": summary(cold), "cold_tasks_run": len(executed), "noop": summary(noop),
             "noop_tasks_run": max(len(t) for t in noop_tasks), "noop_doit_dodo": summary(dodo),
             "change": summary(change), "change_tasks_run": change_tasks,
-            "summary_line": cold[-1]["stdout"].strip().splitlines()[-1]}
+            "summary_line": cold[-1]["stdout"].strip().splitlines()[-1], "floor_noop": summary(floor_noop)}
 
 
-def bench_floor(work: Path, n: int, reps: int) -> dict:
+def make_floor(work: Path, n: int) -> Path:
+    """doit with `n` trivial tasks, each with one input and one output, run once (its cold run)."""
     floor = work / "floor"
     shutil.rmtree(floor, ignore_errors=True)
     (floor / "in").mkdir(parents=True)
@@ -135,10 +142,9 @@ def bench_floor(work: Path, n: int, reps: int) -> dict:
         (floor / "in" / f"{i}.txt").write_text(f"{i}\n")
     (floor / "dodo.py").write_text(FLOOR_DODO % n)
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
-    cold = run_child(scratch, "doit", ["-f", "dodo.py"], floor)
-    noop = [run_child(scratch, "doit", ["-f", "dodo.py"], floor) for _ in range(reps)]
+    run_child(scratch, "doit", ["-f", "dodo.py"], floor)
     shutil.rmtree(scratch)
-    return {"cold": summary([cold]), "noop": summary(noop)}
+    return floor
 
 
 def bench_reader(path: Path, with_gguf: bool) -> dict:
@@ -159,9 +165,34 @@ def bench_reader(path: Path, with_gguf: bool) -> dict:
     return out
 
 
+def bench_size(work: Path, n: int, args) -> dict:
+    """Everything at `n` models, in `work/<n>`: its library, swapgen's runs and doit's floor."""
+    base = work / str(n)
+    base.mkdir(parents=True, exist_ok=True)
+    lib_root = base / "library"
+    t0 = time.perf_counter()
+    lib = library.build(lib_root, n, args.vocab)
+    lib["build_s"] = round(time.perf_counter() - t0, 1)
+    print(f"library: {lib['models']} models, {lib['files']} files, "
+          f"{lib['gguf_header_bytes'] / 1e9:.2f} GB of GGUF headers ({lib['build_s']} s)", file=sys.stderr)
+    ours = bench_swapgen(base, lib_root, make_floor(base, n), args)
+    floor = ours.pop("floor_noop")
+    ratios = {
+        "cold_ms_per_model": ours["cold"]["wall_s"] * 1000 / lib["models"],
+        "cold_rchar_vs_header_bytes": ours["cold"]["rchar"] / lib["gguf_header_bytes"],
+        "noop_s": ours["noop"]["wall_s"],
+        "noop_vs_floor": ours["noop"]["wall_s"] / floor["wall_s"],
+        "noop_vs_floor_cpu": ours["noop"]["cpu_s"] / floor["cpu_s"],
+        "cold_cpu_ms_per_model": ours["cold"]["cpu_s"] * 1000 / lib["models"],
+        "peak_rss_mb": max(ours[k]["rss_mb"] for k in ("cold", "noop", "change")),
+    }
+    return {"library": lib, "swapgen": ours, "doit_floor": {"noop": floor}, "ratios": ratios}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", type=int, default=1000)
+    p.add_argument("--models", type=int, nargs="+", default=[1000, 2000],
+                   help="library sizes, each measured with its own floor (default 1000 2000)")
     p.add_argument("--vocab", type=int, default=150_000)
     p.add_argument("--reps", type=int, default=5, help="runs per no-op/change measurement (median)")
     p.add_argument("--cold-reps", type=int, default=3)
@@ -171,31 +202,14 @@ def main() -> int:
     work = Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
     CHILD_ENV["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
-    lib_root = work / "library"
-    t0 = time.perf_counter()
-    lib = library.build(lib_root, args.models, args.vocab)
-    lib["build_s"] = round(time.perf_counter() - t0, 1)
-    print(f"library: {lib['models']} models, {lib['files']} files, "
-          f"{lib['gguf_header_bytes'] / 1e9:.2f} GB of GGUF headers ({lib['build_s']} s)", file=sys.stderr)
-    ours = bench_swapgen(work, lib_root, args)
-    floor = bench_floor(work, args.models, args.reps)
-    reader = bench_reader(library.llm_path(lib_root, 1), not args.no_gguf_reader)
-    ratios = {
-        "cold_ms_per_model": ours["cold"]["wall_s"] * 1000 / lib["models"],
-        "cold_rchar_vs_header_bytes": ours["cold"]["rchar"] / lib["gguf_header_bytes"],
-        "noop_s": ours["noop"]["wall_s"],
-        "noop_vs_floor": ours["noop"]["wall_s"] / floor["noop"]["wall_s"],
-        "noop_vs_floor_cpu": ours["noop"]["cpu_s"] / floor["noop"]["cpu_s"],
-        "cold_cpu_ms_per_model": ours["cold"]["cpu_s"] * 1000 / lib["models"],
-        "peak_rss_mb": max(ours[k]["rss_mb"] for k in ("cold", "noop", "change")),
-    }
+    sizes = {n: bench_size(work, n, args) for n in args.models}
+    reader = bench_reader(library.llm_path(work / str(args.models[0]) / "library", 1), not args.no_gguf_reader)
     if "gguf_reader" in reader:
-        ratios["gguf_reader_vs_ours_s"] = reader["gguf_reader"]["wall_s"] / reader["ours"]["wall_s"]
-        ratios["gguf_reader_vs_ours_rss"] = reader["gguf_reader"]["rss_mb"] / reader["ours"]["rss_mb"]
+        reader["ratios"] = {"gguf_reader_vs_ours_s": reader["gguf_reader"]["wall_s"] / reader["ours"]["wall_s"],
+                            "gguf_reader_vs_ours_rss": reader["gguf_reader"]["rss_mb"] / reader["ours"]["rss_mb"]}
     result = {"date": time.strftime("%Y-%m-%dT%H:%M:%S"), "host": platform.node(), "cpus": os.cpu_count(),
-              "python": platform.python_version(), "load_average": os.getloadavg(), "library": lib,
-              "swapgen": ours, "doit_floor": floor,
-              "header_reader": reader, "ratios": ratios, "targets": TARGETS}
+              "machine": machine(), "python": platform.python_version(), "load_average": os.getloadavg(),
+              "sizes": sizes, "header_reader": reader, "targets": TARGETS}
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     out = results / f"{time.strftime('%Y-%m-%dT%H-%M-%S')}.json"
@@ -205,31 +219,44 @@ def main() -> int:
     return 0
 
 
+def machine() -> str:
+    """The CPU model and count, as /proc/cpuinfo names it (the floor depends on it)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+
+
 def report(r: dict) -> None:
-    s, f, x = r["swapgen"], r["doit_floor"], r["ratios"]
     ok = lambda good: "ok" if good else "MISSED"  # noqa: E731
-    print(f"models: {r['library']['models']}  ({s['summary_line']}); load average {r['load_average']}")
-    print(f"cold:    {s['cold']['wall_s']:.2f} s = {x['cold_ms_per_model']:.1f} ms/model "
-          f"[{ok(x['cold_ms_per_model'] <= TARGETS['cold_ms_per_model'])} ≤ 20], "
-          f"CPU {x['cold_cpu_ms_per_model']:.1f} ms/model; read {s['cold']['rchar'] / 1e9:.2f} GB "
-          f"= {x['cold_rchar_vs_header_bytes']:.2f}× the GGUF header bytes; RSS {s['cold']['rss_mb']:.0f} MB")
-    print(f"no-op:   {s['noop']['wall_s']:.3f} s [{ok(x['noop_s'] <= 0.5)} ≤ 0.5]; "
-          f"doit floor {f['noop']['wall_s']:.3f} s; "
-          f"ratio {x['noop_vs_floor']:.2f} [{ok(x['noop_vs_floor'] <= 2)} ≤ 2]; CPU {s['noop']['cpu_s']:.3f} s vs "
-          f"{f['noop']['cpu_s']:.3f} s = {x['noop_vs_floor_cpu']:.2f}×; {s['noop_tasks_run']} tasks ran; "
-          f"read {s['noop']['rchar'] / 1e6:.1f} MB; RSS {s['noop']['rss_mb']:.0f} MB; "
-          f"via doit -f dodo.py {s['noop_doit_dodo']['wall_s']:.3f} s")
-    one = all(sorted(t) == sorted(t, key=lambda n: n != "config") and len(t) == 2 and "config" in t
-              and t[0].startswith("model:") for t in s["change_tasks_run"])
-    print(f"change:  {s['change']['wall_s']:.3f} s; tasks run {s['change_tasks_run'][0]} "
-          f"[{ok(one)} one model + config]; RSS {s['change']['rss_mb']:.0f} MB")
-    print(f"memory:  peak {x['peak_rss_mb']:.0f} MB [{ok(x['peak_rss_mb'] <= 150)} ≤ 150]")
+    print(f"machine: {r['machine']}; Python {r['python']}; load average {r['load_average']}")
+    for n, size in r["sizes"].items():
+        s, f, x = size["swapgen"], size["doit_floor"], size["ratios"]
+        print(f"models: {size['library']['models']}  ({s['summary_line']})")
+        print(f"  cold:    {s['cold']['wall_s']:.2f} s = {x['cold_ms_per_model']:.1f} ms/model "
+              f"[{ok(x['cold_ms_per_model'] <= TARGETS['cold_ms_per_model'])} ≤ 20], "
+              f"CPU {x['cold_cpu_ms_per_model']:.1f} ms/model; read {s['cold']['rchar'] / 1e9:.2f} GB "
+              f"= {x['cold_rchar_vs_header_bytes']:.2f}× the GGUF header bytes; RSS {s['cold']['rss_mb']:.0f} MB")
+        print(f"  no-op:   {s['noop']['wall_s']:.3f} s [{ok(x['noop_s'] <= TARGETS['noop_s'])} ≤ 0.5]; "
+              f"doit floor ({n} tasks, side by side) {f['noop']['wall_s']:.3f} s; "
+              f"ratio {x['noop_vs_floor']:.2f} [{ok(x['noop_vs_floor'] <= TARGETS['noop_vs_floor'])} ≤ 1.5]; "
+              f"CPU {s['noop']['cpu_s']:.3f} s vs {f['noop']['cpu_s']:.3f} s = {x['noop_vs_floor_cpu']:.2f}×; "
+              f"{s['noop_tasks_run']} tasks ran; read {s['noop']['rchar'] / 1e6:.1f} MB; "
+              f"RSS {s['noop']['rss_mb']:.0f} MB; via doit -f dodo.py {s['noop_doit_dodo']['wall_s']:.3f} s")
+        one = all(sorted(t) == sorted(t, key=lambda n: n != "config") and len(t) == 2 and "config" in t
+                  and t[0].startswith("model:") for t in s["change_tasks_run"])
+        print(f"  change:  {s['change']['wall_s']:.3f} s; tasks run {s['change_tasks_run'][0]} "
+              f"[{ok(one)} one model + config]; RSS {s['change']['rss_mb']:.0f} MB")
+        print(f"  memory:  peak {x['peak_rss_mb']:.0f} MB [{ok(x['peak_rss_mb'] <= TARGETS['peak_rss_mb'])} ≤ 150]")
     h = r["header_reader"]
     line = (f"header:  ours {h['ours']['wall_s']:.3f} s / {h['ours']['rss_mb']:.0f} MB "
             f"(python alone {h['python']['wall_s']:.3f} s)")
     if "gguf_reader" in h:
         line += (f"; gguf.GGUFReader {h['gguf_reader']['wall_s']:.1f} s / {h['gguf_reader']['rss_mb']:.0f} MB "
-                 f"= {x['gguf_reader_vs_ours_s']:.0f}× slower, {x['gguf_reader_vs_ours_rss']:.0f}× the memory")
+                 f"= {h['ratios']['gguf_reader_vs_ours_s']:.0f}× slower, "
+                 f"{h['ratios']['gguf_reader_vs_ours_rss']:.0f}× the memory")
     print(line)
 
 

@@ -101,10 +101,10 @@ class TestSearch:
 
     def test_the_binarys_identity_is_part_of_the_fragments_key(self, lib):
         library, job, _ = plan(lib)
-        key = library.model_key(job)
+        key = library.model_key(job.row.id)
         os.utime(lib / "llama-build" / "llama-fit-params", ns=(10**18, 10**18))
         again, job2, _ = plan(lib)
-        assert again.model_key(job2) != key
+        assert again.model_key(job2.row.id) != key
 
     def test_fit_params_none_keeps_swapgens_model(self, lib):
         settings = lib / "swapgen.yaml"

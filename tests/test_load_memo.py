@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -102,3 +106,27 @@ def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
     memo.write_bytes(b"not a pickle")
     assert not served_from_memo(library, monkeypatch)
     assert served_from_memo(library, monkeypatch)
+
+
+#: Modules only planning, emitting, assembling or parsing settings needs.
+NOT_ON_A_NO_OP = ("autogen.emit.dispatch", "autogen.emit.llama", "autogen.emit.llama_profiles", "autogen.sizing",
+                  "autogen.router.assemble", "autogen.router.validate", "autogen.settings.structure",
+                  "autogen.metadata.cache", "autogen.resolve.context")
+NO_OP = """import json, sys
+from autogen.commands.cli import main
+code = main(["--settings", sys.argv[1]])
+print(json.dumps([code, sorted(sys.modules)]))
+"""
+
+
+def test_a_no_op_run_imports_no_emitter_sizer_or_assembler(library):
+    """What a no-op run does not need stays unimported: a fresh `swapgen` process, served from
+    the settings cache and the load memo, runs no task."""
+    settings = str(library / "swapgen.yaml")
+    load(library)  # settings cache and memo
+    assert tasks.run_doit(tasks.load(settings), []) == 0  # fragments and config
+    done = subprocess.run([sys.executable, "-c", NO_OP, settings], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    code, modules = json.loads(done.stdout.splitlines()[-1])
+    assert code == 0 and ".  " not in done.stdout  # no task ran
+    assert [m for m in modules if m.startswith(NOT_ON_A_NO_OP)] == []

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autogen.metadata.cache import HEAD_BYTES, MetaCache, Progress, head_hash
+from autogen.commands import tasks
+from autogen.metadata.cache import CACHE_FILE, HEAD_BYTES, MetaCache, Progress, head_hash
 from tests.gguf_fixtures import Q, write_gguf
 from tests.runs import generate
 
@@ -215,3 +216,8 @@ class TestNoOpRuns:
         monkeypatch.setattr("autogen.metadata.hf_config.read_config_json", refuse)
         rc, graph = generate(settings)
         assert rc == 0 and graph.stats["emitted"] == 0 and graph.library.cache.reads == 0
+
+
+def test_the_task_graph_names_the_cache_file_as_the_cache_does():
+    """`commands.tasks` spells the name itself, so a no-op run does not import the cache's readers."""
+    assert tasks.CACHE_FILE == CACHE_FILE

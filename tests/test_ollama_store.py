@@ -483,7 +483,7 @@ class TestPipeline:
         stamp = graph.library.stamps["llava-7b"]
         assert stamp.count("|") == 2 and "None" not in stamp
         job = graph.library.jobs[0]
-        assert graph.fragments["llava-7b"].endswith(f"-{graph.library.model_key(job)}.json")
+        assert graph.fragments["llava-7b"].endswith(f"-{graph.library.model_key(job.row.id)}.json")
 
 
 # -- the guide's worked example (docs/ollama-models.md) ---------------------------------------------

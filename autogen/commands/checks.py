@@ -16,11 +16,10 @@ import attrs
 
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.walk import Discovery
-from autogen.emit.dispatch import DEFAULT_BUDGET_GB
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
 from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import Settings
+from autogen.settings.schema import DEFAULT_BUDGET_GB, Settings
 
 
 def check_roots(settings: Settings) -> None:

@@ -4,16 +4,15 @@
 from __future__ import annotations
 
 import argparse
-import difflib
+import gc
 import json
 import os
 import signal
 import sys
+from types import ModuleType
 
 from autogen import __version__
-from autogen.commands import listing, show, tasks
 from autogen.errors import SwapgenError
-from autogen.settings.load import load_settings
 
 DOIT_COMMANDS = {"run", "forget", "clean", "info", "ignore", "reset-dep", "dumpdb", "strace"}
 #: Task names (`model:ID`, `config`, a fleet's `config:HOST` and `front`).
@@ -42,9 +41,29 @@ COMMANDS = """commands:
 """
 
 
+def import_tasks() -> ModuleType:
+    """`commands.tasks` and all it imports, with the garbage collector paused, then frozen: the
+    objects the imports make (classes, functions, tables) live as long as the process, and
+    without the pause the collections during the imports would walk them again and again
+    (about 30 ms of a no-op run of 0.2 s at 1,000 models, benchmarks/bench_library.py). Once per
+    process: a caller that imported it already (a test, `swapgen watch`'s next run) keeps its
+    collector as it is."""
+    loaded = sys.modules.get("autogen.commands.tasks")
+    if loaded is not None:
+        return loaded
+    gc.disable()
+    try:
+        from autogen.commands import tasks  # noqa: PLC0415 - deliberate: imported under the pause above
+    finally:
+        gc.freeze()
+        gc.enable()
+    return tasks
+
+
 def _run_doit(settings: str | None, args: list[str], fail_on_write: bool = False) -> int:
     """doit's command on the settings' graph; with `fail_on_write`, a run that wrote a config
     exits 1 (what pre-commit expects of a hook that changed a file, new ones included)."""
+    tasks = import_tasks()
     graph = tasks.load(settings)
     rc = tasks.run_doit(graph, args)
     written = [g.library.settings.output for g in graph.graphs if g.stats.get("config") == "written"]
@@ -56,7 +75,9 @@ def _run_doit(settings: str | None, args: list[str], fail_on_write: bool = False
 
 
 def _list(settings: str | None, as_json: bool) -> int:
-    graph = tasks.load(settings)
+    from autogen.commands import listing  # noqa: PLC0415 - lazy: generating never lists
+
+    graph = import_tasks().load(settings)
     try:
         rows = listing.rows(graph)
     finally:
@@ -66,7 +87,9 @@ def _list(settings: str | None, as_json: bool) -> int:
 
 
 def _show(settings: str | None, model_id: str, as_json: bool) -> int:
-    graph = tasks.load(settings)
+    from autogen.commands import show  # noqa: PLC0415 - lazy: generating never shows
+
+    graph = import_tasks().load(settings)
     try:
         # in a fleet, `HOST/ID` (as `swapgen list` and the front name it) is a host's model
         for host in graph.hosts:
@@ -84,6 +107,7 @@ def _validate_presets(settings: str | None, presets: list[str], configs: list[st
     from autogen.resolve.backends import llama_router_exe  # noqa: PLC0415
     from autogen.router.preset_check import build_keys, main_validate_presets  # noqa: PLC0415
     from autogen.router.validate import main_validate  # noqa: PLC0415
+    from autogen.settings.load import load_settings  # noqa: PLC0415
 
     try:
         exe = llama_router_exe(load_settings(settings))
@@ -102,7 +126,7 @@ def _calibrate(parser: argparse.ArgumentParser, settings: str | None, args: list
         timeout = float(seconds) if seconds is not None else None
     except ValueError:
         parser.error(f"calibrate: --timeout needs seconds, got {seconds!r}")
-    graph = tasks.load(settings)
+    graph = import_tasks().load(settings)
     graph.close()  # the run lock and SIGTERM handler: calibrating can take minutes, and writes no config
     return calibrate.main(graph.library, ids, timeout)
 
@@ -122,7 +146,9 @@ def _only_json_option(parser: argparse.ArgumentParser, command: str, args: list[
     """`--json` is the one option of `list` and `show`: a misspelt one is an error, not ignored."""
     for arg in args:
         if arg.startswith("-") and arg != "--json":
-            hint = " (did you mean --json?)" if difflib.get_close_matches(arg, ["--json"], n=1) else ""
+            from difflib import get_close_matches  # noqa: PLC0415 - lazy: only on a mistake
+
+            hint = " (did you mean --json?)" if get_close_matches(arg, ["--json"], n=1) else ""
             parser.error(f"{command}: unknown option {arg}{hint}")
 
 
@@ -157,6 +183,7 @@ def _config_dir_option(parser: argparse.ArgumentParser, args: list[str]) -> tupl
 def _validate(parser: argparse.ArgumentParser, settings: str | None, args: list[str]) -> int:
     # lazy: generating never loads the validator's YAML reader up front
     from autogen.router.validate import main_validate  # noqa: PLC0415
+    from autogen.settings.load import load_settings  # noqa: PLC0415 - lazy, as above
 
     files, folder = _config_dir_option(parser, args)
     if folder is not None:
@@ -223,6 +250,7 @@ def _command(parser: argparse.ArgumentParser, opts: argparse.Namespace, rest: li
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    tasks = import_tasks()
     parser = _parser()
     opts, rest = parser.parse_known_args(argv)
     try:

@@ -17,89 +17,120 @@ from typing import TYPE_CHECKING
 
 import attrs
 import xxhash
+from attrs import frozen
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
 from autogen.commands.engine_binaries import engine_state
 from autogen.discovery.naming import Ledger, load_ledger, save_ledger
-from autogen.discovery.pairing import pair_adapters, pair_drafts
+from autogen.discovery.rows import ModelRow
 from autogen.discovery.walk import Discovery, discover, walk_signature
-from autogen.emit.dispatch import Job, build_plan, engine_for, global_inputs, make_job, model_inputs, profile_owners
-from autogen.emit.entry import Plan
-from autogen.emit.llama_profiles import draft_path
-from autogen.emit.served_paths import PathMap, plan_files, serve_plan
+from autogen.emit.served_paths import PathMap
+from autogen.engines import Engine
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
-from autogen.metadata.cache import MetaCache
-from autogen.metadata.model_meta import ModelMeta
-from autogen.resolve.context import DraftModel
 from autogen.resolve.gpus import card_vram_gb, inventory
+from autogen.resolve.job import Job
 from autogen.resolve.nodes import Fleet
 from autogen.settings.schema import Settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what planning and discovery use: a run served from the load memo imports none
     from autogen.commands.engine_figures import EngineFigures
+    from autogen.emit.entry import Plan
+    from autogen.metadata.cache import MetaCache
+    from autogen.metadata.model_meta import ModelMeta
+    from autogen.resolve.context import DraftModel
 
 
 def digest(text: str) -> str:
     return xxhash.xxh3_128_hexdigest(text.encode("utf-8", "surrogatepass"))
 
 
+@frozen
+class Loaded:
+    """What loading produced, as the load memo keeps it: what a no-op run reads (the models and
+    their tasks' keys, docs and side files) and, pickled until a plan, a listing or a new key asks
+    for them, the resolved jobs and what planning reads (metadata, stamps, drafts), so a no-op run
+    neither unpickles nor imports them."""
+
+    discovery: Discovery
+    #: Each model's row as resolved (a draft pinned by path is one of its inputs), in task order.
+    rows: tuple[ModelRow, ...]
+    #: id → `Library.model_key`.
+    keys: dict[str, str]
+    #: id → the line `doit list` shows (`report.task_doc`).
+    docs: dict[str, str]
+    #: id → the files its task writes beside its fragment (`side_files`), for the models with any.
+    sides: dict[str, tuple[str, ...]]
+    #: Digest of the settings every fragment reads (`emit.dispatch.global_inputs`) and `path_map`.
+    settings_key: str
+    #: pickle of the `Resolution`.
+    resolved: bytes
+
+
+@frozen
+class Resolution:
+    """Every model resolved, and what planning reads besides."""
+
+    #: In task order.
+    jobs: list[Job]
+    #: id → the model's metadata (None: none readable).
+    metas: dict[str, ModelMeta | None]
+    #: id → the size and head hash of each of its input files (`_inputs_stamp`).
+    stamps: dict[str, str]
+    #: id → the draft of its speculative-decoding profile, header read.
+    drafts: dict[str, DraftModel]
+
+
 class LoadMemo:
-    """What loading produced (discovered rows, metadata, resolved jobs), kept in `cache_dir`
-    and reused while nothing it was computed from has changed: the settings, every entry
-    discovery can see (`discovery.walk.walk_signature`), the card reading and GPU inventory, and
-    swapgen's own code, and what the engines' own figures depend on (`engine_state`). A no-op run
-    then costs a walk of `stat` calls, not a rediscovery."""
+    """What loading produced (`Loaded`), kept in `cache_dir` and reused while nothing it was
+    computed from has changed: the settings, every entry discovery can see
+    (`discovery.walk.walk_signature`), the card reading and GPU inventory, `path_map` with its
+    links resolved, swapgen's own code, and what the engines' own figures depend on
+    (`engine_state`). A no-op run then costs a walk of `stat` calls, not a rediscovery."""
 
     FILE = "load-memo.pickle"
 
-    def __init__(self, settings: Settings, card: float | None, fleet: Fleet | None = None):
+    def __init__(self, settings: Settings, card: float | None, path_map: PathMap | None, fleet: Fleet | None = None):
         self.path = os.path.join(settings.cache_dir, self.FILE)
         self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
-                                 fleet, walk_signature(settings.roots), PathMap.of(settings),
-                                 engine_state(settings))))
+                                 fleet, walk_signature(settings.roots), path_map, engine_state(settings))))
 
-    def load(self) -> tuple | None:
+    def load(self) -> Loaded | None:
         try:
             with open(self.path, "rb") as f:
                 key, value = pickle.load(f)
         except Exception:
             return None
-        return value if key == self.key else None
+        return value if key == self.key and isinstance(value, Loaded) else None
 
-    def store(self, *value) -> None:
+    def store(self, loaded: Loaded) -> None:
         with contextlib.suppress(OSError, pickle.PicklingError):
-            write_if_changed(self.path, pickle.dumps((self.key, value), protocol=pickle.HIGHEST_PROTOCOL),
+            write_if_changed(self.path, pickle.dumps((self.key, loaded), protocol=pickle.HIGHEST_PROTOCOL),
                              durable=False)
 
 
 class Library:
-    """The discovered models of one settings file, each resolved to a `Job`, with what planning
-    needs: metadata per model, the run-wide settings key and the profile ids' owners."""
+    """The discovered models of one settings file, each resolved to a `Job`, with what their
+    tasks need (keys, docs) and, on demand, what planning needs: metadata per model, drafts, the
+    run-wide settings key and the profile ids' owners."""
 
-    def __init__(self, settings: Settings, card: float | None, discovery: Discovery,
-                 metas: dict[str, ModelMeta | None], jobs: list[Job], stamps: dict[str, str],
-                 keys: dict[str, str] | None = None, cache: MetaCache | None = None,
-                 drafts: dict[str, DraftModel] | None = None):
+    def __init__(self, settings: Settings, card: float | None, path_map: PathMap | None, loaded: Loaded,
+                 resolution: Resolution | None = None, cache: MetaCache | None = None):
         self.settings = settings
         self.card_vram_gb = card
-        self.discovery = discovery
-        self.metas = metas
-        self.jobs = jobs
-        #: id → the draft of its speculative-decoding profile, header read.
-        self.drafts = drafts or {}
-        #: id → the size and head hash of each of its input files (`_inputs_stamp`).
-        self.stamps = stamps
-        #: id → `model_key`, computed once per load and kept in the memo with what it is made of.
-        self._keys = {} if keys is None else keys
-        self._cache = cache
         #: `path_map` with this run's links resolved; None = paths are served as they are.
-        self.path_map = PathMap.of(settings)
-        # the map (its resolved links included) is part of every fragment's key
-        self.settings_key = digest(global_inputs(settings) + repr(self.path_map))
-        #: Profile ids several models make → the model that keeps it (cross-model profile clashes).
-        self.profile_owners = profile_owners(jobs, settings)
+        self.path_map = path_map
+        self.discovery = loaded.discovery
+        self.settings_key = loaded.settings_key
+        self._loaded = loaded
+        self._resolution = resolution
+        self._cache = cache
+
+    @property
+    def models(self) -> tuple[ModelRow, ...]:
+        """Each model's row as resolved, in the order of their tasks."""
+        return self._loaded.rows
 
     @classmethod
     def load(cls, settings: Settings, fleet: Fleet | None = None) -> Library:
@@ -108,17 +139,17 @@ class Library:
         front knows (multi-node models need them)."""
         check_roots(settings)
         card = card_vram_gb(settings)
-        memo = LoadMemo(settings, card, fleet)
+        path_map = PathMap.of(settings)
+        memo = LoadMemo(settings, card, path_map, fleet)
         loaded = memo.load()
         ledger, id_changes = None, ()
         if loaded is None:
-            library = cls.discover(settings, card, fleet)
+            library = cls.discover(settings, card, fleet, path_map)
             ledger, id_changes = library.discovery.ledger, library.discovery.id_changes
             library.discovery = attrs.evolve(library.discovery, ledger=Ledger(), id_changes=())  # not memoised
-            keys = {job.row.id: library.model_key(job) for job in library.jobs}
-            memo.store(library.discovery, library.metas, library.jobs, library.stamps, keys, None, library.drafts)
+            memo.store(library.memo_record())
         else:
-            library = cls(settings, card, *loaded)
+            library = cls(settings, card, path_map, loaded)
         where = f"{fleet.host}: " if fleet is not None else ""
         if (budget := no_budget(settings, card)) is not None:
             print(f"swapgen: warning: {where}{budget}", file=sys.stderr)
@@ -134,10 +165,18 @@ class Library:
         return library
 
     @classmethod
-    def discover(cls, settings: Settings, card: float | None, fleet: Fleet | None = None) -> Library:
+    def discover(cls, settings: Settings, card: float | None, fleet: Fleet | None = None,
+                 path_map: PathMap | None = None) -> Library:
         """Walk the roots, read metadata through the cache, pair adapters and drafts, and
         resolve every model (no memo, no checks, nothing printed: `load` adds those for a run,
-        and saves the ids given, saying which changed)."""
+        and saves the ids given, saying which changed). `path_map`: as `PathMap.of` resolves it."""
+        # deliberate lazy imports: a run served from the load memo resolves and reads nothing
+        from autogen.discovery.pairing import pair_adapters, pair_drafts  # noqa: PLC0415
+        from autogen.emit.dispatch import engine_for, global_inputs, make_job  # noqa: PLC0415
+        from autogen.emit.llama_profiles import draft_path  # noqa: PLC0415
+        from autogen.metadata.cache import MetaCache  # noqa: PLC0415
+
+        path_map = path_map if path_map is not None else PathMap.of(settings)
         cache = MetaCache(settings.cache_dir)
         previous = load_ledger(settings.cache_dir)
         discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, previous)
@@ -167,7 +206,63 @@ class Library:
             jobs.append(job)
         cache.save()
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
-        return cls(settings, card, discovery, metas, jobs, stamps, cache=cache, drafts=drafts)
+        # the map (its resolved links included) is part of every fragment's key
+        settings_key = digest(global_inputs(settings) + repr(path_map))
+        loaded = Loaded(discovery, rows=tuple(job.row for job in jobs), keys={}, docs={}, sides={},
+                        settings_key=settings_key, resolved=b"")
+        return cls(settings, card, path_map, loaded, Resolution(jobs, metas, stamps, drafts), cache)
+
+    def memo_record(self) -> Loaded:
+        """What the load memo keeps of this library: every model's key, doc and side files
+        computed now, so a run served from it computes none."""
+        from autogen.commands.report import task_doc  # noqa: PLC0415 - lazy: only when the memo is written
+
+        for job in self.jobs:
+            self.model_key(job.row.id)
+            self._loaded.docs[job.row.id] = task_doc(self, job)
+            if sides := side_files(self.settings, job):
+                self._loaded.sides[job.row.id] = sides
+        resolved = pickle.dumps(self._resolved(), protocol=pickle.HIGHEST_PROTOCOL)
+        return attrs.evolve(self._loaded, discovery=self.discovery, resolved=resolved)
+
+    def _resolved(self) -> Resolution:
+        if self._resolution is None:
+            self._resolution = pickle.loads(self._loaded.resolved)
+        return self._resolution
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Every model resolved, in task order."""
+        return self._resolved().jobs
+
+    def job(self, model_id: str) -> Job:
+        return self._jobs_by_id[model_id]
+
+    @functools.cached_property
+    def _jobs_by_id(self) -> dict[str, Job]:
+        return {job.row.id: job for job in self.jobs}
+
+    @property
+    def metas(self) -> dict[str, ModelMeta | None]:
+        """id → the model's metadata (None: none readable)."""
+        return self._resolved().metas
+
+    @property
+    def stamps(self) -> dict[str, str]:
+        """id → the size and head hash of each of its input files (`_inputs_stamp`)."""
+        return self._resolved().stamps
+
+    @property
+    def drafts(self) -> dict[str, DraftModel]:
+        """id → the draft of its speculative-decoding profile, header read."""
+        return self._resolved().drafts
+
+    @functools.cached_property
+    def profile_owners(self) -> dict[str, str]:
+        """Profile ids several models make → the model that keeps it (cross-model profile clashes)."""
+        from autogen.emit.dispatch import profile_owners  # noqa: PLC0415 - lazy: only planning needs it
+
+        return profile_owners(self.jobs, self.settings)
 
     @functools.cached_property
     def engine(self) -> EngineFigures:
@@ -182,6 +277,8 @@ class Library:
         """The metadata cache, loaded on first use (a run served from the load memo needs it
         only if the doit checker meets a changed file)."""
         if self._cache is None:
+            from autogen.metadata.cache import MetaCache  # noqa: PLC0415 - lazy: as the docstring says
+
             self._cache = MetaCache(self.settings.cache_dir)
         return self._cache
 
@@ -193,6 +290,7 @@ class Library:
         """The model's plan with this host's paths, sized with the engine's own figures where it
         has them: llama-fit-params and `swapgen calibrate` run its commands here."""
         from autogen.commands.engine_figures import plan_with_engine  # noqa: PLC0415 - lazy, as `engine`
+        from autogen.emit.dispatch import build_plan  # noqa: PLC0415 - lazy: a no-op run plans nothing
 
         def build(readings):
             return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every id
@@ -203,16 +301,45 @@ class Library:
         """`plan` with the paths the engine sees (`path_map`)."""
         if self.path_map is None:
             return plan
+        from autogen.emit.served_paths import plan_files, serve_plan  # noqa: PLC0415 - lazy, as `host_plan`
+
         return serve_plan(plan, self.path_map, plan_files(job.row, job.override, self.settings, plan), job.row.inputs)
 
-    def model_key(self, job: Job) -> str:
+    def model_key(self, model_id: str) -> str:
         """Digest of everything the model's fragment depends on besides its files."""
-        key = self._keys.get(job.row.id)
+        key = self._loaded.keys.get(model_id)
         if key is None:
-            key = self._keys[job.row.id] = digest(
+            from autogen.emit.dispatch import model_inputs  # noqa: PLC0415 - lazy: keys are in the memo
+
+            job = self.job(model_id)
+            key = self._loaded.keys[model_id] = digest(
                 model_inputs(job, self.settings, self.settings_key, self.metas.keys(), self.profile_owners)
-                + self.stamps[job.row.id] + self.engine.key(job))
+                + self.stamps[model_id] + self.engine.key(job))
         return key
+
+    def doc(self, model_id: str) -> str:
+        """The model task's line in `doit list` (`report.task_doc`)."""
+        doc = self._loaded.docs.get(model_id)
+        if doc is None:
+            from autogen.commands.report import task_doc  # noqa: PLC0415 - lazy: docs are in the memo
+
+            doc = self._loaded.docs[model_id] = task_doc(self, self.job(model_id))
+        return doc
+
+    def side_files(self, model_id: str) -> tuple[str, ...]:
+        """Files the model's task writes beside its fragment (a missing one re-runs the task)."""
+        if self._loaded.resolved:  # from the memo: its record
+            return self._loaded.sides.get(model_id, ())
+        return side_files(self.settings, self.job(model_id))
+
+
+def side_files(settings: Settings, job: Job) -> tuple[str, ...]:
+    """Files a model's task writes beside its fragment: audio.cpp's server config."""
+    if job.prefer == Engine.AUDIOCPP and job.error is None:
+        from autogen.emit.audio import audiocpp_config_path  # noqa: PLC0415 - lazy: audio.cpp models only
+
+        return (audiocpp_config_path(settings.cache_dir, job.row.id),)
+    return ()
 
 
 def _meta_or_none(cache: MetaCache, path: str) -> ModelMeta | None:
@@ -226,6 +353,8 @@ def _draft(cache: MetaCache, job: Job, metas: dict[str, ModelMeta | None], path:
            why: str) -> tuple[DraftModel, Job]:
     """The draft of a model's `-draft` profile with its header read; a draft pinned by path
     becomes an input of the model (paired drafts already are)."""
+    from autogen.resolve.context import DraftModel  # noqa: PLC0415 - lazy: only discovery reads drafts
+
     paired = job.row.spec_draft
     if paired is not None and paired.path == path:
         return DraftModel(path=path, meta=metas.get(paired.model_id), size_bytes=paired.size_bytes, why=why), job

@@ -55,7 +55,7 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
         out.append({
             "id": job.row.id,
             "host": host,
-            "task": graph.task_name(job),
+            "task": graph.task_name(job.row.id),
             "class": job.role.value,
             "role": job.role.value,
             "engine": job.engine,

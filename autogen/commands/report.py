@@ -11,10 +11,9 @@ from contextlib import contextmanager
 from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
-from autogen.emit.dispatch import Job
-from autogen.emit.llama_profiles import profile_ids
 from autogen.engines import Role
 from autogen.numfmt import counted
+from autogen.resolve.job import Job
 
 SUMMARY = "summary.json"
 
@@ -25,6 +24,9 @@ def task_doc(library, job: Job) -> str:
     if job.error:
         return f"SKIPPED  {job.error}  ({where})"
     doc = f"{job.role.value:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
+    # deliberate lazy import: the load memo keeps the docs, so a no-op run never needs it
+    from autogen.emit.llama_profiles import profile_ids  # noqa: PLC0415
+
     profiled = job.role == Role.LLM and job.served_by.profiles
     if profiled and (ids := profile_ids(job.row, job.override, library.settings)):
         doc += "  (+ profiles: " + ", ".join(i[len(job.row.id):] for i in ids) + ")"
@@ -52,7 +54,7 @@ def summary_line(graph) -> str:
     except (OSError, ValueError, KeyError):
         served = "not assembled"
     label = f"{graph.host.name}: " if graph.host is not None else "front: " if graph.hosts else ""
-    total, emitted = len(graph.library.jobs), graph.stats["emitted"]
+    total, emitted = len(graph.library.models), graph.stats["emitted"]
     output = f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}"
     return (f"swapgen: {label}{counted(total, 'model')} ({served}){fleet}; {emitted} re-emitted, "
             f"{total - emitted} unchanged; {output}{router}")

@@ -14,7 +14,6 @@ import os
 import struct
 from pathlib import Path
 
-from autogen.metadata.gguf_header import read_gguf_header
 from autogen.numfmt import GIB
 
 SAMPLE_DIR = "sample-library"
@@ -64,6 +63,9 @@ def _gguf(path: Path, arch: str, kv: dict, tensors: list[tuple[str, int, int]], 
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
     w.close()
+    # deliberate lazy import: only building the library reads headers, not every run's check
+    from autogen.metadata.gguf_header import read_gguf_header  # noqa: PLC0415
+
     os.truncate(path, size or read_gguf_header(str(path)).expected_file_size)
 
 

@@ -17,14 +17,15 @@ import attrs
 
 from autogen.commands.engine_figures import measured_footprint
 from autogen.commands.library import Library
-from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
 from autogen.footprint import Footprint, Source, to_data
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB
 from autogen.resolve.backends import llama_router_exe
+from autogen.resolve.job import Job
 from autogen.router.fragments import render_plan
-from autogen.router.preset import LLAMA_SERVER, preset_plan, render_section, render_skip
+from autogen.router.preset import preset_plan, render_section, render_skip
+from autogen.settings.schema import LLAMA_SERVER
 
 PARTS = ("model", "context", "compute")
 

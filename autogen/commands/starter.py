@@ -18,13 +18,12 @@ from attrs import frozen
 
 from autogen.commands import detect
 from autogen.commands.checks import under
-from autogen.emit.dispatch import DEFAULT_BUDGET_GB
 from autogen.errors import SwapgenError
 from autogen.fsutil import write_new
 from autogen.numfmt import counted, format_g
 from autogen.resolve import gpus
 from autogen.settings.load import find_settings
-from autogen.settings.schema import BackendRow, Gpu
+from autogen.settings.schema import DEFAULT_BUDGET_GB, BackendRow, Gpu
 
 #: Where Ollama's Linux service keeps its store (its install script's `ollama` user's home).
 OLLAMA_SERVICE_STORE = "/usr/share/ollama/.ollama/models"

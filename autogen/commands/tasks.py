@@ -25,7 +25,7 @@ import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 from doit.cmd_base import ModuleTaskLoader
@@ -36,26 +36,26 @@ from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
 from autogen.commands.library import Library, LoadMemo, digest
-from autogen.commands.report import SUMMARY, SummaryReporter, task_doc
+from autogen.commands.report import SUMMARY, SummaryReporter
 from autogen.commands.sample import ensure_for_settings
 from autogen.discovery.naming import LEDGER
-from autogen.emit.audio import audiocpp_config_path
-from autogen.emit.dispatch import Job
-from autogen.emit.entry import Plan
-from autogen.engines import Engine
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
-from autogen.metadata.cache import CACHE_FILE, head_hash
 from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
+from autogen.resolve.job import Job
 from autogen.resolve.nodes import fleet_of
-from autogen.router.assemble import Fragment, assemble, assemble_preset, passthrough_hint, write_config
-from autogen.router.fleet import Peer, render_front
-from autogen.router.preset import LLAMA_SERVER, preset_plan
 from autogen.settings.fields import CONFIG, inputs_of
-from autogen.settings.fleet import load_hosts
 from autogen.settings.load import find_settings, load_settings
-from autogen.settings.schema import Host, Settings
+from autogen.settings.schema import LLAMA_SERVER, Host, Settings
+
+if TYPE_CHECKING:
+    from autogen.router.assemble import Fragment
+    from autogen.router.fleet import Peer
+
+#: The metadata cache's file (`metadata.cache.CACHE_FILE`, which a no-op run does not import; a
+#: test keeps the two in step).
+CACHE_FILE = "metadata.json"
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
@@ -110,7 +110,11 @@ class SwapgenFileChecker(FileChangedChecker):
     heads: Callable[[str, int, int], str] | None = None
 
     def _head(self, path: str, size: int, mtime_ns: int) -> str:
-        return self.heads(path, size, mtime_ns) if self.heads is not None else head_hash(path)
+        if self.heads is not None:
+            return self.heads(path, size, mtime_ns)
+        from autogen.metadata.cache import head_hash  # noqa: PLC0415 - lazy: only for a changed file
+
+        return head_hash(path)
 
     def check_modified(self, file_path, file_stat, state):
         size, mtime_ns, head = state
@@ -133,11 +137,24 @@ def fragment_path(cache_dir: str, model_id: str, key: str) -> str:
     return os.path.join(cache_dir, FRAGMENTS, f"{xxhash.xxh3_64_hexdigest(model_id.encode())}-{key}.json")
 
 
-def side_files(settings: Settings, job: Job) -> list[str]:
-    """Files a model task writes beside its fragment (a missing one re-runs the task)."""
-    if job.prefer == Engine.AUDIOCPP and job.error is None:
-        return [audiocpp_config_path(settings.cache_dir, job.row.id)]
-    return []
+def fragments_read(paths: list[str], task, values) -> bool:
+    """doit `uptodate`: the fragments are the ones, as they were, when the config last read them
+    (by name, size and mtime: a name is the digest of its inputs, and a fragment cut short by a
+    power loss reads again). One digest instead of a doit state per fragment, which a no-op run
+    would decode and compare one by one."""
+    task.value_savers.append(lambda: {"fragments": _fragments_state(paths)})  # as the run leaves them
+    return values.get("fragments") == _fragments_state(paths)
+
+
+def _fragments_state(paths: list[str]) -> str:
+    state = xxhash.xxh3_128()
+    for path in paths:
+        try:
+            st = os.stat(path)
+            state.update(f"{path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogatepass"))
+        except OSError:
+            state.update(f"{path}\0missing\n".encode("utf-8", "surrogatepass"))
+    return state.hexdigest()
 
 
 def clean_caches(cache_dir: str) -> None:
@@ -168,8 +185,8 @@ class TaskGraph:
         #: The SIGTERM handler `load` replaced, restored by `close` (None: nothing to restore).
         self._sigterm = sigterm
         #: id → the fragment file its current inputs name.
-        self.fragments = {job.row.id: fragment_path(library.settings.cache_dir, job.row.id, library.model_key(job))
-                          for job in library.jobs}
+        self.fragments = {row.id: fragment_path(library.settings.cache_dir, row.id, library.model_key(row.id))
+                          for row in library.models}
         self.stats: dict[str, Any] = {"emitted": 0, "written": 0}
         # doit instantiates these itself: subclasses carry this graph (same class names, which doit stores)
         self.checker = type("SwapgenFileChecker", (SwapgenFileChecker,), {"heads": staticmethod(self._head)})
@@ -187,15 +204,15 @@ class TaskGraph:
 
     @functools.cached_property
     def inputs(self) -> frozenset[str]:
-        return frozenset(p for job in self.library.jobs for p in job.row.inputs)
+        return frozenset(p for row in self.library.models for p in row.inputs)
 
     @property
     def graphs(self) -> tuple[TaskGraph, ...]:
         """This graph and its hosts' (one graph when not a fleet front)."""
         return (self, *self.hosts)
 
-    def task_name(self, job: Job) -> str:
-        return f"model:{self.prefix}{job.row.id}"
+    def task_name(self, model_id: str) -> str:
+        return f"model:{self.prefix}{model_id}"
 
     def close(self) -> None:
         while self._locks:
@@ -216,10 +233,14 @@ class TaskGraph:
         settings = self.library.settings
         return llama_router_exe(settings) if settings.target == LLAMA_SERVER else None
 
-    def emit_model(self, job: Job) -> bool:
-        # lazy: a run served from the load memo plans nothing
+    def emit_model(self, model_id: str) -> bool:
+        # deliberate lazy imports here and below: a no-op run emits and assembles nothing
         from autogen.commands.engine_figures import sources, start_errors  # noqa: PLC0415
+        from autogen.emit.entry import Plan  # noqa: PLC0415
+        from autogen.router.assemble import Fragment  # noqa: PLC0415
+        from autogen.router.preset import preset_plan  # noqa: PLC0415
 
+        job = self.library.job(model_id)
         failed: dict[str, str] = {}
         try:
             host = self.library.host_plan(job)
@@ -249,7 +270,10 @@ class TaskGraph:
         return True
 
     def assemble(self) -> dict[str, str] | TaskFailed:
-        fragments = [self._load_fragment(job) for job in self.library.jobs]
+        from autogen.router.assemble import assemble, assemble_preset, passthrough_hint, write_config  # noqa: PLC0415
+        from autogen.router.fleet import render_front  # noqa: PLC0415
+
+        fragments = [self._load_fragment(row.id) for row in self.library.models]
         conflicts = sorted({c for f in fragments for c in f.summary.get("conflicts") or ()})
         if conflicts:  # an override's llama-swap key an engine's entry sets too, a path outside `path_map`
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
@@ -290,29 +314,35 @@ class TaskGraph:
     def peers(self) -> list[Peer]:
         """Each host with the ids its config serves: its fragments' entries, as `config:<host>`
         assembled them (that task ran first)."""
+        from autogen.router.fleet import Peer  # noqa: PLC0415
+
         return [Peer(name=g.host.name, url=g.host.url, api_key_env=g.host.api_key_env,
-                     models=tuple(sorted(m[0] for job in g.library.jobs for m in g._load_fragment(job).members)))
+                     models=tuple(sorted(m[0] for row in g.library.models for m in g._load_fragment(row.id).members)))
                 for g in self.hosts]
 
-    def _side_files_intact(self, job: Job) -> bool:
+    def _side_files_intact(self, model_id: str) -> bool:
         """Files the model writes beside its fragment hold what the fragment recorded: a run
         stopped between writing them and writing the fragment re-runs the task."""
-        if not side_files(self.library.settings, job):
+        if not self.library.side_files(model_id):
             return True
+        from autogen.router.assemble import Fragment  # noqa: PLC0415
+
         try:
-            recorded = Fragment.load(self.fragments[job.row.id]).files
+            recorded = Fragment.load(self.fragments[model_id]).files
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return all(read_bytes(path) == text.encode("utf-8") for path, text in recorded)
 
-    def _load_fragment(self, job: Job) -> Fragment:
+    def _load_fragment(self, model_id: str) -> Fragment:
         """The model's fragment; one that cannot be read (cut short by a power loss: the rename
         reached the disk, the data did not) is emitted again."""
-        path = self.fragments[job.row.id]
+        from autogen.router.assemble import Fragment  # noqa: PLC0415
+
+        path = self.fragments[model_id]
         try:
             return Fragment.load(path)
         except (OSError, ValueError, KeyError, TypeError):
-            self.emit_model(job)
+            self.emit_model(model_id)
             return Fragment.load(path)
 
     def _prune_fragments(self, keep: set[str]) -> None:
@@ -343,16 +373,16 @@ class TaskGraph:
             yield from graph._model_tasks()
 
     def _model_tasks(self):
-        for job in self.library.jobs:
+        for row in self.library.models:
             yield {
-                "name": self.prefix + job.row.id,
-                "doc": task_doc(self.library, job),
-                "file_dep": list(job.row.inputs),
+                "name": self.prefix + row.id,
+                "doc": self.library.doc(row.id),
+                "file_dep": list(row.inputs),
                 # the fragment's name is its inputs' key: it exists exactly when it is current
-                "targets": [self.fragments[job.row.id], *side_files(self.library.settings, job)],
-                "actions": [(self.emit_model, [job])],
+                "targets": [self.fragments[row.id], *self.library.side_files(row.id)],
+                "actions": [(self.emit_model, [row.id])],
                 # a plain bool: a model with no input files still counts as having dependencies
-                "uptodate": [self._side_files_intact(job)],
+                "uptodate": [self._side_files_intact(row.id)],
                 "clean": True,
             }
 
@@ -373,23 +403,26 @@ class TaskGraph:
 
     def task_front(self):
         """The front's config: its own models, each host as a peer, selectors for shared ids."""
-        task = self._config_task()
         # the hosts' fragments give the peers' lists; their configs are written first, so the
         # front never lists a model a host's (failed) config does not serve
-        task["file_dep"] += [g.fragments[job.row.id] for g in self.hosts for job in g.library.jobs]
-        task["task_dep"] = [f"config:{g.host.name}" for g in self.hosts]
+        task = self._config_task(extra=[path for g in self.hosts for path in g.fragments.values()])
+        task["task_dep"] += [f"config:{g.host.name}" for g in self.hosts]
         return task
 
-    def _config_task(self):
+    def _config_task(self, extra: list[str] = ()):
+        """The config is assembled from the fragments (`extra`: more fragments it reads): it runs
+        after the model tasks, and while its fragments are as it last read them (`fragments_read`)."""
         settings = self.library.settings
+        fragments = sorted([*self.fragments.values(), *extra])
         # every fragment's settings, the keys declared to invalidate the config (`settings.fields`)
         # and what the routing plans against
         router_key = repr((self.library.settings_key, inputs_of(settings, CONFIG), self._routing_inputs()))
         return {
             "actions": [self.assemble],
-            "file_dep": [self.fragments[job.row.id] for job in self.library.jobs],
+            "task_dep": [self.task_name(row.id) for row in self.library.models],
             "targets": [settings.output],
-            "uptodate": [config_changed(digest(router_key)), self.output_intact],
+            "uptodate": [config_changed(digest(router_key)), functools.partial(fragments_read, fragments),
+                         self.output_intact],
             # `doit clean` removes fragments and caches, never the config llama-swap is serving
             "clean": [(clean_caches, [settings.cache_dir])],
         }
@@ -435,7 +468,11 @@ def load(settings_path: str | None = None, *, lock: bool = True, notify=None) ->
         ensure_for_settings(path, Path(__file__).resolve().parents[2])
         settings = load_settings(path)
         check_llama_swap_keys(settings)
-        hosts = load_hosts(settings) if settings.hosts else ()
+        hosts = ()
+        if settings.hosts:
+            from autogen.settings.fleet import load_hosts  # noqa: PLC0415 - lazy: a fleet front only
+
+            hosts = load_hosts(settings)
         for fh in hosts:
             check_llama_swap_keys(fh.settings)
         held = _acquire(settings, notify) if lock else None

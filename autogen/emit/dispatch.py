@@ -11,7 +11,6 @@ import importlib
 from collections.abc import Callable, Container, Iterable, Mapping
 
 import attrs
-from attrs import frozen
 
 from autogen import GENERATOR_VERSION
 from autogen.cmdline import unsafe_arg_reason
@@ -33,14 +32,14 @@ from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.gpus import inventory
+from autogen.resolve.job import Job
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import model_role, preferred_engine
 from autogen.settings.fields import EVERY_FRAGMENT, inputs_of
 from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import SD_COMPONENT_FIELDS, Gpu, Override, Settings
+from autogen.settings.schema import DEFAULT_BUDGET_GB, SD_COMPONENT_FIELDS, Gpu, Override, Settings
 from autogen.sizing.vllm_args import vllm_tensor_parallel
 
-DEFAULT_BUDGET_GB = 8.0
 SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 
 
@@ -83,40 +82,6 @@ def budget_for(settings: Settings, override: Override | None, card_vram_gb: floa
     if settings.vram_budget_gb:
         return settings.vram_budget_gb
     return card_vram_gb if card_vram_gb else DEFAULT_BUDGET_GB
-
-
-@frozen
-class Job:
-    """One model as the task graph sees it: everything its fragment depends on, resolved."""
-
-    row: ModelRow
-    override: Override | None
-    role: Role
-    #: The engine the model's format asks for first (`roles.preferred_engine`), e.g. "audiocpp".
-    prefer: str | None
-    #: Resolved backend, or None with `error` set.
-    backend: Resolved | None
-    #: A reason known before emitting (unreadable header, missing shard, refused pin…).
-    error: str | None
-    budget_gb: float
-    card_vram_gb: float | None
-    #: The GPUs it runs on and their vendor variables (`devices.place`); empty = driver default.
-    placement: Placement = NO_PLACEMENT
-    #: The hosts a multi-node vLLM model spans (`vllm_nodes`); None = this host alone.
-    nodes: MultiNode | None = None
-
-    @property
-    def engine(self) -> str:
-        return self.backend.engine if self.backend else "-"
-
-    @property
-    def backend_id(self) -> str:
-        return self.backend.backend_id if self.backend else "-"
-
-    @property
-    def served_by(self) -> EngineRow:
-        """The resolved engine's row (`CUSTOM` for an engine swapgen does not know)."""
-        return engine_row(self.engine)
 
 
 def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,

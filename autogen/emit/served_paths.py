@@ -24,13 +24,16 @@ import os
 import re
 import stat
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
 from attrs import frozen
 
 from autogen.discovery.rows import ModelRow
-from autogen.emit.entry import Plan
 from autogen.settings.schema import MMPROJ_MODES, SD_COMPONENT_FIELDS, Override, Settings
+
+if TYPE_CHECKING:  # `PathMap` is read on every run, the plans only when a model is emitted
+    from autogen.emit.entry import Plan
 
 #: Characters that may stand next to a path inside one argument: `NAME=PATH`, `PATH:SCALE`,
 #: `a,b`, a JSON string's quotes, white space.

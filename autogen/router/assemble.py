@@ -24,10 +24,10 @@ from autogen.resolve.gpus import card_vram_gb, eligible, inventory
 from autogen.router.fragments import comment_text, quote, render_data, render_plan
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix
-from autogen.router.preset import LLAMA_SERVER, LLAMA_SWAP, Preset, Section, render_preset
+from autogen.router.preset import Preset, Section, render_preset
 from autogen.router.preset import render_skip as render_preset_skip
 from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import Settings
+from autogen.settings.schema import LLAMA_SERVER, LLAMA_SWAP, Settings
 
 COEXIST_GROUP = {"swap": False, "exclusive": False, "persistent": True}
 

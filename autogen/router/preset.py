@@ -38,8 +38,6 @@ from autogen.router.fragments import comment_text, quote
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, OptionTable, recorded_table
 from autogen.router.matrix_plan import Device, Load, capacity, demand, shared_capacity
 
-#: `target:` values: llama-swap's YAML config, or llama.cpp's router preset.
-LLAMA_SWAP, LLAMA_SERVER = "llama-swap", "llama-server"
 #: The router binds each instance itself: dropped from the command line (`update_args`).
 ROUTER_SETS = frozenset({"LLAMA_ARG_HOST", "LLAMA_ARG_PORT"})
 #: A device pin variable (`resolve.devices.VARIABLES`) → the name ggml gives that runtime's

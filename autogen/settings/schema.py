@@ -36,11 +36,14 @@ FLASH_ATTN_MODES = ("on", "off", "auto")
 VLLM_DISTRIBUTED = ("ray", "mp")
 #: `mmproj:` keywords; any other non-empty string is a projector path.
 MMPROJ_MODES = ("auto", "none", "cpu", "gpu")
+#: The VRAM budget in GiB a model is sized to when neither the settings nor a card reading give one.
+DEFAULT_BUDGET_GB = 8.0
 #: `routing:` values besides null (`Settings.routing`).
 ROUTING_MODES = ("auto",)
 
 #: `target:` values: the router the output is written for.
-TARGETS = ("llama-swap", "llama-server")
+LLAMA_SWAP, LLAMA_SERVER = "llama-swap", "llama-server"
+TARGETS = (LLAMA_SWAP, LLAMA_SERVER)
 #: `output` when the settings do not name it, per target.
 DEFAULT_OUTPUT = {"llama-swap": "config.yaml", "llama-server": "models.ini"}
 #: With `target: llama-server`, the `llama_swap:` keys that have a router counterpart: the
