@@ -1,11 +1,11 @@
 """Errors meant for users. Anything else reaching the top level is a bug (traceback)."""
 
-import difflib
-
 
 def did_you_mean(word: str, choices: list[str]) -> str:
     """` (did you mean 'x'?)`, or "" when nothing is close."""
-    hint = difflib.get_close_matches(word, choices, n=1)
+    from difflib import get_close_matches  # noqa: PLC0415 - lazy: only on a mistake, not every run
+
+    hint = get_close_matches(word, choices, n=1)
     return f" (did you mean {hint[0]!r}?)" if hint else ""
 
 

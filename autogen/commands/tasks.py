@@ -8,9 +8,10 @@ from: a changed input names a fragment that does not exist yet, and doit runs th
 own state (`file_dep`s judged by `SwapgenFileChecker`: size, mtime, xxhash of the first MiB) is
 saved only when a run ends, so it can be older than the fragments; it can only add re-runs.
 
-The config task concatenates the fragments, validates the result and writes it only when the
-bytes differ. `load` is what `dodo.py` and `swapgen` call: settings → lock → `Library` →
-`TaskGraph`.
+The config task runs after the model tasks, concatenates the fragments, validates the result
+and writes it only when the bytes differ; it is out of date when a fragment's name, size or
+mtime is not as it last read them (`fragments_read`: one digest, not a doit state per
+fragment). `load` is what `dodo.py` and `swapgen` call: settings → lock → `Library` → `TaskGraph`.
 """
 
 from __future__ import annotations
