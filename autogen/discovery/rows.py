@@ -18,8 +18,8 @@ class ModelRow:
 
     #: Served id (clashes already resolved), the router's model key.
     id: str
-    #: "gguf" (a file or the first shard of a split set), "hf" (a folder) or "sam" (a SAM
-    #: `.ggml` file).
+    #: "gguf" (a file or the first shard of a split set), "hf" (a folder), "sam" (a SAM `.ggml`
+    #: file), or the `foreign_format` of weights no configured engine loads ("ggml", "onnx", …).
     format: str
     #: What the engine is given: the .gguf (shard 1 of a set) or the HF folder.
     path: str
