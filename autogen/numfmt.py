@@ -8,7 +8,6 @@ shortest `%g` (`4`, `0.92`, `16.08`, `1e+06`). Byte-stable output depends on the
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
 
 GIB = 1 << 30
 
@@ -37,6 +36,8 @@ def round_half_away(x: float, digits: int = 0) -> float:
     """
     if not math.isfinite(x):
         return x
+    from decimal import ROUND_HALF_UP, Decimal  # noqa: PLC0415 - lazy: a run that prints nothing imports none
+
     scale = 10.0**digits
     whole = Decimal(x * scale).quantize(Decimal(1), rounding=ROUND_HALF_UP)
     return float(whole) / scale
@@ -63,6 +64,8 @@ def format_g(x: float) -> str:
         return "NaN"
     if math.isinf(x):
         return "+Inf" if x > 0 else "-Inf"
+    from decimal import Decimal  # noqa: PLC0415 - lazy, as in `round_half_away`
+
     sign, digits, exponent = Decimal(repr(float(x))).as_tuple()
     text = "".join(map(str, digits)).rstrip("0")
     prefix = "-" if sign else ""

@@ -10,7 +10,8 @@ import struct
 import pytest
 
 from autogen.commands import cli
-from autogen.discovery.walk import VOCAB_ONLY, discover, walk_signature
+from autogen.discovery.tree import walk_signature
+from autogen.discovery.walk import VOCAB_ONLY, discover
 from autogen.errors import ModelError
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.safetensors_header import read_safetensors_size, read_weight_index

@@ -13,6 +13,7 @@ import pytest
 
 from autogen.commands import library as library_module
 from autogen.commands import tasks
+from autogen.discovery import walk
 from autogen.settings.schema import Gpu
 from tests.builders import SETTINGS, add_model
 
@@ -31,12 +32,12 @@ def served_from_memo(library, monkeypatch) -> bool:
         called.append(True)
         return real(*args, **kwargs)
 
-    real = library_module.discover
-    monkeypatch.setattr(library_module, "discover", spy)
+    real = walk.discover
+    monkeypatch.setattr(walk, "discover", spy)
     try:
         load(library)
     finally:
-        monkeypatch.setattr(library_module, "discover", real)
+        monkeypatch.setattr(walk, "discover", real)
     return not called
 
 
@@ -111,7 +112,8 @@ def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
 #: Modules only planning, emitting, assembling or parsing settings needs.
 NOT_ON_A_NO_OP = ("autogen.emit.dispatch", "autogen.emit.llama", "autogen.emit.llama_profiles", "autogen.sizing",
                   "autogen.router.assemble", "autogen.router.validate", "autogen.settings.structure",
-                  "autogen.metadata.cache", "autogen.resolve.context")
+                  "autogen.metadata", "autogen.resolve.context", "autogen.discovery.walk",
+                  "autogen.discovery.pairing", "autogen.commands.engine_figures", "decimal")
 NO_OP = """import json, sys
 from autogen.commands.cli import main
 code = main(["--settings", sys.argv[1]])

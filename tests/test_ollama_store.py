@@ -15,9 +15,10 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.commands import cli
-from autogen.commands import library as library_module
+from autogen.discovery import walk
 from autogen.discovery.ollama_store import OllamaName
-from autogen.discovery.walk import discover, walk_signature
+from autogen.discovery.tree import walk_signature
+from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache
 from tests.builders import SETTINGS, add_model
 from tests.gguf_fixtures import Q
@@ -452,8 +453,7 @@ class TestPipeline:
         settings = setup_library(tmp_path)
         rc, _ = generate(settings)
         called = []
-        real = library_module.discover
-        monkeypatch.setattr(library_module, "discover", lambda *a, **k: called.append(1) or real(*a, **k))
+        monkeypatch.setattr(walk, "discover", lambda *a, **k: called.append(1) or discover(*a, **k))
         rc, graph = generate(settings)
         assert rc == 0 and not called and graph.stats["emitted"] == 0
         pull(store, "qwen3:8b")

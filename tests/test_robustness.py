@@ -11,7 +11,7 @@ from doit.doit_cmd import DoitMain
 from ruamel.yaml import YAML
 
 from autogen.commands import cli, tasks
-from autogen.commands import library as library_module
+from autogen.discovery import walk
 from autogen.emit import llama as emit_llama
 from autogen.errors import SwapgenError
 from autogen.router.validate import validate_text
@@ -255,7 +255,7 @@ def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise SwapgenError("simulated failure while discovering")
 
-    monkeypatch.setattr(library_module, "discover", broken)
+    monkeypatch.setattr(walk, "discover", broken)
     assert run(library) == 1
     monkeypatch.undo()
     assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]

@@ -15,7 +15,7 @@ import sys
 import attrs
 
 from autogen.discovery.rows import ModelRow
-from autogen.discovery.walk import Discovery
+from autogen.discovery.tree import Discovery
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
 from autogen.settings.globs import glob_pattern

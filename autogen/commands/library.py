@@ -24,7 +24,7 @@ from autogen.commands.checks import check_roots, check_vanished, no_budget, unma
 from autogen.commands.engine_binaries import engine_state
 from autogen.discovery.naming import Ledger, load_ledger, save_ledger
 from autogen.discovery.rows import ModelRow
-from autogen.discovery.walk import Discovery, discover, walk_signature
+from autogen.discovery.tree import Discovery, walk_signature
 from autogen.emit.served_paths import PathMap
 from autogen.engines import Engine
 from autogen.errors import ModelError
@@ -85,7 +85,7 @@ class Resolution:
 class LoadMemo:
     """What loading produced (`Loaded`), kept in `cache_dir` and reused while nothing it was
     computed from has changed: the settings, every entry discovery can see
-    (`discovery.walk.walk_signature`), the card reading and GPU inventory, `path_map` with its
+    (`discovery.tree.walk_signature`), the card reading and GPU inventory, `path_map` with its
     links resolved, swapgen's own code, and what the engines' own figures depend on
     (`engine_state`). A no-op run then costs a walk of `stat` calls, not a rediscovery."""
 
@@ -170,8 +170,9 @@ class Library:
         """Walk the roots, read metadata through the cache, pair adapters and drafts, and
         resolve every model (no memo, no checks, nothing printed: `load` adds those for a run,
         and saves the ids given, saying which changed). `path_map`: as `PathMap.of` resolves it."""
-        # deliberate lazy imports: a run served from the load memo resolves and reads nothing
+        # deliberate lazy imports: a run served from the load memo walks, resolves and reads nothing
         from autogen.discovery.pairing import pair_adapters, pair_drafts  # noqa: PLC0415
+        from autogen.discovery.walk import discover  # noqa: PLC0415
         from autogen.emit.dispatch import engine_for, global_inputs, make_job  # noqa: PLC0415
         from autogen.emit.llama_profiles import draft_path  # noqa: PLC0415
         from autogen.metadata.cache import MetaCache  # noqa: PLC0415

@@ -27,8 +27,6 @@ from autogen.numfmt import GIB
 
 MANIFESTS = "manifests"
 BLOBS = "blobs"
-#: Ollama's home folder: the one hidden folder discovery walks (its `models/` is the store).
-OLLAMA_HOME = ".ollama"
 DEFAULT_HOST = "registry.ollama.ai"
 DEFAULT_NAMESPACE = "library"
 PARTIAL_SUFFIX = "-partial"

@@ -26,7 +26,7 @@ import attrs
 
 from autogen.discovery.naming import clean_id, quant_from_name, repo_name
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
-from autogen.discovery.walk import AdapterFile, Discovery, Ignored
+from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.metadata.model_meta import ModelMeta
 
 #: A draft has at most this share of its target's parameters (block_count × embedding²).

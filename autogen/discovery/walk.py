@@ -17,14 +17,10 @@ import os
 import stat as statmod
 from collections.abc import Callable
 
-import xxhash
-from attrs import field, frozen
-
 from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text
 from autogen.discovery.hub_cache import (
     hf_cache_repo,
     incomplete_blobs,
-    incomplete_in,
     is_snapshots_folder,
     repo_label,
     served_revision,
@@ -42,7 +38,6 @@ from autogen.discovery.naming import (
 from autogen.discovery.ollama_store import (
     BLOBS,
     MANIFESTS,
-    OLLAMA_HOME,
     OLLAMA_ONLY_ARCHS,
     PACKED_VISION,
     StoreEntry,
@@ -59,6 +54,7 @@ from autogen.discovery.rules import (
     Verdict,
     classify,
 )
+from autogen.discovery.tree import AdapterFile, Discovery, Ignored, skipped_folder
 from autogen.metadata.probes import (
     ADAPTER_CONFIG,
     MODELOPT_CONFIG,
@@ -71,8 +67,7 @@ from autogen.metadata.probes import (
 )
 from autogen.numfmt import GIB
 
-__all__ = ["SHARD_NAME", "VOCAB_ONLY", "Discovery", "Ignored", "discover", "gguf_ids", "quant_from_name",
-           "walk_signature"]
+__all__ = ["SHARD_NAME", "VOCAB_ONLY", "discover", "gguf_ids", "quant_from_name"]
 
 #: PEFT's adapter weights (peft `utils/constants.py` SAFETENSORS_WEIGHTS_NAME, WEIGHTS_NAME).
 PEFT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
@@ -81,57 +76,6 @@ PEFT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 #: Records a model input's signature in the metadata cache, for the doit file checker:
 #: (path, size, mtime_ns) -> its head hash. May raise OSError.
 Signer = Callable[[str, int, int], str]
-
-
-@frozen
-class Ignored:
-    """A file or folder that is not a model of its own (shown by `swapgen list`): a reason
-    that names what it is. `attached`: it serves a model all the same (a projector, a draft,
-    a LoRA adapter offered as a profile), so the listing says so instead of "ignored"."""
-
-    path: str
-    reason: str
-    attached: bool = False
-
-
-@frozen
-class AdapterFile:
-    """A LoRA adapter found by the walk, waiting for its base (`discovery.pairing`): a GGUF
-    (`general.type` adapter) or a PEFT folder (`adapter_config.json` + weights).
-
-    Example: AdapterFile(path="/m/loras/sql-lora", kind="peft", size_bytes=33_571_000,
-    base_name="meta-llama/Llama-3.1-8B-Instruct", rank=16).
-    """
-
-    path: str
-    #: "gguf" or "peft".
-    kind: str
-    size_bytes: int
-    #: PEFT: `base_model_name_or_path` of adapter_config.json; GGUF: read from its header later.
-    base_name: str = ""
-    rank: int = 0
-
-
-@frozen
-class Discovery:
-    models: tuple[ModelRow, ...]
-    #: Files and folders that are not models of their own, each with what it is; informational.
-    ignored: tuple[Ignored, ...] = ()
-    #: Unreadable folders, symlink loops, missing roots: reported, never fatal.
-    problems: tuple[str, ...] = ()
-    #: (folder, why) per folder that could not be listed: its models, if any, are unknown.
-    unreadable: tuple[tuple[str, str], ...] = ()
-    #: Per-model reasons found while discovering (missing shard, bad config.json, incomplete
-    #: download, unreadable header); keyed by model id, becomes a SKIPPED line.
-    row_errors: dict[str, str] = field(factory=dict, hash=False)
-    #: How far each incomplete download has come, keyed by model id (`swapgen list` shows it).
-    downloads: dict[str, Download] = field(factory=dict, hash=False)
-    #: LoRA adapters found, for `discovery.pairing` to offer on their bases.
-    adapters: tuple[AdapterFile, ...] = ()
-    #: The ids given this run (path → id, device, inode), the next run's `Ledger`.
-    ledger: Ledger = field(factory=Ledger, hash=False)
-    #: One line per file whose id changed since the previous run (`naming.id_changes`).
-    id_changes: tuple[str, ...] = ()
 
 
 def _magic(path: str) -> bytes:
@@ -149,54 +93,6 @@ def _folder_names(folder: str) -> tuple[str, str]:
     return cache if cache else (os.path.basename(os.path.dirname(folder)), os.path.basename(folder))
 
 
-def skipped_folder(name: str, parent: str) -> bool:
-    """Folders discovery never enters: hidden ones but Ollama's home `.ollama` (its `models/` is
-    a store), and the HF cache's `blobs/` (its files are reached through the snapshots' symlinks)."""
-    return ((name.startswith(".") and name != OLLAMA_HOME)
-            or (name == "blobs" and os.path.basename(parent).startswith("models--")))
-
-
-def walk_signature(roots: tuple[str, ...]) -> str:
-    """A digest of everything discovery can see under `roots`: every entry it would visit, by
-    path, type, size, mtime and inode (symlinks followed, as discovery follows them). Equal
-    digests mean discovery would find the same rows (file contents are trusted by size and
-    mtime, as doit and the metadata cache trust them)."""
-    digest = xxhash.xxh3_128()
-    visited: set[tuple[int, int]] = set()
-
-    def walk(folder: str) -> None:
-        try:
-            st = os.stat(folder)
-            if (st.st_dev, st.st_ino) in visited:
-                digest.update(f"loop\0{folder}\n".encode("utf-8", "surrogatepass"))
-                return
-            visited.add((st.st_dev, st.st_ino))
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            digest.update(f"error\0{folder}\0{exc.errno}\n".encode("utf-8", "surrogatepass"))
-            return
-        for entry in entries:
-            try:
-                est = entry.stat()
-            except OSError as exc:
-                digest.update(f"error\0{entry.path}\0{exc.errno}\n".encode("utf-8", "surrogatepass"))
-                continue
-            if statmod.S_ISDIR(est.st_mode):  # a folder stands for its entries, not its own times
-                digest.update(f"{entry.path}\0dir\n".encode("utf-8", "surrogatepass"))
-                if not skipped_folder(entry.name, folder):
-                    walk(entry.path)
-                elif entry.name == "blobs":  # a download under way there keeps its snapshot from being served
-                    for path, size in incomplete_in(entry.path):
-                        digest.update(f"{path}\0incomplete\0{size}\n".encode("utf-8", "surrogatepass"))
-                continue
-            line = f"{entry.path}\0{est.st_mode}\0{est.st_size}\0{est.st_mtime_ns}\0{est.st_ino}\n"
-            digest.update(line.encode("utf-8", "surrogatepass"))
-
-    for root in roots:
-        digest.update(f"root\0{root}\n".encode("utf-8", "surrogatepass"))
-        walk(os.path.realpath(root) if os.path.islink(root) else root)
-    return digest.hexdigest()
 
 
 class _Walker:
