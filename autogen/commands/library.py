@@ -26,12 +26,9 @@ from autogen.discovery.naming import Ledger, load_ledger, save_ledger
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.tree import Discovery, walk_signature
 from autogen.emit.served_paths import PathMap
-from autogen.engines import Engine
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.resolve.gpus import card_vram_gb, inventory
-from autogen.resolve.job import Job
-from autogen.resolve.nodes import Fleet
 from autogen.settings.schema import Settings
 
 if TYPE_CHECKING:  # what planning and discovery use: a run served from the load memo imports none
@@ -40,6 +37,8 @@ if TYPE_CHECKING:  # what planning and discovery use: a run served from the load
     from autogen.metadata.cache import MetaCache
     from autogen.metadata.model_meta import ModelMeta
     from autogen.resolve.context import DraftModel
+    from autogen.resolve.job import Job
+    from autogen.resolve.nodes import Fleet
 
 
 def digest(text: str) -> str:
@@ -336,6 +335,8 @@ class Library:
 
 def side_files(settings: Settings, job: Job) -> tuple[str, ...]:
     """Files a model's task writes beside its fragment: audio.cpp's server config."""
+    from autogen.engines import Engine  # noqa: PLC0415 - lazy: read when the memo is written
+
     if job.prefer == Engine.AUDIOCPP and job.error is None:
         from autogen.emit.audio import audiocpp_config_path  # noqa: PLC0415 - lazy: audio.cpp models only
 

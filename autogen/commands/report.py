@@ -7,13 +7,15 @@ import json
 import os
 import sys
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from doit.exceptions import TaskFailed
 from doit.reporter import ConsoleReporter
 
-from autogen.engines import Role
 from autogen.numfmt import counted
-from autogen.resolve.job import Job
+
+if TYPE_CHECKING:
+    from autogen.resolve.job import Job
 
 SUMMARY = "summary.json"
 
@@ -24,8 +26,9 @@ def task_doc(library, job: Job) -> str:
     if job.error:
         return f"SKIPPED  {job.error}  ({where})"
     doc = f"{job.role.value:<9} {job.engine:<6} {job.backend_id} ({job.backend.why})  {where}"
-    # deliberate lazy import: the load memo keeps the docs, so a no-op run never needs it
+    # deliberate lazy imports: the load memo keeps the docs, so a no-op run never needs them
     from autogen.emit.llama_profiles import profile_ids  # noqa: PLC0415
+    from autogen.engines import Role  # noqa: PLC0415
 
     profiled = job.role == Role.LLM and job.served_by.profiles
     if profiled and (ids := profile_ids(job.row, job.override, library.settings)):

@@ -42,15 +42,13 @@ from autogen.commands.sample import ensure_for_settings
 from autogen.discovery.naming import LEDGER
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
-from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory
-from autogen.resolve.job import Job
-from autogen.resolve.nodes import fleet_of
 from autogen.settings.fields import CONFIG, inputs_of
 from autogen.settings.load import find_settings, load_settings
 from autogen.settings.schema import LLAMA_SERVER, Host, Settings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what emitting and assembling use: a no-op run imports none of it
+    from autogen.resolve.job import Job
     from autogen.router.assemble import Fragment
     from autogen.router.fleet import Peer
 
@@ -232,7 +230,11 @@ class TaskGraph:
     def router_exe(self) -> str | None:
         """`target: llama-server`: the binary llama.cpp's router runs every model with."""
         settings = self.library.settings
-        return llama_router_exe(settings) if settings.target == LLAMA_SERVER else None
+        if settings.target != LLAMA_SERVER:
+            return None
+        from autogen.resolve.backends import llama_router_exe  # noqa: PLC0415 - lazy: a preset's runs only
+
+        return llama_router_exe(settings)
 
     def emit_model(self, model_id: str) -> bool:
         # deliberate lazy imports here and below: a no-op run emits and assembles nothing
@@ -510,6 +512,8 @@ def check_llama_swap_keys(settings: Settings) -> None:
 def _host_graphs(hosts, front: TaskGraph, notify) -> tuple[TaskGraph, ...]:
     """One graph per fleet host, each holding its host's lock (taken into `front`'s, released
     by its `close`); `notify` False = no locks."""
+    from autogen.resolve.nodes import fleet_of  # noqa: PLC0415 - lazy: a fleet front only
+
     known = {fh.host.name: (fh.host, fh.settings) for fh in hosts}
     graphs = []
     for fh in hosts:
