@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 from autogen.commands import library as library_module
 from autogen.commands import tasks
 from autogen.discovery import walk
+from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.settings.schema import Gpu
 from tests.builders import SETTINGS, add_model
 
@@ -132,3 +135,13 @@ def test_a_no_op_run_imports_no_emitter_sizer_or_assembler(library):
     code, modules = json.loads(done.stdout.splitlines()[-1])
     assert code == 0 and ".  " not in done.stdout  # no task ran
     assert [m for m in modules if m.startswith(NOT_ON_A_NO_OP)] == []
+
+
+def test_a_row_reads_back_from_the_memo_as_it_was():
+    """`ModelRow` pickles as its fields in order: every field, nested records included, survives."""
+    row = ModelRow(id="a", format="gguf", path="/m/a.gguf", quant="Q4_K_M", size_bytes=5, publisher="p", repo="r",
+                   shards=("/m/a-1.gguf", "/m/a-2.gguf"), mmproj="/m/mm.gguf", inputs=("/m/a.gguf",), mmproj_bytes=7,
+                   foreign_format="", loras=(Adapter(path="/m/l.gguf", name="l", kind="gguf", size_bytes=3),),
+                   spec_draft=SpecDraft(path="/m/d.gguf", model_id="d", size_bytes=2, why="same vocabulary"))
+    again = pickle.loads(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again == row and attrs.asdict(again) == attrs.asdict(row)
