@@ -134,7 +134,8 @@ ENGINES: dict[Engine, EngineRow] = {
         binaries=("parakeet-server",), serves_custom_rows=True),
     Engine.AUDIOCPP: EngineRow(
         kinds=("audiocpp", "audio.cpp", "audiocpp-server"), roles=(Role.TTS, Role.ASR),
-        emitter="audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp", binaries=("audiocpp-server",),
+        emitter="audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp",
+        binaries=("audiocpp_server", "audiocpp-server"),
         host_flags=("--host",), serves_custom_rows=True, exclusive=True),
     Engine.SAM: EngineRow(
         kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="sam:emit_sam", exe="sam3_server",

@@ -134,6 +134,14 @@ class TestFinding:
         assert got["tts"].default and not got["ttscpp"].default  # one tts class, one ★
 
 
+    @pytest.mark.parametrize("name", ["audiocpp_server", "audiocpp-server"])
+    def test_audiocpp_is_found_by_the_name_its_rows_default_to_and_the_dashed_one(self, tmp_path, home, name):
+        engine(tmp_path / "bin", name, 'echo "audio.cpp 0.3.1"\n')
+        run(settings_file(tmp_path))
+        (found,) = rows(tmp_path).values()
+        assert (found.kind, found.path) == ("audiocpp", str(tmp_path / "bin" / name))
+
+
 class TestProbes:
     def test_a_hanging_engine_is_stopped_and_recorded_without_a_version(self, tmp_path, home):
         engine(tmp_path / "bin", "sam3_server", HANGS)
