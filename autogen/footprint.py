@@ -1,7 +1,7 @@
 """An entry's memory record: what its engine holds on each device, part by part, and who said so.
 
-Every served entry of an engine swapgen sizes carries one `Footprint` (`emit.entry.Entry`); the
-config's `metadata.memory` is its rendering (`Footprint.metadata`) and `est_vram_gb` its device
+Every served entry of an engine swapgen sizes carries one `MemoryRecord` (`emit.entry.Entry`); the
+config's `metadata.memory` is its rendering (`MemoryRecord.metadata`) and `est_vram_gb` its device
 total. The parts are llama.cpp's (`llama_memory_breakdown_print`, common/fit.cpp): `model`
 (weights), `context` (KV cache and recurrent state; vLLM's KV-cache pool) and `compute` (graph
 buffers; vLLM's activations and runtime), per device, plus what the engine's own report does not
@@ -61,10 +61,10 @@ class DeviceMemory:
 
 
 @frozen
-class Footprint:
+class MemoryRecord:
     """What one entry takes, per device, and where the figures come from.
 
-    Example: Footprint(source=Source.FIT_PARAMS, devices=(DeviceMemory("CUDA0", …),),
+    Example: MemoryRecord(source=Source.FIT_PARAMS, devices=(DeviceMemory("CUDA0", …),),
     host=DeviceMemory("Host", 524_288_000, 0, 12_582_912), unseen=(859_832_320,)).
     """
 
@@ -124,7 +124,7 @@ class Footprint:
         """One part over the devices and the host together."""
         return self.part(name) + (getattr(self.host, name) if self.host is not None else 0)
 
-    def spread(self, names: Sequence[str], shares: Sequence[float]) -> Footprint:
+    def spread(self, names: Sequence[str], shares: Sequence[float]) -> MemoryRecord:
         """This single-device footprint split over `names` in proportion to `shares` (llama-server's
         `-ts`), each part rounded up so no device is told less than its share."""
         if len(names) <= 1 or len(self.devices) != 1:
@@ -158,11 +158,11 @@ class Reading:
 
     argv: tuple[str, ...]
     env: tuple[str, ...]
-    engine: Footprint
-    estimate: Footprint
+    engine: MemoryRecord
+    estimate: MemoryRecord
 
 
-def with_gap(footprint: Footprint, gap: Gap | None) -> Footprint:
+def with_gap(footprint: MemoryRecord, gap: Gap | None) -> MemoryRecord:
     """The engine's figures plus what its estimator could not be asked about, each part spread
     over the devices as the engine spread that part."""
     if gap is None or not footprint.devices or not (gap.context or gap.compute):
@@ -191,18 +191,18 @@ def mib_up(n: int) -> int:
     return -(-n // MIB)
 
 
-def to_data(footprint: Footprint) -> dict[str, Any]:
+def to_data(footprint: MemoryRecord) -> dict[str, Any]:
     """Plain data for a cache file (bytes as integers)."""
     return attrs.asdict(footprint, value_serializer=lambda _, __, v: v.value if isinstance(v, Source) else v)
 
 
-def from_data(data: Any) -> Footprint:
+def from_data(data: Any) -> MemoryRecord:
     """The footprint of `to_data`; ValueError on anything else (a cache file from another
     version, a hand edit). Built by hand: cattrs would cost every run its import."""
     try:
         devices = tuple(_device(d) for d in data["devices"])
         host = _device(data["host"]) if data["host"] is not None else None
-        return Footprint(source=Source(data["source"]), devices=devices, host=host,
+        return MemoryRecord(source=Source(data["source"]), devices=devices, host=host,
                          unseen=tuple(int(n) for n in data["unseen"]), margin=tuple(int(n) for n in data["margin"]),
                          note=str(data["note"]))
     except (KeyError, TypeError, ValueError) as exc:

@@ -11,7 +11,7 @@ import pytest
 
 from autogen.commands.engine_binaries import estimator_for, identity
 from autogen.commands.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
-from autogen.footprint import MIB, DeviceMemory, Footprint, Source
+from autogen.footprint import MIB, DeviceMemory, MemoryRecord, Source
 from tests.shared import not_set_up
 
 SERVER = "/opt/llama/bin/llama-server"
@@ -26,7 +26,7 @@ TWO_CUDA_OUTPUT = "CUDA0 9216 192 898 \nCUDA1 8688 192 898 \nHost 380 0 12 \n"
 class TestParse:
     def test_cpu_build_the_host_stands_for_the_device(self):
         figures = parse(CPU_OUTPUT)
-        assert figures == Footprint(source=Source.FIT_PARAMS, devices=(DeviceMemory("Host", 96 * MIB, 632 * MIB,
+        assert figures == MemoryRecord(source=Source.FIT_PARAMS, devices=(DeviceMemory("Host", 96 * MIB, 632 * MIB,
                                                                                       98 * MIB),))
         assert figures.host_only
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autogen.footprint import MIB, DeviceMemory, Footprint, Gap, Reading, Source, from_data, to_data, with_gap
+from autogen.footprint import MIB, DeviceMemory, Gap, MemoryRecord, Reading, Source, from_data, to_data, with_gap
 from autogen.metadata.kvcost import kv_cost
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama import LlamaKnobs, size_llama
@@ -14,7 +14,7 @@ GIB = 1 << 30
 
 
 def fp(source=Source.ESTIMATE, *devices, host=None, unseen=(), margin=()):
-    return Footprint(source=source, devices=tuple(DeviceMemory(*d) for d in devices), host=host, unseen=unseen,
+    return MemoryRecord(source=source, devices=tuple(DeviceMemory(*d) for d in devices), host=host, unseen=unseen,
                      margin=margin)
 
 

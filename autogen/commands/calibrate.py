@@ -37,7 +37,7 @@ from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
 from autogen.engines import Engine as EngineKind
 from autogen.errors import SwapgenError
-from autogen.footprint import HOST_DEVICE, DeviceMemory, Footprint, Source
+from autogen.footprint import HOST_DEVICE, DeviceMemory, MemoryRecord, Source
 
 LOGS = "calibration-logs"
 VERBOSITY = ("LLAMA_ARG_LOG_VERBOSITY", "4")
@@ -134,7 +134,7 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     return Measurement(entry.id, job.engine, figures, per_process=held, seconds=seconds)
 
 
-def read_figures(job: Job, entry: Entry, text: str) -> Footprint | None:
+def read_figures(job: Job, entry: Entry, text: str) -> MemoryRecord | None:
     """The engine's report as a footprint: llama-server's buffers, or vLLM's per-worker weights and
     KV pool with the rest of what it takes (the estimate's device total) as its compute part."""
     if job.engine == EngineKind.LLAMA:
@@ -150,7 +150,7 @@ def read_figures(job: Job, entry: Entry, text: str) -> Footprint | None:
         rows.append(DeviceMemory(name, weights, kv, max(0, takes - weights - kv)))
     note = (f"vLLM: KV cache of {report.kv_tokens:,} tokens for max-model-len {report.max_model_len:,}"
             if report.kv_tokens else "")
-    return Footprint(source=Source.MEASURED, devices=tuple(rows), note=note)
+    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note)
 
 
 def visible_devices(env: Sequence[str]) -> list[int]:

@@ -22,7 +22,7 @@ from autogen.commands.measurements import Measurement, Measurements, margin
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
 from autogen.engines import Engine
-from autogen.footprint import Footprint, Reading, Source, with_gap
+from autogen.footprint import MemoryRecord, Reading, Source, with_gap
 from autogen.settings.schema import Settings
 
 #: Rounds of asking: the engine is called at most this many times per entry of a model.
@@ -76,7 +76,7 @@ class EngineFigures:
         return self.measurements.get(self.stamps.get(job.row.id, ""), entry.argv, entry.env,
                                      self.engine_identity(entry.argv[0]))
 
-    def estimate(self, job: Job, entry: Entry) -> tuple[Footprint | None, str]:
+    def estimate(self, job: Job, entry: Entry) -> tuple[MemoryRecord | None, str]:
         """llama-fit-params' figures for the entry's command (with the estimator's gap and the
         charges it does not see), or (None, why not)."""
         estimator = self.estimator(job)
@@ -103,7 +103,7 @@ class EngineFigures:
         return Reading(argv=entry.argv, env=entry.env, engine=engine, estimate=entry.estimate)
 
 
-def measured_footprint(measured: Measurement, estimate: Footprint) -> Footprint:
+def measured_footprint(measured: Measurement, estimate: MemoryRecord) -> MemoryRecord:
     """A measurement as the budget sees it: the parts the engine reported, what the driver's
     per-process table showed beyond them (else swapgen's charges for what the engine does not
     see), and the margin on every device."""
@@ -118,7 +118,7 @@ def measured_footprint(measured: Measurement, estimate: Footprint) -> Footprint:
     return attrs.evolve(figures, source=Source.MEASURED, margin=margins)
 
 
-def _with_unseen(figures: Footprint, estimate: Footprint) -> Footprint:
+def _with_unseen(figures: MemoryRecord, estimate: MemoryRecord) -> MemoryRecord:
     """The engine's figures with swapgen's charges for what its report does not show (runtime,
     base, projector): device by device when the counts agree, else all on the first device."""
     if len(figures.devices) == len(estimate.devices) and estimate.unseen:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from attrs import frozen
 
-from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, Footprint, Source
+from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source
 
 GIB = 1 << 30
 #: b11434's log line: optional "0.00.073.304 " timestamp, then the level letter.
@@ -52,7 +52,7 @@ def buffer_device(buffer: str) -> str:
     return buffer.removesuffix("_Mapped")
 
 
-def llama_report(text: str) -> Footprint | None:
+def llama_report(text: str) -> MemoryRecord | None:
     """The main model's allocations at load, per device (module docstring); None when the log has
     no buffer line (a lower log verbosity, or no model loaded). A projector's and a draft model's
     buffers are left out: llama-fit-params cannot see them either, so both records carry
@@ -79,8 +79,8 @@ def llama_report(text: str) -> Footprint | None:
     rows = {d: DeviceMemory(d, *(round(p[k] * MIB) for k in ("model", "context", "compute"))) for d, p in sums.items()}
     host = rows.pop(HOST_DEVICE, None)
     if not rows:
-        return Footprint(source=Source.MEASURED, devices=(host,)) if host is not None else None
-    return Footprint(source=Source.MEASURED, devices=tuple(rows.values()), host=host)
+        return MemoryRecord(source=Source.MEASURED, devices=(host,)) if host is not None else None
+    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows.values()), host=host)
 
 
 def llama_error(text: str) -> str:

@@ -35,7 +35,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.commands.engine_binaries import ESTIMATOR, identity
-from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, Footprint, Source, from_data, to_data
+from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, from_data, to_data
 from autogen.fsutil import write_if_changed
 
 #: Flags llama-fit-params b11434 accepts that change what llama.cpp allocates, by spelling:
@@ -109,7 +109,7 @@ def _without_parallel(argv: list[str]) -> list[str]:
     return out
 
 
-def parse(text: str) -> Footprint | None:
+def parse(text: str) -> MemoryRecord | None:
     """`common_fit_print`'s lines, "<device> <model MiB> <context MiB> <compute MiB>", one per
     device, the host's last. Devices it names (CUDA0, ROCm1, Vulkan0, …) are the budget's; with
     none (a CPU build), the host stands for the device."""
@@ -127,11 +127,11 @@ def parse(text: str) -> Footprint | None:
     if host is None and not devices:
         return None
     if not devices:
-        return Footprint(source=Source.FIT_PARAMS, devices=(host,))
-    return Footprint(source=Source.FIT_PARAMS, devices=tuple(devices), host=host)
+        return MemoryRecord(source=Source.FIT_PARAMS, devices=(host,))
+    return MemoryRecord(source=Source.FIT_PARAMS, devices=tuple(devices), host=host)
 
 
-def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[Footprint | None, str]:
+def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[MemoryRecord | None, str]:
     """(figures, "") or (None, the estimator's own last error line)."""
     import subprocess  # noqa: PLC0415 - lazy: a run that asks nothing does not pay for it
 
@@ -161,7 +161,7 @@ class AnswerCache:
     def key(self, estimator: str, call: EstimatorCall, model_stamp: str) -> str:
         return xxhash.xxh3_128_hexdigest(repr((identity(estimator), call.argv, call.env, model_stamp)).encode())
 
-    def get(self, key: str) -> tuple[Footprint | None, str] | None:
+    def get(self, key: str) -> tuple[MemoryRecord | None, str] | None:
         """(figures, "") or (None, error) as asked before; None = never asked."""
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             with open(os.path.join(self.root, f"{key}.json"), encoding="utf-8") as f:
@@ -169,11 +169,11 @@ class AnswerCache:
             return (from_data(data["figures"]) if data["figures"] else None), str(data["error"])
         return None
 
-    def put(self, key: str, figures: Footprint | None, error: str) -> None:
+    def put(self, key: str, figures: MemoryRecord | None, error: str) -> None:
         data = {"figures": to_data(figures) if figures is not None else None, "error": error}
         write_if_changed(os.path.join(self.root, f"{key}.json"), json.dumps(data).encode(), durable=False)
 
-    def answer(self, estimator: str, call: EstimatorCall, model_stamp: str) -> tuple[Footprint | None, str]:
+    def answer(self, estimator: str, call: EstimatorCall, model_stamp: str) -> tuple[MemoryRecord | None, str]:
         """The cached answer, else the estimator's (then cached)."""
         key = self.key(estimator, call, model_stamp)
         cached = self.get(key)

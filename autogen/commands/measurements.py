@@ -16,7 +16,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.commands.engine_binaries import CALIBRATION_DIR
-from autogen.footprint import Footprint, from_data, to_data
+from autogen.footprint import MemoryRecord, from_data, to_data
 from autogen.fsutil import write_if_changed
 
 #: Added to every measured device (the "stated margin"): 5% of what it held, at least 128 MiB.
@@ -30,14 +30,14 @@ MARGIN_MIN = 128 << 20
 class Measurement:
     """One start of one command.
 
-    Example: Measurement(entry_id="qwen3-8b-q4_k_m", engine="llama", footprint=Footprint(…),
+    Example: Measurement(entry_id="qwen3-8b-q4_k_m", engine="llama", footprint=MemoryRecord(…),
     per_process=(9_663_676_416,), error="", seconds=14.2).
     """
 
     entry_id: str
     engine: str
     #: The parts the engine reported (source "measured", no margin); None when it failed.
-    footprint: Footprint | None
+    footprint: MemoryRecord | None
     #: Per device of the footprint: bytes the driver's per-process table showed for the engine's
     #: processes (nvidia-smi, rocm-smi); () = no such table here.
     per_process: tuple[int, ...] = ()

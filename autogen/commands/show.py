@@ -18,7 +18,7 @@ import attrs
 from autogen.commands.engine_figures import measured_footprint
 from autogen.commands.library import Library
 from autogen.emit.entry import Entry
-from autogen.footprint import Footprint, Source, to_data
+from autogen.footprint import MemoryRecord, Source, to_data
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB
 from autogen.resolve.backends import llama_router_exe
@@ -40,9 +40,9 @@ def _find(library: Library, model_id: str):
     return None
 
 
-def sources(library: Library, job: Job, entry: Entry) -> dict[str, Footprint | str]:
+def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord | str]:
     """The entry's figures from each source, or why a source has none."""
-    out: dict[str, Footprint | str] = {}
+    out: dict[str, MemoryRecord | str] = {}
     if entry.estimate is not None:
         out[Source.ESTIMATE] = entry.estimate
     if job.engine == "llama":
@@ -100,7 +100,7 @@ def report(library: Library, job: Job) -> dict:
         "notes": list(plan.notes),
         "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env),
                      "memory": {"used": e.footprint.source.value if e.footprint else None,
-                                **{str(k): to_data(v) if isinstance(v, Footprint) else v
+                                **{str(k): to_data(v) if isinstance(v, MemoryRecord) else v
                                    for k, v in sources(library, job, host.get(e.id, e)).items()}}}
                     for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],

@@ -11,7 +11,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from autogen.footprint import Footprint, Gap
+from autogen.footprint import Gap, MemoryRecord
 
 #: A metadata value llama-swap passes through to /v1/models.
 MetaValue = str | int | float | bool
@@ -55,10 +55,10 @@ class Entry:
     coexist_group: str | None = None
     #: What the engine holds, per device and part, and who said so (`metadata.memory` renders it;
     #: `est_vram_gb` is its device total). None = an engine swapgen does not size.
-    footprint: Footprint | None = None
+    footprint: MemoryRecord | None = None
     #: swapgen's own estimate for this exact command (the footprint when no engine was asked),
     #: for `swapgen show` and for correcting the model with the engine's figures.
-    estimate: Footprint | None = None
+    estimate: MemoryRecord | None = None
     #: What this command holds that llama-fit-params cannot be asked about (llama-server's
     #: unified slot pool), priced by swapgen's rules; None = nothing.
     estimator_gap: Gap | None = None

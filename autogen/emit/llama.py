@@ -57,7 +57,7 @@ from autogen.emit.llama_profiles import (
 )
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import Footprint
+from autogen.footprint import MemoryRecord
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
 from autogen.numfmt import GIB, format_g, size_gb
@@ -73,8 +73,8 @@ from autogen.sizing.llama import (
     LlamaSizing,
     Weights,
     estimator_gap,
-    footprint,
     gb,
+    memory_record,
     projector_charge,
     runtime_bytes,
     size_llama,
@@ -250,8 +250,8 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     return entry, tuple(notes)
 
 
-def footprints(ctx: EmitContext, argv: tuple[str, ...], decided: Footprint,
-               estimate: Footprint) -> tuple[Footprint, Footprint]:
+def footprints(ctx: EmitContext, argv: tuple[str, ...], decided: MemoryRecord,
+               estimate: MemoryRecord) -> tuple[MemoryRecord, MemoryRecord]:
     """(the entry's footprint, swapgen's own estimate), over the entry's devices: the engine's
     figures when it was asked about this very command, else the figures the decision used."""
     names = [f"GPU{g.index}" for g in ctx.devices]
@@ -263,7 +263,7 @@ def footprints(ctx: EmitContext, argv: tuple[str, ...], decided: Footprint,
     return decided.spread(names, shares), estimate
 
 
-def _host(used: Footprint) -> int:
+def _host(used: MemoryRecord) -> int:
     return used.host.total if used.host is not None else 0
 
 
@@ -281,7 +281,7 @@ def _extra_attaches_projector(choices: LlamaChoices) -> bool:
     return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
 
 
-def _metadata(ctx: EmitContext, sizing: LlamaSizing, used: Footprint) -> list[tuple[str, MetaValue]]:
+def _metadata(ctx: EmitContext, sizing: LlamaSizing, used: MemoryRecord) -> list[tuple[str, MetaValue]]:
     """`kv_bytes_per_token` is the model's own cost at f16, the same figure every engine's entry
     reports for one model; the cache type actually used is `kv_type`."""
     meta = ctx.meta
@@ -319,7 +319,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
                          est_vram=vram, est_ram=0, budget=int(ctx.budget_gb * GIB),
                          blocks=meta.block_count, why="embedding, whole model on the GPU", state=memory.state,
                          runtime=runtime, memory=memory)
-    estimate = footprint(Weights(size=size, blocks=meta.block_count), kv=kv, state=memory.state,
+    estimate = memory_record(Weights(size=size, blocks=meta.block_count), kv=kv, state=memory.state,
                          compute=memory.compute, unseen=BASE_OVERHEAD + runtime, ngl=ngl, ncm=0)
     groups = [*_head(ctx), ("--embeddings",)]
     if pooling:

@@ -32,7 +32,7 @@ from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import DeviceMemory, Footprint, Source
+from autogen.footprint import DeviceMemory, MemoryRecord, Source
 from autogen.numfmt import GIB, format_g, gib, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
@@ -242,7 +242,7 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
 
-def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> tuple[Footprint, Footprint]:
+def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> tuple[MemoryRecord, MemoryRecord]:
     """(the entry's footprint, swapgen's estimate). Per GPU of the tensor × pipeline ranks: the
     weights' share, `OVERHEAD_GIB` for activations, CUDA graphs and the runtime, and the KV-cache
     pool filling the rest of what vLLM takes (`--gpu-memory-utilization` × the card, or the
@@ -253,7 +253,7 @@ def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> 
     names = ([f"GPU{g.index}" for g in ctx.devices] if len(ctx.devices) == world and ctx.nodes is None
              else [f"GPU{i}" for i in range(world)])
     shares = [total // world + (total % world if i == 0 else 0) for i in range(world)]
-    estimate = Footprint(source=Source.ESTIMATE, devices=tuple(
+    estimate = MemoryRecord(source=Source.ESTIMATE, devices=tuple(
         DeviceMemory(name, model, max(0, share - model - compute), min(compute, max(0, share - model)))
         for name, share in zip(names, shares, strict=True)))
     for reading in ctx.readings:

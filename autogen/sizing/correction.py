@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from attrs import frozen
 
-from autogen.footprint import Footprint, Reading
+from autogen.footprint import MemoryRecord, Reading
 
 
 @frozen
@@ -80,14 +80,14 @@ class EngineCorrection:
 NO_CORRECTION = EngineCorrection()
 
 
-def _comparable(engine: Footprint, estimate: Footprint) -> dict[str, int]:
+def _comparable(engine: MemoryRecord, estimate: MemoryRecord) -> dict[str, int]:
     """swapgen's parts where the engine reported its own: the devices, or everything when the
     engine reported no accelerator (a CPU build holds the whole model in host memory)."""
     get = estimate.whole if engine.host_only else estimate.part
     return {name: get(name) for name in ("model", "context", "compute")}
 
 
-def _other(footprint: Footprint) -> int:
+def _other(footprint: MemoryRecord) -> int:
     return sum(footprint.other(i) for i in range(len(footprint.devices)))
 
 

@@ -39,7 +39,7 @@ import attrs
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.footprint import HOST_DEVICE, DeviceMemory, Footprint, Gap, Source
+from autogen.footprint import HOST_DEVICE, DeviceMemory, Gap, MemoryRecord, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
@@ -147,8 +147,8 @@ class LlamaSizing:
     #: swapgen's own figures for the chosen launch, on one device ("GPU0"; the emitter spreads
     #: them over several), and the figures the decision used: the same, or corrected by the
     #: engine's readings (`sizing.correction`).
-    estimate: Footprint | None = None
-    decided: Footprint | None = None
+    estimate: MemoryRecord | None = None
+    decided: MemoryRecord | None = None
 
     @property
     def ctx_total(self) -> int:
@@ -282,13 +282,13 @@ def _split(w: Weights, *, kv: int, ngl: int, ncm: int) -> tuple[tuple[int, int],
     return gpu, (w.size - gpu[0], kv - gpu[1])
 
 
-def footprint(w: Weights, *, kv: int, state: int, compute: int, unseen: int, ngl: int, ncm: int,
-              source: Source = Source.ESTIMATE, note: str = "") -> Footprint:
+def memory_record(w: Weights, *, kv: int, state: int, compute: int, unseen: int, ngl: int, ncm: int,
+              source: Source = Source.ESTIMATE, note: str = "") -> MemoryRecord:
     """A placement's figures in llama.cpp's parts: the recurrent state and the compute buffer stay on
     the GPU whatever is offloaded (what `_price` charges as overhead), the rest splits by layers."""
     (model, context), (host_model, host_context) = _split(w, kv=kv, ngl=ngl, ncm=ncm)
     host = DeviceMemory(HOST_DEVICE, host_model, host_context, 0) if host_model or host_context else None
-    return Footprint(source=source, devices=(DeviceMemory("GPU0", model, context + state, compute),), host=host,
+    return MemoryRecord(source=source, devices=(DeviceMemory("GPU0", model, context + state, compute),), host=host,
                      unseen=(unseen,), note=note)
 
 
@@ -484,9 +484,9 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                                   ncm_pin=knobs.n_cpu_moe)
     vram, ram = _price(w, kv=kv, overhead=overhead, ngl=ngl, ncm=ncm)
     # a draft is charged beside the parts llama-fit-params reports: it never loads the draft
-    estimate = footprint(raw, kv=memory.kv_total, state=memory.state, compute=memory.compute,
+    estimate = memory_record(raw, kv=memory.kv_total, state=memory.state, compute=memory.compute,
                          unseen=charges + drafted, ngl=ngl, ncm=ncm)
-    decided = footprint(w, kv=kv, state=state, compute=compute, unseen=fixed + drafted, ngl=ngl, ncm=ncm,
+    decided = memory_record(w, kv=kv, state=state, compute=compute, unseen=fixed + drafted, ngl=ngl, ncm=ncm,
                         note=correction.describe() if correction.readings else "")
     if knobs.ctx and (ncm or ngl <= blocks):
         why = f"ctx pinned; {place_note}"
