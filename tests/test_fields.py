@@ -9,7 +9,7 @@ import pytest
 from autogen.emit.dispatch import global_inputs
 from autogen.emit.llama_profiles import PROFILE_KNOBS
 from autogen.errors import SettingsError
-from autogen.settings.fields import CONFIG, EVERY_FRAGMENT, PER_MODEL, inputs_of, key_of
+from autogen.settings.fields import CONFIG, EVERY_FRAGMENT, PER_MODEL, inputs_of, key_of, older_spellings
 from autogen.settings.schema import BackendRow, LlamaOptions, Override, Profile, ProfileOptions, Settings
 from autogen.settings.structure import PARSERS, _records, structure, unstructure
 from autogen.sizing.llama_args import FLAG_KNOBS
@@ -49,26 +49,33 @@ class TestDeclarations:
 
 
 class TestKeys:
-    """The code says profile and build; the settings keep the keys users have always written."""
+    """The code and the settings say profile; the first spellings of its keys are still read, and
+    a backend row keeps `variant` for its build (`build` was taken)."""
 
     def test_keys_where_the_code_names_the_field_otherwise(self):
         renamed = {(cls.__name__, a.name): key_of(a) for cls in _records(Settings) for a in attrs.fields(cls)
                    if key_of(a) != a.name}
-        assert renamed == {("Settings", "default_profiles"): "default_variants",
-                           ("Override", "ctx_profiles"): "ctx_variants", ("Override", "profiles"): "variants",
-                           ("BackendRow", "build"): "variant", ("BackendRow", "derived"): "build"}
+        assert renamed == {("BackendRow", "build"): "variant", ("BackendRow", "derived"): "build"}
 
-    def test_the_settings_keys_read_into_the_renamed_fields(self):
-        settings = structure({"roots": ["/m"], "default_variants": [{"name": "long", "ctx": 65536}],
+    def test_the_older_spellings(self):
+        older = {cls.__name__: older_spellings(cls) for cls in _records(Settings) if older_spellings(cls)}
+        assert older == {"Settings": {"default_variants": "default_profiles"},
+                         "Override": {"ctx_variants": "ctx_profiles", "variants": "profiles"}}
+
+    @pytest.mark.parametrize("spelling", ["profiles", "variants"])
+    def test_both_spellings_read_into_the_fields(self, spelling):
+        ctx = "ctx_variants" if spelling == "variants" else "ctx_profiles"
+        settings = structure({"roots": ["/m"], f"default_{spelling}": [{"name": "long", "ctx": 65536}],
                               "backends": [{"id": "b", "kind": "llama", "path": "/b", "variant": "cuda", "build": True}],
-                              "overrides": [{"match": "*", "ctx_variants": [8192], "variants": [{"name": "fast"}]}]},
+                              "overrides": [{"match": "*", ctx: [8192], spelling: [{"name": "fast"}]}]},
                              Settings, "swapgen.yaml")
         assert settings.default_profiles == (Profile(name="long", ctx=65536),)
         assert (settings.backends[0].build, settings.backends[0].derived) == ("cuda", True)
         assert (settings.overrides[0].ctx_profiles, settings.overrides[0].profiles) == ((8192,), (Profile(name="fast"),))
 
     def test_errors_name_the_key_the_user_wrote(self):
-        assert problems({"overrides": [{"match": "*", "variants": [{"name": "x", "ctx": "big"}], "ctx_variants": [0.5]}],
+        assert problems({"overrides": [{"match": "*", "variants": [{"name": "x", "ctx": "big"}], "ctx_variants": [0.5]},
+                                       {"match": "*", "profiles": [{"name": "x", "ctx": "big"}]}],
                          "backends": [{"id": "b", "kind": "llama", "path": "/b", "variant": 3, "build": "yes"}],
                          "default_variants": [{}]}) == [
             "backends[0].build: expected true or false, got 'yes'",
@@ -76,12 +83,19 @@ class TestKeys:
             "default_variants[0].name: required key missing",
             "overrides[0].ctx_variants[0]: expected an integer, got 0.5",
             "overrides[0].variants[0].ctx: expected an integer, got 'big'",
+            "overrides[1].profiles[0].ctx: expected an integer, got 'big'",
         ]
 
-    def test_the_field_names_are_not_keys(self):
-        assert problems({"default_profiles": [], "overrides": [{"match": "*", "profiles": []}]}) == [
-            "(top level): unknown key 'default_profiles' (did you mean 'default_variants'?)",
-            "overrides[0]: unknown key 'profiles'"]
+    def test_both_spellings_in_one_place_is_an_error_naming_it(self):
+        assert problems({"default_profiles": [], "default_variants": []}) == [
+            "default_variants: the older spelling of 'default_profiles', which this place gives too; "
+            "keep 'default_profiles'"]
+        assert problems({"overrides": [{"match": "*", "profiles": [], "ctx_variants": [8192], "variants": []}]}) == [
+            "overrides[0].variants: the older spelling of 'profiles', which this place gives too; keep 'profiles'"]
+
+    def test_a_key_of_no_spelling_is_unknown(self):
+        assert problems({"default_profile": []}) == [
+            "(top level): unknown key 'default_profile' (did you mean 'default_profiles'?)"]
 
     def test_plain_data_speaks_the_keys_too(self):
         row = BackendRow(id="b", kind="llama", path="/b", build="cuda", derived=True)

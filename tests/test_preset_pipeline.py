@@ -135,7 +135,7 @@ def test_switching_back_writes_the_llama_swap_config(library):
      "llama.cpp's router, which has no such setting; remove it or use target: llama-swap (it takes aliases, "
      "unloadTimeout)"),
     ("overrides:\n  - {match: '*', unlisted: true}\n", "overrides[0].unlisted: hides a llama-swap entry"),
-    ("default_variants:\n  - {name: big, ctx: 4096, unlisted: true}\n", "default_variants[0].unlisted: hides"),
+    ("default_profiles:\n  - {name: big, ctx: 4096, unlisted: true}\n", "default_profiles[0].unlisted: hides"),
 ])
 def test_llama_swap_only_settings_are_refused_by_name(tmp_path, extra, problem):
     settings = tmp_path / "swapgen.yaml"

@@ -262,7 +262,8 @@ class TestMistakesSpeak:
     @pytest.mark.parametrize("where, text", [
         ("vram_budget_gb", "vram_budget_gb: 29.7\n"),
         ("overrides[0].vram_budget_gb", "overrides: [{match: '*', vram_budget_gb: 30}]\n"),
-        ("default_variants[0].vram_budget_gb", "default_variants: [{name: big, vram_budget_gb: 25}]\n"),
+        ("default_profiles[0].vram_budget_gb", "default_profiles: [{name: big, vram_budget_gb: 25}]\n"),
+        ("default_profiles[0].vram_budget_gb", "default_variants: [{name: big, vram_budget_gb: 25}]\n"),
     ])
     def test_a_budget_above_the_card_is_an_error(self, tmp_path, where, text):
         out = self.error(tmp_path, "roots: [m]\ncard_vram_gb: 24\n" + text)

@@ -11,7 +11,10 @@ The metadata, read by the stages that need it:
   `commands.tasks`), `PER_MODEL` (read through each model's job, whose key carries what it reads),
   or nothing. The keys of a nested record follow the key that holds it (an override's are
   `PER_MODEL`, as `overrides` is); a top-level key must say (`()`: nothing), a test checks it.
-- `key`: the YAML key when the code names the field otherwise (`variants` holds `profiles`).
+- `key`: the YAML key when the code names the field otherwise (a backend row's `variant` holds
+  `build`).
+- `older`: an older spelling of the key, still accepted (`variants` for `profiles`); a record
+  that uses both is refused, naming the place (`settings.structure`).
 - `knobs`: the llama-server flag meanings it sets (`sizing.llama_args.FLAG_KNOBS` values): a
   profile that sets it drops an inherited `extra_args` flag of the same meaning.
 """
@@ -41,10 +44,10 @@ class Check:
 
 
 def setting(default: Any = attrs.NOTHING, *, check: Check | str | None = None, outputs: tuple[str, ...] | None = None,
-            key: str | None = None, knobs: tuple[str, ...] = (), **kw: Any) -> Any:
+            key: str | None = None, older: str | None = None, knobs: tuple[str, ...] = (), **kw: Any) -> Any:
     """A settings field (module docstring), required unless it has a default; `kw` goes to
     `attrs.field` (`factory`, `kw_only`, …)."""
-    metadata = {"check": check, "outputs": outputs, "key": key, "knobs": knobs}
+    metadata = {"check": check, "outputs": outputs, "key": key, "older": older, "knobs": knobs}
     if "factory" in kw:
         return field(metadata=metadata, **kw)
     return field(default=default, metadata=metadata, **kw)
@@ -59,6 +62,11 @@ def inputs_of(record: Any, output: str) -> tuple[Any, ...]:
 def key_of(attribute: attrs.Attribute) -> str:
     """The YAML key of a settings field."""
     return attribute.metadata.get("key") or attribute.name
+
+
+def older_spellings(cls: type) -> dict[str, str]:
+    """A record's older key spellings → the keys they stand for."""
+    return {a.metadata["older"]: key_of(a) for a in attrs.fields(cls) if a.metadata.get("older")}
 
 
 def one_of(values: tuple[str, ...], expected: str | None = None) -> Check:

@@ -141,11 +141,11 @@ def _budget_problems(settings: Settings) -> list[str]:
     if not card:  # None: read at run time; 0: no reading
         return []
     budgets = [("vram_budget_gb", settings.vram_budget_gb)]
-    budgets += [(f"default_variants[{i}].vram_budget_gb", v.vram_budget_gb)
+    budgets += [(f"default_profiles[{i}].vram_budget_gb", v.vram_budget_gb)
                 for i, v in enumerate(settings.default_profiles)]
     for i, ov in enumerate(settings.overrides):
         budgets.append((f"overrides[{i}].vram_budget_gb", ov.vram_budget_gb))
-        budgets += [(f"overrides[{i}].variants[{j}].vram_budget_gb", v.vram_budget_gb)
+        budgets += [(f"overrides[{i}].profiles[{j}].vram_budget_gb", v.vram_budget_gb)
                     for j, v in enumerate(ov.profiles)]
     return [f"{where}: {budget:g} GB is above card_vram_gb ({card:g} GB); a model sized to it cannot fit the card"
             for where, budget in budgets if budget is not None and budget > card]
@@ -186,10 +186,10 @@ def _target_problems(settings: Settings) -> list[str]:
     for i, ov in enumerate(settings.overrides):
         problems += _llama_swap_keys_problems(f"overrides[{i}].llama_swap", ov.llama_swap,
                                               PRESET_MODEL_LLAMA_SWAP_KEYS)
-        profiles = [(f"overrides[{i}].variants[{j}]", p) for j, p in enumerate(ov.profiles)]
+        profiles = [(f"overrides[{i}].profiles[{j}]", p) for j, p in enumerate(ov.profiles)]
         problems += [f"{where}.unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
                      for where, item in [(f"overrides[{i}]", ov), *profiles] if item.unlisted]
-    problems += [f"default_variants[{j}].unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
+    problems += [f"default_profiles[{j}].unlisted: hides a llama-swap entry; {_PRESET_NOTE}"
                  for j, v in enumerate(settings.default_profiles) if v.unlisted]
     return problems
 

@@ -130,7 +130,7 @@ class ProfileOptions(LlamaOptions):
 @frozen
 class Profile(ProfileOptions):
     """A named llama profile of one model: `<id>-<slug(name)>` (docs/settings.md#profiles-profile;
-    settings keys `variants`, `default_variants`)."""
+    settings keys `profiles`, `default_profiles`)."""
 
     name: str = setting(check=NONBLANK)
 
@@ -162,9 +162,9 @@ class Override(ProfileOptions):
     draft: str | None = setting(None, check=Check(lambda v: v.strip() != "",
                                                   "expected none or the path of a draft GGUF"))
     #: Extra llama profiles of this model with a fixed per-slot context each, `<id>-64k`.
-    ctx_profiles: tuple[int, ...] = setting((), key="ctx_variants")
+    ctx_profiles: tuple[int, ...] = setting((), older="ctx_variants")
     #: Named llama profiles of this model (added before the settings' `default_profiles`).
-    profiles: tuple[Profile, ...] = setting((), key="variants")
+    profiles: tuple[Profile, ...] = setting((), older="variants")
     # sd-server (image) knobs; component paths win over `encoders`, "none" drops the component
     #: VAE, e.g. "/models/flux/ae.safetensors".
     vae: str | None = setting(None, check=NONBLANK)
@@ -323,8 +323,8 @@ class Settings(LlamaOptions):
     tool_parsers: dict[str, str] = setting(check="string map", outputs=_EVERY_FRAGMENT, factory=dict, hash=False)
     gpus: tuple[Gpu, ...] | None = setting(None, outputs=_PER_MODEL)
     devices: tuple[int, ...] | None = setting(None, outputs=_PER_MODEL)
-    #: Named llama profiles added to every GGUF chat model (settings key `default_variants`).
-    default_profiles: tuple[Profile, ...] = setting((), key="default_variants", outputs=_EVERY_FRAGMENT)
+    #: Named llama profiles added to every GGUF chat model (older spelling `default_variants`).
+    default_profiles: tuple[Profile, ...] = setting((), older="default_variants", outputs=_EVERY_FRAGMENT)
     #: Virtualenvs whose `bin/vllm` `swapgen backends detect` also checks (relative to this file).
     backend_venvs: tuple[str, ...] = setting((), outputs=_NOTHING)
     #: Declared diffusion components for image models (see `Encoders`).

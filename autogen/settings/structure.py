@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, get_args, get_origin
 from urllib.parse import urlsplit
@@ -15,12 +16,17 @@ from urllib.parse import urlsplit
 import attrs
 import cattrs
 from cattrs.cols import homogenous_tuple_structure_factory
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from autogen.engines import CUSTOM_KIND, ENGINE_OF_KIND
 from autogen.errors import SettingsError, did_you_mean
-from autogen.settings.fields import key_of
+from autogen.settings.fields import key_of, older_spellings
 from autogen.settings.schema import KEEP_PATH, PathMapping, Settings
 
 # ---------------------------------------------------------------------------------------------
@@ -249,11 +255,49 @@ def _make_converter() -> cattrs.Converter:
         overrides = {**renames, **hooks}
         if cls is Settings:
             overrides["source"] = override(omit=True)
-        conv.register_structure_hook(
-            cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides))
+        structure_fn = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=True, **overrides)
+        if older := older_spellings(cls):
+            structure_fn = _accepting_older(cls, structure_fn, older)
+        conv.register_structure_hook(cls, structure_fn)
         if renames:
             conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
     return conv
+
+
+def _accepting_older(cls: type, structure_fn: Callable[[Any, Any], Any],
+                     older: dict[str, str]) -> Callable[[Any, Any], Any]:
+    """`structure_fn` reading each older spelling of a key as the key; both in one record is an
+    error at the older one's place."""
+    names = {new: attrs.fields_dict(cls)[new].name for new in older.values()}  # key → field (the same here)
+
+    def structure_older(data: Any, type_: Any) -> Any:
+        if not isinstance(data, dict) or not older.keys() & data.keys():
+            return structure_fn(data, type_)
+        data, written = dict(data), {}
+        for old, new in older.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ClassValidationError(f"While structuring {cls.__name__}", [_at_key(ValueError(
+                    f"the older spelling of {new!r}, which this place gives too; keep {new!r}"), old)], cls)
+            data[new] = data.pop(old)
+            written[names[new]] = old
+        try:
+            return structure_fn(data, type_)
+        except ClassValidationError as exc:  # errors inside name the key the user wrote
+            for inner in exc.exceptions:
+                notes = getattr(inner, "__notes__", [])
+                inner.__notes__ = [AttributeValidationNote(str(n), written[n.name], n.type)
+                                   if isinstance(n, AttributeValidationNote) and n.name in written else n
+                                   for n in notes]
+            raise
+    return structure_older
+
+
+def _at_key(exc: Exception, key: str) -> Exception:
+    """`exc` as raised at `key` of the record being structured (its error path ends there)."""
+    exc.__notes__ = [AttributeValidationNote(f"Structuring @ attribute {key}", key, Any)]
+    return exc
 
 
 _CONVERTER = _make_converter()
@@ -264,7 +308,7 @@ _CONVERTER = _make_converter()
 
 
 def _format_path(path: str, record: type | None) -> str:
-    """`$.overrides[0].profiles[1].ctx` → `overrides[0].variants[1].ctx` (from `record`, e.g.
+    """`$.backends[0].build` → `backends[0].variant` (from `record`, e.g.
     `Settings`): cattrs names fields, the user wrote keys (`settings.fields.key_of`)."""
     parts = []
     for name, index in re.findall(r"\.(\w+)|(\[[^\]]*\])", path.removeprefix("$")):
