@@ -1,12 +1,17 @@
-"""An entry's memory record: what its engine holds on each device, part by part, and who said so.
+"""What an entry takes, typed: its `Footprint` (the engine, bytes on the devices and in host
+RAM, files on disk, the GPUs it is pinned to, its sizing results) and, for the engines swapgen
+sizes, its memory record: what the engine holds on each device, part by part, and who said so.
 
-Every served entry of an engine swapgen sizes carries one `MemoryRecord` (`emit.entry.Entry`); the
-config's `metadata.memory` is its rendering (`MemoryRecord.metadata`) and `est_vram_gb` its device
-total. The parts are llama.cpp's (`llama_memory_breakdown_print`, common/fit.cpp): `model`
-(weights), `context` (KV cache and recurrent state; vLLM's KV-cache pool) and `compute` (graph
-buffers; vLLM's activations and runtime), per device, plus what the engine's own report does not
-show (`unseen`: driver runtime, swapgen's base charge, a projector) and, on measured figures, a
-margin. docs/maintainers/sizing.md#exact-numbers-for-your-machine says when each source is used.
+Every served entry carries one `Footprint` (`emit.entry.Entry`); its `metadata` keys
+(`est_vram_gb`, `est_ram_gb`, `size_gb`, `devices`, `memory`), its comment, `swapgen show` and
+routing are renderings of it, and nothing reads them back (vLLM's `KVCacheSpec` classes carry
+their sizes the same way). The config's `metadata.memory` is the record's rendering
+(`MemoryRecord.metadata`) and `est_vram_gb` its device total. The parts are llama.cpp's
+(`llama_memory_breakdown_print`, common/fit.cpp): `model` (weights), `context` (KV cache and
+recurrent state; vLLM's KV-cache pool) and `compute` (graph buffers; vLLM's activations and
+runtime), per device, plus what the engine's own report does not show (`unseen`: driver runtime,
+swapgen's base charge, a projector) and, on measured figures, a margin.
+docs/maintainers/sizing.md#exact-numbers-for-your-machine says when each source is used.
 
 Where the engine reports no accelerator (a CPU build of llama.cpp), its host figures stand for
 the device: the budget then bounds what the model takes from RAM.
@@ -21,6 +26,8 @@ from typing import Any
 
 import attrs
 from attrs import frozen
+
+from autogen.numfmt import size_gb
 
 MIB = 1 << 20
 #: The `metadata` key the record is written under.
@@ -189,6 +196,65 @@ def _at(values: tuple[int, ...], i: int) -> int:
 def mib_up(n: int) -> int:
     """Whole MiB, rounded up."""
     return -(-n // MIB)
+
+
+@frozen
+class Footprint:
+    """What one served entry takes, typed: `metadata`, the comment, `swapgen show`, routing and a
+    preset's `--models-max` read it (docs/maintainers/routing.md).
+
+    Example: Footprint(engine="llama.cpp", vram=11_703_567_073, host=0, disk=5_027_784_512,
+    gpus=(0,), results=(("ctx", 40960), ("ngl", 37), ("n_cpu_moe", 0), ("kv_type", "f16")),
+    memory=MemoryRecord(…)).
+    """
+
+    #: The engine as `metadata.engine` names it ("llama.cpp", "vllm", "sd-server", …).
+    engine: str
+    #: Bytes on every device together (`est_vram_gb`); 0 = no GPU (a CPU-only engine).
+    vram: int = 0
+    #: Host RAM beside the devices (`est_ram_gb`).
+    host: int = 0
+    #: Bytes of the model's files as loaded (`size_gb`): what loading it again costs.
+    disk: int = 0
+    #: The GPUs it is pinned to, by index (`devices`); None = the engine's default devices.
+    gpus: tuple[int, ...] | None = None
+    #: The sizing results a move to other devices must keep to be the same launch, in order
+    #: (llama-server: ctx, ngl, n_cpu_moe, kv_type).
+    results: tuple[tuple[str, int | str], ...] = ()
+    #: The memory record (`metadata.memory`); None = an engine swapgen does not size per part.
+    memory: MemoryRecord | None = None
+
+    @property
+    def vram_gb(self) -> float:
+        """`est_vram_gb`: GiB to two decimals, as every entry prints sizes (`numfmt.size_gb`)."""
+        return size_gb(self.vram)
+
+    @property
+    def host_gb(self) -> float:
+        return size_gb(self.host)
+
+    @property
+    def disk_gb(self) -> float:
+        return size_gb(self.disk)
+
+    def to_data(self) -> dict[str, Any]:
+        """Plain data for a fragment file (bytes as integers)."""
+        return {"engine": self.engine, "vram": self.vram, "host": self.host, "disk": self.disk,
+                "gpus": list(self.gpus) if self.gpus is not None else None,
+                "results": [list(r) for r in self.results],
+                "memory": to_data(self.memory) if self.memory is not None else None}
+
+    @classmethod
+    def from_data(cls, data: Any) -> Footprint:
+        """The footprint of `to_data`; ValueError on anything else."""
+        try:
+            gpus = data["gpus"]
+            return cls(engine=str(data["engine"]), vram=int(data["vram"]), host=int(data["host"]),
+                       disk=int(data["disk"]), gpus=tuple(int(g) for g in gpus) if gpus is not None else None,
+                       results=tuple((str(k), v) for k, v in data["results"]),
+                       memory=from_data(data["memory"]) if data["memory"] is not None else None)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a footprint: {exc!r}") from exc
 
 
 def to_data(footprint: MemoryRecord) -> dict[str, Any]:

@@ -70,7 +70,7 @@ class TestSearch:
     def test_the_budget_holds_by_the_engines_own_accounting(self, lib):
         _, _, planned = plan(lib)
         (entry,) = planned.entries
-        used = entry.footprint
+        used = entry.footprint.memory
         assert used.source == "llama-fit-params" and used.devices[0].name == "CUDA0"
         budget = 8 << 30
         assert used.vram <= budget
@@ -110,12 +110,12 @@ class TestSearch:
         settings = lib / "swapgen.yaml"
         settings.write_text(settings.read_text().replace("variant: cuda}", "variant: cuda, fit_params: none}"))
         _, _, planned = plan(lib)
-        assert planned.entries[0].footprint.source == "estimate" and calls(lib) == []
+        assert planned.entries[0].footprint.memory.source == "estimate" and calls(lib) == []
 
     def test_a_failing_estimator_leaves_the_estimate(self, lib):
         (lib / "llama-build" / "llama-fit-params").write_text("#!/bin/sh\necho 'error: boom' >&2\nexit 1\n")
         _, _, planned = plan(lib)
-        assert planned.entries[0].footprint.source == "estimate"
+        assert planned.entries[0].footprint.memory.source == "estimate"
 
 
 def test_the_record_in_the_config_and_the_source_in_list(lib, capsys):

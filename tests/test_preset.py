@@ -9,6 +9,7 @@ import pytest
 
 from autogen.emit.entry import Entry, Plan, Skip
 from autogen.errors import SwapgenError
+from autogen.footprint import Footprint
 from autogen.router.llama_options import recorded_table
 from autogen.router.matrix_plan import Device, Load
 from autogen.router.preset import PresetError, Section, models_max, preset_plan, render_preset, section_of
@@ -101,7 +102,7 @@ class TestSectionOf:
 
 class TestPresetPlan:
     def test_models_of_other_engines_are_left_out_with_the_reason(self):
-        plan = Plan(model_id="flux", entries=(Entry(id="flux", argv=("sd-server",), metadata=(("engine", "sd-server"),)),))
+        plan = Plan(model_id="flux", entries=(Entry(id="flux", argv=("sd-server",), footprint=Footprint("sd-server")),))
         served, sections, left = preset_plan(plan, "sd", EXE)
         assert (served.entries, sections) == ((), ())
         assert left == (Skip("flux", "a sd-server model: llama.cpp's router starts llama-server only "

@@ -8,10 +8,12 @@ import itertools
 import json
 import math
 
+import attrs
 import pytest
 import yaml
 
 from autogen.commands import sample
+from autogen.emit import dispatch
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.validate import main_validate, validate_text
 from tests import schema_facts
@@ -27,7 +29,7 @@ backends:
   - {{id: vllm, kind: vllm, path: vllm, version: "0.11.0"}}
   - {{id: sd-cuda, kind: sd, path: sd-server, default: true}}
 routing: auto
-default_variants:
+default_profiles:
   - {{name: share, vram_budget_gb: 10}}
 """
 MISTRAL_ON_VLLM = ("  - {match: '*Mistral-7B-Instruct-v0.3*', backend: vllm, "
@@ -168,11 +170,75 @@ def test_swapgen_validate_names_the_matrix(library, capsys):
 
 
 def test_fragments_written_before_routing_existed_are_emitted_again(library):
-    """A fragment without its entries' loads (an older swapgen) is re-emitted, not misread."""
+    """A fragment without its entries' footprints (an older swapgen) is re-emitted, not misread."""
     first, _ = run(library, "one-gpu")
     for path in (library / "cache-one-gpu" / "fragments").glob("*.json"):
         data = json.loads(path.read_text())
-        del data["loads"]
+        del data["footprints"]
         path.write_text(json.dumps(data))
     (library / "one-gpu.yaml").unlink()
     assert run(library, "one-gpu")[0] == first
+
+
+#: Two cards, a llama model split over both (one card alone keeps its sizing: the entry moves
+#: there), the embedder pinned to the second card.
+RENAMED = """\
+roots: [sample-library]
+output: {name}.{ext}
+cache_dir: cache-{name}
+target: {target}
+vram_budget_gb: 22
+gpus: [{{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}},
+       {{index: 1, name: RTX 4070, vram_gb: 12, vendor: nvidia}}]
+backends:
+  - {{id: llama-cuda, kind: llama, path: llama-server, default: true, variant: cuda}}
+  - {{id: vllm, kind: vllm, path: vllm, version: "0.11.0"}}
+  - {{id: sd-cuda, kind: sd, path: sd-server, default: true}}
+{routing}default_variants:
+  - {{name: share, vram_budget_gb: 10}}
+overrides:
+  - {{match: '*nomic*', devices: [1]}}
+  - {{match: '*Meta-Llama*', devices: [0, 1]}}
+  - {{match: '*gemma*', devices: [0, 1], vram_budget_gb: 30}}
+"""
+
+
+def _renamed(plan):
+    """The plan with every metadata key its entries carry renamed (once)."""
+    entries = tuple(attrs.evolve(e, metadata=tuple((k if k.startswith("renamed_") else f"renamed_{k}", v)
+                                                   for k, v in e.metadata)) for e in plan.entries)
+    return attrs.evolve(plan, entries=entries)
+
+
+@pytest.mark.parametrize("target", ["llama-swap", "llama-server"])
+def test_routing_reads_no_metadata_key(library, monkeypatch, target):
+    """Every metadata key renamed where the emitters and the placement write it: the matrix, the
+    devices each entry runs on, a preset's `--models-max` and sections stay the same (routing
+    reads each entry's typed footprint, never its metadata)."""
+    ext = "yaml" if target == "llama-swap" else "ini"
+
+    def generate_as(name):
+        path = library / f"{name}.settings.yaml"
+        routing = "routing: auto\n" if target == "llama-swap" else ""
+        path.write_text(RENAMED.format(name=name, target=target, ext=ext, routing=routing))
+        assert generate(path)[0] == 0
+        return (library / f"{name}.{ext}").read_text()
+
+    plain = generate_as(f"plain-{target}")
+    dispatched, placed = dispatch._dispatch, dispatch._placed
+    monkeypatch.setattr(dispatch, "_dispatch", lambda job, ctx: _renamed(dispatched(job, ctx)))
+    monkeypatch.setattr(dispatch, "_placed", lambda job, ctx, plan: _renamed(placed(job, ctx, plan)))
+    renamed = generate_as(f"renamed-{target}")
+    assert "renamed_" in renamed or target == "llama-server"
+    if target == "llama-server":
+        assert renamed.replace("renamed-", "plain-") == plain
+        return
+    doc, base = yaml.safe_load(renamed), yaml.safe_load(plain)
+    assert "routing" in base and doc["routing"] == base["routing"]
+    assert {m: (e["cmd"], e.get("env")) for m, e in doc["models"].items()} == {
+        m: (e["cmd"], e.get("env")) for m, e in base["models"].items()}
+    moved = base["models"]["meta-llama-3.1-8b-instruct-q4_k_m"]
+    assert moved["metadata"]["devices"] == "0"  # fits the first card alone: moved there
+    for m, entry in doc["models"].items():
+        keys = {k.removeprefix("renamed_") for k in entry.get("metadata", {})}
+        assert keys == set(base["models"][m].get("metadata", {})), m

@@ -159,4 +159,5 @@ def start_errors(plan: Plan, job: Job, figures: EngineFigures) -> dict[str, str]
 
 def sources(entries: Sequence[Entry]) -> dict[str, str]:
     """Entry id → the source of its memory record (`swapgen list`)."""
-    return {e.id: e.footprint.source.value for e in entries if e.footprint is not None}
+    return {e.id: e.footprint.memory.source.value for e in entries
+            if e.footprint is not None and e.footprint.memory is not None}

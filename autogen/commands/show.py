@@ -99,7 +99,8 @@ def report(library: Library, job: Job) -> dict:
         if kv is not None else None,
         "notes": list(plan.notes),
         "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env),
-                     "memory": {"used": e.footprint.source.value if e.footprint else None,
+                     "memory": {"used": e.footprint.memory.source.value
+                                if e.footprint is not None and e.footprint.memory is not None else None,
                                 **{str(k): to_data(v) if isinstance(v, MemoryRecord) else v
                                    for k, v in sources(library, job, host.get(e.id, e)).items()}}}
                     for e in plan.entries],

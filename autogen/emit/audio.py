@@ -27,7 +27,8 @@ from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.numfmt import format_g, gib, round_half_away, size_gb
+from autogen.footprint import Footprint
+from autogen.numfmt import GIB, format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
 
@@ -56,19 +57,26 @@ def _comment(engine: str, arch: str, row: ModelRow, why: str) -> str:
     return f"{engine} · {arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · {why}"
 
 
-def _metadata(ctx: EmitContext, engine: str, arch: str, est_vram: float | None,
+def _footprint(ctx: EmitContext, engine: str, est_vram_gb: float | None) -> Footprint:
+    """The entry's footprint: the flat VRAM rule's figure (GiB, two decimals) as bytes; None = CPU."""
+    vram = round(est_vram_gb * GIB) if est_vram_gb is not None else 0
+    return Footprint(engine=engine, vram=vram, disk=ctx.row.size_bytes)
+
+
+def _metadata(footprint: Footprint, ctx: EmitContext, arch: str,
               *extra: tuple[str, MetaValue]) -> tuple[tuple[str, MetaValue], ...]:
-    data: list[tuple[str, MetaValue]] = [("backend", ctx.backend.backend_id), ("engine", engine), ("arch", arch),
-                                         ("size_gb", size_gb(ctx.row.size_bytes))]
-    if est_vram is not None:
-        data.append(("est_vram_gb", est_vram))
+    data: list[tuple[str, MetaValue]] = [("backend", ctx.backend.backend_id), ("engine", footprint.engine),
+                                         ("arch", arch), ("size_gb", footprint.disk_gb)]
+    if footprint.vram:
+        data.append(("est_vram_gb", footprint.vram_gb))
     return tuple(data) + extra
 
 
-def _entry(ctx: EmitContext, argv: tuple[str, ...], comment: list[str], **kw) -> Entry:
+def _entry(ctx: EmitContext, argv: tuple[str, ...], comment: list[str], footprint: Footprint, *extra_metadata,
+           **kw) -> Entry:
     ov = ctx.override
-    return Entry(id=ctx.row.id, argv=argv, comment=tuple(comment), ttl=ctx.ttl,
-                 unlisted=bool(ov and ov.unlisted), **kw)
+    return Entry(id=ctx.row.id, argv=argv, comment=tuple(comment), ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted),
+                 footprint=footprint, metadata=_metadata(footprint, ctx, *extra_metadata), **kw)
 
 
 def _stem(path: str) -> str:
@@ -108,9 +116,8 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
                                                   f"est VRAM talker + codec + 0.3 GB")]
-    entry = _entry(ctx, argv, comment, check_endpoint="/health",
-                   metadata=_metadata(ctx, "qwentts.cpp", arch, est, ("voice_clone", True)),
-                   capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
+    entry = _entry(ctx, argv, comment, _footprint(ctx, "qwentts.cpp", est), arch, ("voice_clone", True),
+                   check_endpoint="/health", capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"est VRAM {format_g(est)} GB = talker {format_g(size_gb(row.size_bytes))} + codec "
              f"{format_g(size_gb(codec_bytes))} + 0.3")
@@ -128,8 +135,8 @@ def _emit_ttscpp(ctx: EmitContext) -> Plan:
     if ctx.backend.row is None:
         comment.append(f"WARNING: no TTS.cpp backend registered (a row of kind ttscpp); using {ctx.backend.exe}, "
                        f"which must be TTS.cpp's tts-server for this model to load")
-    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, check_endpoint="/health",
-                   use_model_name=_stem(row.path), metadata=_metadata(ctx, "tts.cpp", arch, None),
+    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, "tts.cpp", None), arch,
+                   check_endpoint="/health", use_model_name=_stem(row.path),
                    capabilities=Capabilities(inputs=("text",), outputs=("audio",)), coexist_group="tts")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
 
@@ -142,7 +149,7 @@ def emit_asr(ctx: EmitContext) -> Plan:
     arch = meta.arch if meta is not None else ""
     argv = (ctx.backend.exe or ENGINES[Engine.ASR].exe, "--model", row.path, "--port", "${PORT}", *_extra(ctx))
     comment = [_comment("parakeet", arch, row, "Parakeet ASR, parakeet.cpp parakeet-server, CPU (no VRAM charge)")]
-    entry = _entry(ctx, argv, comment, check_endpoint="none", metadata=_metadata(ctx, "parakeet.cpp", arch, None),
+    entry = _entry(ctx, argv, comment, _footprint(ctx, "parakeet.cpp", None), arch, check_endpoint="none",
                    capabilities=Capabilities(inputs=("audio",), outputs=("text",)), coexist_group="asr")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
 
@@ -197,8 +204,8 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
     clone = task == "tts" and family in AUDIOCPP_CLONE
     caps = (Capabilities(inputs=("text",), outputs=("audio",)) if task == "tts"
             else Capabilities(inputs=("audio",), outputs=("text",)))
-    metadata = _metadata(ctx, "audio.cpp", family, est, ("task", task), *((("voice_clone", True),) if clone else ()))
-    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, check_endpoint="/health", metadata=metadata,
+    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, "audio.cpp", est), family,
+                   ("task", task), *((("voice_clone", True),) if clone else ()), check_endpoint="/health",
                    capabilities=caps)
     text = audiocpp_config(row.id, family, row.path, task)
     return Plan(model_id=row.id, entries=(entry,), files=((config, text),),

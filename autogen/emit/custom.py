@@ -13,8 +13,9 @@ the engine, and the model is skipped saying so. No sizing: the estimate is the f
 from __future__ import annotations
 
 from autogen.emit.entry import Entry, Plan
+from autogen.footprint import Footprint
 from autogen.metadata.formats import FOREIGN_FORMATS
-from autogen.numfmt import format_g, size_gb
+from autogen.numfmt import format_g
 from autogen.resolve.context import EmitContext
 
 PORT_MACRO = "${PORT}"
@@ -27,12 +28,13 @@ def emit_custom(ctx: EmitContext) -> Plan:
         return Plan.skip(row.id, f"backend {ctx.backend.backend_id} is of kind custom: its port flag is yours to give; "
                                  f"put it in the override's extra_args, e.g. [--port, \"{PORT_MACRO}\"]")
     fmt = FOREIGN_FORMATS[row.foreign_format].name if row.foreign_format else row.format
+    footprint = Footprint(engine=ctx.backend.engine, disk=row.size_bytes)
     entry = Entry(id=row.id, argv=(ctx.backend.exe, row.path, *extra),
-                  comment=(f"custom · {fmt} · {format_g(size_gb(row.size_bytes))} GB · backend "
+                  comment=(f"custom · {fmt} · {format_g(footprint.disk_gb)} GB · backend "
                            f"{ctx.backend.backend_id} ({ctx.backend.why}); command from extra_args, not sized",),
-                  metadata=(("backend", ctx.backend.backend_id), ("engine", ctx.backend.engine),
-                            ("format", fmt), ("size_gb", size_gb(row.size_bytes))),
-                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted))
+                  metadata=(("backend", ctx.backend.backend_id), ("engine", footprint.engine),
+                            ("format", fmt), ("size_gb", footprint.disk_gb)),
+                  ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint)
     return Plan(model_id=row.id, entries=(entry,),
                 notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why}): kind custom, command "
                        "= exe, model path, extra_args",))

@@ -11,7 +11,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from autogen.footprint import Gap, MemoryRecord
+from autogen.footprint import Footprint, Gap, MemoryRecord
 
 #: A metadata value llama-swap passes through to /v1/models.
 MetaValue = str | int | float | bool
@@ -53,9 +53,10 @@ class Entry:
     aliases: tuple[str, ...] = ()
     #: Coexistence group this entry joins ("sam", "tts", "asr"); None = the swap group.
     coexist_group: str | None = None
-    #: What the engine holds, per device and part, and who said so (`metadata.memory` renders it;
-    #: `est_vram_gb` is its device total). None = an engine swapgen does not size.
-    footprint: MemoryRecord | None = None
+    #: What the entry takes, typed (engine, bytes on the devices and in RAM, files, GPUs, sizing
+    #: results, the memory record): `metadata`, the comment, routing and `swapgen show` render it.
+    #: None = takes nothing swapgen knows of (routing counts it as CPU-only).
+    footprint: Footprint | None = None
     #: swapgen's own estimate for this exact command (the footprint when no engine was asked),
     #: for `swapgen show` and for correcting the model with the engine's figures.
     estimate: MemoryRecord | None = None

@@ -57,10 +57,10 @@ from autogen.emit.llama_profiles import (
 )
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import MemoryRecord
+from autogen.footprint import Footprint, MemoryRecord
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
-from autogen.numfmt import GIB, format_g, size_gb
+from autogen.numfmt import GIB, format_g
 from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
@@ -82,6 +82,8 @@ from autogen.sizing.llama import (
 from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
 
+#: The engine as `metadata.engine` names it.
+ENGINE_LABEL = "llama.cpp"
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
 #: Embedding context: the trained window (512 when absent), capped (docs/maintainers/classes.md#embeddings).
@@ -220,10 +222,13 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     assert sizing.estimate is not None and sizing.decided is not None
     used, estimate = footprints(ctx, argv, sizing.decided, sizing.estimate)
     ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
-    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {sizing.ctx}, {ngl_text} "
+    footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
+                          results=(("ctx", sizing.ctx), ("ngl", sizing.ngl), ("n_cpu_moe", sizing.n_cpu_moe),
+                                   ("kv_type", sizing.kv_type)), memory=used)
+    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GB · ctx {sizing.ctx}, {ngl_text} "
                f"({sizing.why})",
-               f"est VRAM {format_g(size_gb(used.vram))} GB of "
-               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(size_gb(_host(used)))} GB, "
+               f"est VRAM {format_g(footprint.vram_gb)} GB of "
+               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(footprint.host_gb)} GB, "
                f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")
                + ("" if used.source == "estimate" else f" ({used.source})")]
     if projector:
@@ -236,11 +241,11 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     if meta.has_chat_template and not tools:
         comment.append("no tools capability: the chat template never mentions tools")
     images = projector is not None or _extra_attaches_projector(choices)
-    metadata = [*_metadata(ctx, sizing, used), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
+    metadata = [*_metadata(ctx, sizing, footprint), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
                         tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=used,
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint,
                   estimate=estimate, estimator_gap=estimator_gap(meta, ctx.kv, choices.knobs, sizing.ctx,
                                                                  sizing.kv_type))
     notes = [*sizing.notes, fit_note(choices)]
@@ -281,15 +286,14 @@ def _extra_attaches_projector(choices: LlamaChoices) -> bool:
     return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
 
 
-def _metadata(ctx: EmitContext, sizing: LlamaSizing, used: MemoryRecord) -> list[tuple[str, MetaValue]]:
+def _metadata(ctx: EmitContext, sizing: LlamaSizing, footprint: Footprint) -> list[tuple[str, MetaValue]]:
     """`kv_bytes_per_token` is the model's own cost at f16, the same figure every engine's entry
     reports for one model; the cache type actually used is `kv_type`."""
     meta = ctx.meta
     assert meta is not None
     per_token = ctx.kv.bytes_per_token if ctx.kv is not None and ctx.kv.bytes_per_token else sizing.kv_bytes_per_token
-    return [("backend", ctx.backend.backend_id), ("engine", "llama.cpp"), ("arch", meta.arch),
-            ("size_gb", size_gb(ctx.row.size_bytes)), ("est_vram_gb", size_gb(used.vram)),
-            ("est_ram_gb", size_gb(_host(used))),
+    return [("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", meta.arch),
+            ("size_gb", footprint.disk_gb), ("est_vram_gb", footprint.vram_gb), ("est_ram_gb", footprint.host_gb),
             ("kv_bytes_per_token", per_token), ("ctx", sizing.ctx), ("ngl", sizing.ngl)]
 
 
@@ -329,15 +333,17 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
         groups.append(("-t", str(choices.threads)))
     argv = _finish(groups, choices)
     used, estimate = footprints(ctx, argv, estimate, estimate)
+    footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
+                          results=(("ctx", ctx_len), ("ngl", ngl)), memory=used)
     kind = "reranker" if pooling == "rank" else "text embedder"
-    comment = [f"llama · {meta.arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · ctx {ctx_len}, ngl {ngl} "
+    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
     if used.vram > sizing.budget:
         comment.append(f"est VRAM {gb(used.vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
-    metadata = [*_metadata(ctx, sizing, used), ("pooling", pooling or "default")]
+    metadata = [*_metadata(ctx, sizing, footprint), ("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
-                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=used,
+                  capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint,
                   estimate=estimate)
     notes = (f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),

@@ -96,7 +96,8 @@ def _finished(entry: Entry, engine: str, model_id: str, block: dict[str, Any], w
                     conflicts.append(f"{where}.env[{i}]: swapgen sets {name} for {entry.id!r} ({ours[name]})")
             env += tuple(value)
         elif key == "metadata":
-            ours = dict(entry.metadata) | ({MEMORY_KEY: entry.footprint.source.value} if entry.footprint else {})
+            memory = entry.footprint.memory if entry.footprint is not None else None
+            ours = dict(entry.metadata) | ({MEMORY_KEY: memory.source.value} if memory is not None else {})
             for name in value.keys() & ours.keys():
                 conflicts.append(f"{where}.metadata.{name}: swapgen writes this metadata key for {entry.id!r} "
                                  f"({name}: {ours[name]!r}); pick another name")

@@ -25,17 +25,16 @@ def _placed(entry: Entry, placement: Placement) -> Entry:
         line = f"devices {placement.label} ({placement.why}): {env[-1]}"
     else:
         line = f"devices {placement.label} ({placement.why}): a {placement.family} build takes no device pin"
-    return attrs.evolve(entry, env=kept + env, comment=(*entry.comment, line),
+    footprint = entry.footprint
+    if footprint is not None:
+        footprint = attrs.evolve(footprint, gpus=tuple(g.index for g in placement.gpus))
+    return attrs.evolve(entry, env=kept + env, comment=(*entry.comment, line), footprint=footprint,
                         metadata=(*entry.metadata, ("devices", placement.label)))
 
 
 def place_plan(plan: Plan, placement: Placement) -> Plan:
     """Every entry of the plan pinned to the same placement."""
     return attrs.evolve(plan, entries=tuple(_placed(e, placement) for e in plan.entries))
-
-
-#: Sizing results an entry loses when it moves from a split to one card (llama metadata keys).
-_SIZING_KEYS = ("ctx", "ngl", "n_cpu_moe", "kv_type")
 
 
 def prefer_one_card(split: Plan, single: Plan, placement: Placement, one: Placement) -> Plan:
@@ -47,12 +46,18 @@ def prefer_one_card(split: Plan, single: Plan, placement: Placement, one: Placem
     entries, notes = [], []
     for entry in split.entries:
         alt = alone.get(entry.id)
-        same = alt is not None and all(dict(alt.metadata).get(k) == dict(entry.metadata).get(k) for k in _SIZING_KEYS)
-        est = dict(alt.metadata).get("est_vram_gb", 0) if alt is not None else 0
-        if same and isinstance(est, (int, float)) and est <= card:
+        if alt is not None and _keeps_everything(alt, entry, card):
             entries.append(_placed(alt, one))
             notes.append(f"devices of {entry.id}: {one.label} alone (fits one card, loses nothing)")
         else:
             entries.append(_placed(entry, placement))
             notes.append(f"devices of {entry.id}: {placement.label}, layers split by VRAM")
     return attrs.evolve(split, entries=tuple(entries), notes=split.notes + tuple(notes))
+
+
+def _keeps_everything(alone: Entry, split: Entry, card_gb: float) -> bool:
+    """The one-card entry has the split's sizing results (context, layers, experts, KV type) and
+    its estimate fits the card."""
+    if alone.footprint is None or split.footprint is None:
+        return False
+    return alone.footprint.results == split.footprint.results and alone.footprint.vram_gb <= card_gb

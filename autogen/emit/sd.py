@@ -29,7 +29,8 @@ from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.numfmt import format_g, gib, round_half_away, size_gb
+from autogen.footprint import Footprint
+from autogen.numfmt import GIB, format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import image_arch
 from autogen.settings.schema import Encoders, Override
@@ -259,13 +260,14 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
         roles = ", ".join(f"{role} ({why})" for role, why in comps.missing)
         comment.append(f"WARNING: {row.id} needs [{roles}]; declare them under `encoders:` in swapgen.yaml "
                        f"or in its override - generation fails until then")
+    footprint = Footprint(engine="sd-server", vram=round(budget * GIB), disk=row.size_bytes)
     metadata: list[tuple[str, MetaValue]] = [
-        ("backend", ctx.backend.backend_id), ("engine", "sd-server"), ("arch", arch),
-        ("size_gb", model_gb), ("est_vram_gb", budget), ("max_vram", graph), ("offload", offload)]
+        ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
+        ("size_gb", footprint.disk_gb), ("est_vram_gb", footprint.vram_gb), ("max_vram", graph), ("offload", offload)]
     inputs = ("text", "image") if is_reference_edit(name) else ("text",)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=Capabilities(inputs=inputs, outputs=("image",)), ttl=ctx.ttl,
-                  check_endpoint="/", unlisted=bool(ov and ov.unlisted))
+                  check_endpoint="/", unlisted=bool(ov and ov.unlisted), footprint=footprint)
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"budget {format_g(budget)} GB = "
              + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb

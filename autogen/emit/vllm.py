@@ -32,8 +32,8 @@ from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import DeviceMemory, MemoryRecord, Source
-from autogen.numfmt import GIB, format_g, gib, size_gb
+from autogen.footprint import DeviceMemory, Footprint, MemoryRecord, Source
+from autogen.numfmt import GIB, format_g, gib
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
@@ -216,15 +216,17 @@ def emit_vllm(ctx: EmitContext) -> Plan:
         which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
         comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
 
+    used, estimate = _footprints(ctx, sizing, argv)
+    footprint = Footprint(engine=Engine.VLLM.value, vram=round(sizing.est_vram_gb * GIB) if used is estimate
+                          else used.vram, disk=sized.row.size_bytes, memory=used)
     metadata: list[tuple[str, MetaValue]] = [
-        ("backend", ctx.backend.backend_id), ("engine", "vllm"), ("arch", arch), ("size_gb", sizing.weights_gb),
-        ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
+        ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
+        ("size_gb", footprint.disk_gb), ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
     if sizing.kv_cache_bytes is not None:
         metadata.append(("kv_cache_bytes", sizing.kv_cache_bytes))
     if per_token is not None:
         metadata.append(("kv_bytes_per_token", per_token))
-    used, estimate = _footprints(ctx, sizing, argv)
-    metadata.append(("est_vram_gb", sizing.est_vram_gb if used is estimate else size_gb(used.vram)))
+    metadata.append(("est_vram_gb", footprint.vram_gb))
     if parser.parser and not extra_parser:
         metadata.append(("tool_parser", parser.parser))
     if ctx.nodes is not None:
@@ -235,7 +237,7 @@ def emit_vllm(ctx: EmitContext) -> Plan:
                   metadata=tuple(metadata),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
                   ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters),
-                  footprint=used, estimate=estimate)
+                  footprint=footprint, estimate=estimate)
     notes = _notes(ctx, sizing, parser, row_version)
     if ctx.nodes is not None:
         notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))

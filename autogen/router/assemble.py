@@ -19,6 +19,7 @@ from attrs import frozen
 from autogen.emit.entry import Plan
 from autogen.emit.served_paths import PathMap
 from autogen.errors import SwapgenError
+from autogen.footprint import Footprint
 from autogen.fsutil import write_if_changed
 from autogen.resolve.gpus import card_vram_gb, eligible, inventory
 from autogen.router.fragments import comment_text, quote, render_data, render_plan
@@ -46,9 +47,9 @@ class Fragment:
     #: (path, text) per file the model writes beside its fragment (audio.cpp's server config):
     #: what those files must hold while this fragment is current.
     files: tuple[tuple[str, str], ...] = ()
-    #: What each served entry asks of the GPUs (estimate, devices, size), for `routing: auto`
-    #: and a preset's `--models-max`.
-    loads: tuple[Load, ...] = ()
+    #: (entry id, its typed footprint) per served entry, for `routing: auto` and a preset's
+    #: `--models-max` (`loads`); stored as the footprint's own data, never read from metadata.
+    footprints: tuple[tuple[str, Footprint | None], ...] = ()
     #: `target: llama-server`: the served entries as preset sections (`blocks` then holds the
     #: skip lines, in the preset's comment form).
     sections: tuple[Section, ...] = ()
@@ -59,27 +60,31 @@ class Fragment:
         blocks = render_plan(plan) if target != LLAMA_SERVER else [(s.id, render_preset_skip(s)) for s in plan.skips]
         return cls(model_id=plan.model_id, blocks=tuple(blocks),
                    members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary,
-                   files=tuple(plan.files),
-                   loads=tuple(Load.from_metadata(e.id, plan.model_id, e.metadata) for e in plan.entries),
+                   files=tuple(plan.files), footprints=tuple((e.id, e.footprint) for e in plan.entries),
                    sections=sections)
+
+    @property
+    def loads(self) -> tuple[Load, ...]:
+        """What each served entry asks of the GPUs (estimate, devices, size)."""
+        return tuple(Load.of(entry_id, self.model_id, footprint) for entry_id, footprint in self.footprints)
 
     def to_json(self) -> bytes:
         # ASCII escapes: a path that is not valid UTF-8 (surrogate escapes) still round-trips
-        loads = [[x.entry_id, x.est_vram_gb, x.devices, x.size_gb, x.engine] for x in self.loads]
+        footprints = [[e, fp.to_data() if fp is not None else None] for e, fp in self.footprints]
         return json.dumps({"model": self.model_id, "blocks": self.blocks, "members": self.members,
-                           "summary": self.summary, "files": self.files, "loads": loads,
+                           "summary": self.summary, "files": self.files, "footprints": footprints,
                            "sections": [s.to_json() for s in self.sections]}, sort_keys=True).encode()
 
     @classmethod
     def load(cls, path: str) -> Fragment:
+        """The fragment of `to_json`; KeyError or ValueError on a fragment of an older swapgen (its
+        task then runs again)."""
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        loads = tuple(Load(entry_id=e, model_id=data["model"], est_vram_gb=est,
-                           devices=tuple(devices) if devices is not None else None, size_gb=size, engine=engine)
-                      for e, est, devices, size, engine in data["loads"])
+        footprints = tuple((e, Footprint.from_data(fp) if fp is not None else None) for e, fp in data["footprints"])
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
                    members=tuple(tuple(m) for m in data["members"]), summary=data["summary"],
-                   files=tuple(tuple(f) for f in data["files"]), loads=loads,
+                   files=tuple(tuple(f) for f in data["files"]), footprints=footprints,
                    sections=tuple(Section.from_json(s) for s in data.get("sections", ())))  # older fragments: none
 
 

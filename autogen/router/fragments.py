@@ -163,12 +163,13 @@ def render_entry(entry: Entry) -> str:
 
 def _metadata(entry: Entry, user: dict[str, Any], body: str) -> list[str]:
     """`metadata`: ours, the memory record, then the user's own keys."""
-    if not (entry.metadata or user or entry.footprint):
+    memory = entry.footprint.memory if entry.footprint is not None else None
+    if not (entry.metadata or user or memory):
         return []
     out = [f"{body}metadata:"]
     out.extend(f"{body}{INDENT}{key}: {scalar(value)}" for key, value in entry.metadata)
-    if entry.footprint is not None:
-        out.extend(render_data(MEMORY_KEY, entry.footprint.metadata(), body + INDENT))
+    if memory is not None:
+        out.extend(render_data(MEMORY_KEY, memory.metadata(), body + INDENT))
     for key, value in user.items():
         out.extend(render_data(key, value, body + INDENT))
     return out

@@ -1,14 +1,16 @@
 """`routing: auto`: llama-swap's `matrix` router planned from each entry's VRAM estimate.
 
-A pure function of the served entries (`Load`: estimate, devices, size on disk) and the host's
+A pure function of the served entries (`Load`: estimate, devices, size on disk, from each
+entry's `Footprint`) and the host's
 cards (`Device`) → `MatrixPlan`: the maximal sets of entries that fit together on every card
 they use, every CPU-only entry in each set, an evict cost per entry. `docs/maintainers/routing.md` gives the
 rules and the measurements; docs/vram-routing.md an example.
 
 - An entry's demand on a card is its `est_vram_gb` spread over its devices in proportion to
   their VRAM: llama-server's `-ts` (and its default split) and vLLM's per-GPU
-  `--gpu-memory-utilization` both scale with the card. Its devices are its `devices` metadata,
-  else llama-server spreads over every card and any other engine uses the first one.
+  `--gpu-memory-utilization` both scale with the card. Its devices are the GPUs it is pinned to
+  (`devices` in its metadata), else llama-server spreads over every card and any other engine uses
+  the first one.
 - Entries of one model (its llama profiles) never share: they are the same weights twice.
 - Sets are the maximal feasible sets (no entry can join without overflowing a card). Their
   number can grow exponentially with the entry count; past `MAX_EXACT_SETS` the plan keeps a
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from attrs import frozen
 
+from autogen.footprint import Footprint
 from autogen.numfmt import format_g
 from autogen.router.fragments import quote
 
@@ -38,7 +41,7 @@ SPREADING_ENGINES = ("llama.cpp",)
 
 @frozen
 class Load:
-    """What one served entry asks of the cards, read from its metadata.
+    """What one served entry asks of the cards, from its typed footprint (`footprint.Footprint`).
 
     Example: Load(entry_id="qwen3-8b-share", model_id="qwen3-8b", est_vram_gb=10.9,
     devices=(0,), size_gb=4.68, engine="llama.cpp").
@@ -49,23 +52,20 @@ class Load:
     model_id: str
     #: 0 = the entry uses no GPU (a CPU-only engine).
     est_vram_gb: float
-    #: The `devices` metadata key as indices; None = the engine's default devices.
+    #: The GPUs the entry is pinned to; None = the engine's default devices.
     devices: tuple[int, ...] | None
     #: The model's files on disk: the cost of loading it again (evict cost).
     size_gb: float
     engine: str
 
     @classmethod
-    def from_metadata(cls, entry_id: str, model_id: str, metadata: Iterable[tuple[str, object]]) -> Load:
-        meta = dict(metadata)
-        est = meta.get("est_vram_gb")
-        label = meta.get("devices")
-        devices = tuple(int(d) for d in label.split(",")) if isinstance(label, str) and label else None
-        size = meta.get("size_gb")
-        return cls(entry_id=entry_id, model_id=model_id,
-                   est_vram_gb=float(est) if isinstance(est, (int, float)) and not isinstance(est, bool) else 0.0,
-                   devices=devices, size_gb=float(size) if isinstance(size, (int, float)) else 0.0,
-                   engine=str(meta.get("engine", "")))
+    def of(cls, entry_id: str, model_id: str, footprint: Footprint | None) -> Load:
+        """The entry's demand as its metadata states it (GiB to two decimals); no footprint = a
+        CPU-only entry swapgen knows nothing of."""
+        if footprint is None:
+            return cls(entry_id=entry_id, model_id=model_id, est_vram_gb=0.0, devices=None, size_gb=0.0, engine="")
+        return cls(entry_id=entry_id, model_id=model_id, est_vram_gb=footprint.vram_gb, devices=footprint.gpus or None,
+                   size_gb=footprint.disk_gb, engine=footprint.engine)
 
 
 @frozen

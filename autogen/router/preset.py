@@ -174,7 +174,8 @@ def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[S
     if not plan.entries:
         return plan, (), ()
     if engine != Engine.LLAMA:  # the router runs llama-server only
-        engine_name = dict(plan.entries[0].metadata).get("engine") or engine
+        first = plan.entries[0].footprint
+        engine_name = (first.engine if first is not None else "") or engine
         left = tuple(Skip(e.id, f"a {engine_name} model: llama.cpp's router starts llama-server only "
                                 "(target: llama-swap serves it)") for e in plan.entries)
         return attrs.evolve(plan, entries=(), skips=plan.skips + left), (), left
