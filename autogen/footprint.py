@@ -199,6 +199,24 @@ def mib_up(n: int) -> int:
 
 
 @frozen
+class Fact:
+    """One figure of a sizing, in bytes, with why: a sizer's explained record, which the notes of
+    `swapgen show`, the comments and the memory record render, so they cannot disagree.
+
+    Example: Fact("weights", 4_294_967_296, "the files to 0.01 GiB, / 2").
+    """
+
+    name: str
+    bytes: int | float
+    reason: str
+
+    @property
+    def line(self) -> str:
+        """`weights 4.00 GiB: the files to 0.01 GiB, / 2`, as `swapgen show` prints it."""
+        return f"{self.name} {self.bytes / (1 << 30):.2f} GiB: {self.reason}"
+
+
+@frozen
 class Footprint:
     """What one served entry takes, typed: `metadata`, the comment, `swapgen show`, routing and a
     preset's `--models-max` read it (docs/maintainers/routing.md).

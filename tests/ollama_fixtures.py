@@ -4,7 +4,7 @@ Docker v2 one (schemaVersion 2, a config layer, typed layers with digest and siz
 
 Model and projector blobs are GGUF files from `gguf.GGUFWriter`, sparse to their declared size.
 Digests are derived from the blob's role and name, not from its bytes: swapgen never hashes a
-blob, and hashing a sparse "4 GB" file in a fixture would read 4 GB.
+blob, and hashing a sparse "4 GiB" file in a fixture would read 4 GiB.
 """
 
 from __future__ import annotations

@@ -140,7 +140,7 @@ def test_every_entry_keeps_to_llama_swap_keys_and_metadata(generated):
         assert meta["engine"] == engine and {"backend", "arch", "size_gb"} <= set(meta)
         cpu = model_id in ("kokoro_no_espeak-q8_0", "parakeet-tdt-0.6b-v3-q8_0", "sam2.1-hiera-tiny-f16")
         assert ("est_vram_gb" in meta) is not cpu
-        assert re.match(r"  # \S+ · \S+ · [\d.]+ GB · \S", first_comment(text, model_id)), model_id
+        assert re.match(r"  # \S+ · \S+ · [\d.]+ GiB · \S", first_comment(text, model_id)), model_id
 
 
 def test_image_entries_follow_the_reference(generated):

@@ -503,9 +503,9 @@ class TestVllm:
         pin = mib_ceil(kv / 2 * 1.1 + GIB / 4)
         per_gpu = 8 / 2 + pin / GIB + 1.5
         assert sizing.tensor_parallel == 2 and sizing.kv_cache_bytes == pin
-        assert sizing.footprint_gb == pytest.approx(per_gpu)
+        assert sizing.footprint / GIB == pytest.approx(per_gpu)
         assert sizing.util == math.ceil(per_gpu / 12 * 100) / 100 == 0.55
-        assert sizing.est_vram_gb == pytest.approx(0.55 * 36)
+        assert sizing.est_vram / GIB == pytest.approx(0.55 * 36)
 
     def test_argv_carries_tensor_parallel_and_the_env_both_cards(self):
         entry = emit_vllm(vllm_ctx(PAIR)).entries[0]
@@ -527,7 +527,7 @@ class TestVllm:
         sizing = size_vllm(vllm_ctx((RTX3060,), size_gb=6), (0, 11, 0))
         per_gpu = 6 + mib_ceil(196_608 * 8192 * 1.1 + GIB / 4) / GIB + 1.5
         assert sizing.tensor_parallel == 1 and sizing.util == math.ceil(per_gpu / 12 * 100) / 100 == 0.79
-        assert "of 12.0GB card 1" in sizing.util_note
+        assert "of 12.0 GiB card 1" in sizing.util_note
 
     def test_no_devices_on_a_multi_gpu_host_places_vllm_on_the_largest_card(self, tmp_path):
         s = settings_of(gpus=(RTX3060, attrs.evolve(RTX4090, index=1)), backends=(VLLM_ROW,))

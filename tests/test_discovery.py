@@ -135,7 +135,7 @@ class TestGguf:
         big = [("blk.0.w", (4096, 4096 * 64), Q.F16)]  # 2 GiB declared
         path = model(tmp_path / "models/d/Half-F16.gguf", tensors=big, sparse_size=1 << 30)
         found = run(tmp_path)
-        assert found.row_errors["half-f16"] == "incomplete download (2.00 GB expected)"
+        assert found.row_errors["half-f16"] == "incomplete download (2.00 GiB expected)"
         os.truncate(path, 3 << 29)
         grown = run(tmp_path)
         assert grown.row_errors == found.row_errors
@@ -332,7 +332,7 @@ class TestSplitSets:
         os.truncate(shards[2], full[2] - (1 << 29))  # half a GiB never arrived
         found = run(tmp_path)
         assert found.row_errors == {
-            "big-q8_0": "incomplete download: Big-Q8_0-00003-of-00003.gguf cut short (3.00 GB expected)"}
+            "big-q8_0": "incomplete download: Big-Q8_0-00003-of-00003.gguf cut short (3.00 GiB expected)"}
 
     def test_a_whole_set_of_gigabyte_shards_has_no_reason(self, tmp_path):
         self._set(tmp_path, self.GIB_TENSORS)

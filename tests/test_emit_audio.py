@@ -68,7 +68,7 @@ class TestQwenTTS:
         meta = dict(entry.metadata)
         assert meta["est_vram_gb"] == 1.5 and meta["voice_clone"] is True
         assert entry.coexist_group is None  # qwentts runs on the GPU: exclusive group
-        assert entry.comment[0].startswith("qwentts.cpp · qwen3 · 1 GB · ")
+        assert entry.comment[0].startswith("qwentts.cpp · qwen3 · 1 GiB · ")
 
     def test_the_dispatcher_reads_the_codec_size_from_disk(self, tmp_path):
         """`emit.dispatch` leaves `file_size` at `fsutil.file_size`: a 0.5 GiB codec on disk is charged, an absent one is not."""

@@ -50,7 +50,7 @@ class TestChatArgv:
 
     def test_comment_first_line_says_arch_size_ctx_ngl_and_why(self):
         entry, _ = only_entry(context())
-        assert entry.comment[0] == "llama · llama · 4.58 GB · ctx 45056, ngl 33 (largest ctx that fits on the GPU)"
+        assert entry.comment[0] == "llama · llama · 4.58 GiB · ctx 45056, ngl 33 (largest ctx that fits on the GPU)"
 
     def test_metadata_carries_every_sizing_number(self):
         entry, _ = only_entry(context())
@@ -95,7 +95,7 @@ class TestChatArgv:
         assert "n-cpu-moe" in entry.comment[0]
 
     def test_moe_moves_one_layer_of_experts_rather_than_give_up_context(self):
-        """qwen3moe 17.28 GB in 21.65 GB: f16 fits under 40960 tokens whole; one layer's experts buy 40960."""
+        """qwen3moe 17.28 GiB in 21.65 GiB: f16 fits under 40960 tokens whole; one layer's experts buy 40960."""
         m = meta(arch="qwen3moe", context_length=40960, block_count=48, embedding_length=2048,
                  head_count_kv=(4,) * 48, vocab_size=151936, expert_count=128, expert_used_count=8,
                  expert_feed_forward_length=768)

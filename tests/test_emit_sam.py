@@ -48,7 +48,7 @@ def test_argv_yaml_and_coexistence_group(tmp_path):
     assert entry.capabilities.inputs == ("image",) and entry.capabilities.outputs == ("image",)
     meta = dict(entry.metadata)
     assert meta["segmentation"] is True and meta["arch"] == "sam2.1" and "est_vram_gb" not in meta
-    assert entry.comment[0].startswith("sam3_server · sam2.1 · 0.02 GB · ")  # 22 MiB = 0.0215 GiB
+    assert entry.comment[0].startswith("sam3_server · sam2.1 · 0.02 GiB · ")  # 22 MiB = 0.0215 GiB
 
 
 def test_size_gb_has_two_decimals_rounded_half_away_like_every_other_entry(tmp_path):
@@ -57,7 +57,7 @@ def test_size_gb_has_two_decimals_rounded_half_away_like_every_other_entry(tmp_p
     row = attrs.evolve(row, size_bytes=128 * 1024 * 1024)
     (entry,) = emit_sam(context(row, Settings(roots=(str(tmp_path),)))).entries
     assert dict(entry.metadata)["size_gb"] == 0.13 == size_gb(row.size_bytes)
-    assert " · 0.13 GB · " in entry.comment[0]
+    assert " · 0.13 GiB · " in entry.comment[0]
 
 
 def test_registry_row_and_extra_args(tmp_path):

@@ -64,8 +64,8 @@ class TestExampleF_SplitShards:
         assert flag(entry.argv, "--gpu-memory-utilization") == "0.67"  # footprint = budget 16
         assert meta_of(entry)["est_vram_gb"] == 16.08
         assert flag(entry.argv, "--max-model-len") == "32768"
-        assert entry.comment[0] == "vllm · qwen3 · 4 GB · max-model-len 32768 (no KV cost model; conservative default)"
-        assert entry.comment[1] == "gpu-memory-utilization 0.67 (16.0GB budget of 24.0GB card)"
+        assert entry.comment[0] == "vllm · qwen3 · 4 GiB · max-model-len 32768 (no KV cost model; conservative default)"
+        assert entry.comment[1] == "gpu-memory-utilization 0.67 (16.0 GiB budget of 24.0 GiB card)"
         assert "--kv-cache-memory-bytes" not in entry.argv
 
 
@@ -222,7 +222,7 @@ class TestEntryShape:
 
     def test_first_comment_line(self):
         entry = entry_of(make_ctx(size_gb=8.0))
-        assert entry.comment[0] == "vllm · qwen3 · 8 GB · max-model-len 32768 (sized to 6.5GB free of budget)"
+        assert entry.comment[0] == "vllm · qwen3 · 8 GiB · max-model-len 32768 (sized to 6.5 GiB free of budget)"
 
     def test_ttl_unlisted_and_extra_args_last(self):
         entry = entry_of(make_ctx(override=Override(match="*", unlisted=True, extra_args=("--enforce-eager",))))
@@ -230,14 +230,14 @@ class TestEntryShape:
 
     def test_notes_give_every_number(self):
         notes = "\n".join(emit_vllm(make_ctx(version="0.11.0")).notes)
-        for text in ("card 24 GiB", "max-model-len 32768: sized to 6.5GB",
-                     "kv-cache-memory-bytes 7355760640", "footprint 16.351 GiB", "gpu-memory-utilization 0.69",
+        for text in ("card 24 GiB", "max-model-len 32768: sized to 6.5 GiB",
+                     "kv-cache-memory-bytes 6.85 GiB", "footprint 16.35 GiB", "gpu-memory-utilization 0.69",
                      "est_vram_gb 16.56", "tool-call parser hermes", "vLLM version 0.11.0"):
             assert text in notes
 
     def test_missing_metadata_is_tolerated(self):
         entry = entry_of(attrs.evolve(make_ctx(), meta=None, kv=None))
-        assert entry.comment[0].startswith("vllm · ? · 8 GB · max-model-len 32768 (no KV cost model")
+        assert entry.comment[0].startswith("vllm · ? · 8 GiB · max-model-len 32768 (no KV cost model")
         assert entry.capabilities.tools is None
 
 

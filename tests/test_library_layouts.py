@@ -93,7 +93,7 @@ class TestShardedHuggingFace:
         sharded(tmp_path / "models/meta/Llama-3.1-8B", 4, 2 * GIB, present={1, 2})
         row, reason = only(run(tmp_path))
         assert reason == ("incomplete download: 2 of 4 files missing (model-00003-of-00004.safetensors, "
-                          "model-00004-of-00004.safetensors) (8.00 GB expected)")
+                          "model-00004-of-00004.safetensors) (8.00 GiB expected)")
         assert row.size_bytes == 4 * GIB and row.id == "llama-3.1-8b-bf16"
 
     def test_a_whole_sharded_model_has_no_reason_and_its_index_is_an_input(self, tmp_path):
@@ -107,7 +107,7 @@ class TestShardedHuggingFace:
         first = run(tmp_path)
         os.truncate(folder / "model-00002-of-00002.safetensors", GIB + GIB // 2)
         grown = run(tmp_path)
-        reason = "incomplete download: model-00002-of-00002.safetensors cut short (4.00 GB expected)"
+        reason = "incomplete download: model-00002-of-00002.safetensors cut short (4.00 GiB expected)"
         assert first.row_errors == grown.row_errors == {"llama-3.1-8b-bf16": reason}
         assert first.downloads["llama-3.1-8b-bf16"].have_bytes == 2 * GIB + GIB // 2
         assert grown.downloads["llama-3.1-8b-bf16"].have_bytes == 3 * GIB + GIB // 2
@@ -309,7 +309,7 @@ class TestGrowingDownloadEndToEnd:
         assert generate(tmp_path / "swapgen.yaml")[0] == 0
         config = tmp_path / "config.yaml"
         first, mtime = config.read_bytes(), config.stat().st_mtime_ns
-        assert b'# SKIPPED "phi-q4_k_m": incomplete download (2.00 GB expected)' in first
+        assert b'# SKIPPED "phi-q4_k_m": incomplete download (2.00 GiB expected)' in first
         os.truncate(tmp_path / "models/pub/G/Phi-Q4_K_M.gguf", GIB + GIB // 2)
         assert generate(tmp_path / "swapgen.yaml")[0] == 0
         assert config.read_bytes() == first and config.stat().st_mtime_ns == mtime
@@ -318,7 +318,7 @@ class TestGrowingDownloadEndToEnd:
         (row,) = json.loads(capsys.readouterr().out)
         assert row["download"] == {"have_gb": 1.5, "expected_gb": 2.0} and row["size_gb"] == 1.5
         assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "list"]) == 0
-        assert "(incomplete download (2.00 GB expected); 1.50 of 2.00 GB on disk)" in capsys.readouterr().out
+        assert "(incomplete download (2.00 GiB expected); 1.50 of 2.00 GiB on disk)" in capsys.readouterr().out
 
     def test_list_rounds_size_as_the_config_does(self, tmp_path, capsys):
         """128 MiB is 0.125 GiB: half away from zero, as config.yaml's size_gb."""

@@ -24,7 +24,7 @@ from autogen.settings.schema import Gpu
 
 ONE = (Device(0, 24.0),)
 TWO = (Device(0, 24.0), Device(1, 12.0))
-#: A budget of 22 GB: what entries sharing a 24 GB card may take together.
+#: A budget of 22 GiB: what entries sharing a 24 GiB card may take together.
 BUDGETED = (Device(0, 24.0, 22.0), Device(1, 12.0))
 
 
@@ -119,7 +119,7 @@ class TestSets:
         assert check_plan(plan, loads, devices) == []
 
     def test_on_two_cards_a_set_fits_each_card_not_just_their_sum(self):
-        """8 + 8 GB on the 12 GB card overflows it though 16 GB is under the 36 GB pooled."""
+        """8 + 8 GiB on the 12 GiB card overflows it though 16 GiB is under the 36 GiB pooled."""
         loads = [gpu("a", 8.0, devices=(1,)), gpu("b", 8.0, devices=(1,)), gpu("c", 20.0, devices=(0,))]
         plan = plan_matrix(loads, TWO)
         assert plan.sets == (("a", "c"), ("b", "c"))
@@ -155,27 +155,27 @@ class TestSets:
 
 
     def test_shared_cards_keep_the_budget_and_a_lone_entry_may_fill_the_card(self):
-        """vLLM at 0.95 of the card runs alone; two entries together stay within the 22 GB budget."""
+        """vLLM at 0.95 of the card runs alone; two entries together stay within the 22 GiB budget."""
         loads = [gpu("vllm", 22.8, devices=(0,), engine="vllm"), gpu("a", 11.0, devices=(0,)),
                  gpu("b", 11.5, devices=(0,)), gpu("c", 10.9, devices=(0,)), gpu("d", 6.0, devices=(1,))]
         plan = plan_matrix(loads, BUDGETED)
         assert plan.sets == (("a", "c", "d"), ("b", "d"), ("d", "vllm"))
         assert check_plan(plan, loads, BUDGETED) == []
         assert check_plan(plan, loads, BUDGETED, [frozenset({"a", "b"})]) == [
-            "set ['a', 'b'] takes 22.5 GB of GPU 0 (24 GB, 22 GB when shared)"]
+            "set ['a', 'b'] takes 22.5 GiB of GPU 0 (24 GiB, 22 GiB when shared)"]
 
 
 class TestWarnings:
     def test_a_model_too_big_to_share_is_named(self):
         plan = plan_matrix([gpu("huge", 22.8), gpu("a", 10.0), gpu("b", 10.0)], ONE)
         assert plan.sets == (("a", "b"), ("huge",))
-        assert plan.warnings == ("too big to share a card with any other model, so each runs alone: 'huge' (22.8 GB); "
+        assert plan.warnings == ("too big to share a card with any other model, so each runs alone: 'huge' (22.8 GiB); "
                                  "a smaller `vram_budget_gb` (or a llama profile with one) lets a model pair",)
 
     def test_an_entry_above_its_card_is_in_no_set(self):
         plan = plan_matrix([gpu("over", 30.0), gpu("a", 10.0)], ONE)
         assert plan.sets == (("a",),)
-        assert plan.warnings[0] == "'over' needs more than GPU 0 (30 of 24 GB): it is in no set and runs alone"
+        assert plan.warnings[0] == "'over' needs more than GPU 0 (30 of 24 GiB): it is in no set and runs alone"
 
 
 class TestBound:

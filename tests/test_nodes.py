@@ -146,8 +146,8 @@ def test_hosts_that_cannot_hold_it_give_the_arithmetic(fleet, tmp_path):
     assert generate(fleet)[0] == 0
     text = (tmp_path / "hosts" / "gpu-a" / "config.yaml").read_text()
     line = next(x for x in text.splitlines() if x.startswith(f'  # SKIPPED "{MODEL_ID}"'))
-    assert "needs 37.4GB per GPU at max-model-len 4096 (weights 35.0GB" in line
-    assert "of the smallest 24.0GB card of 2 on gpu-a (1 GPU) + gpu-b (1 GPU)" in line
+    assert "needs 37.4 GiB per GPU at max-model-len 4096 (weights 35.0 GiB" in line
+    assert "of the smallest 24.0 GiB card of 2 on gpu-a (1 GPU) + gpu-b (1 GPU)" in line
 
 
 def test_vllm_nodes_on_a_llama_server_model_is_refused(fleet, tmp_path):

@@ -228,7 +228,7 @@ class TestSkipped:
         (layer_json(MODEL, "sha256:../../../etc/passwd", 1), "layers[0].digest must be sha256:<64 hex digits>"),
         (layer_json(MODEL, digest_for("m"), 1 << 60), "layers[0].size must be a byte count"),
         (layer_json(MODEL, digest_for("m"), -1), "layers[0].size must be a byte count"),
-        (layer_json(MODEL, digest_for("m"), "4GB"), "layers[0].size must be a byte count"),
+        (layer_json(MODEL, digest_for("m"), "4 GiB"), "layers[0].size must be a byte count"),
         (layer_json(None, digest_for("m"), 1), "layers[0].mediaType must be a string"),
         ('{"layers": []}', "no model layer (application/vnd.ollama.image.model)"),
         (layer_json("application/vnd.ollama.image.tensor", digest_for("t"), 1),

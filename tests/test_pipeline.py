@@ -133,7 +133,7 @@ class TestCommands:
         err = capsys.readouterr().err.splitlines()
         assert (f"swapgen: warning: {why}: every model is sized to a budget of 8 GiB. Set `vram_budget_gb` (the GiB "
                 "one model may use) and `card_vram_gb` (the card's total) in swapgen.yaml, or declare `gpus:`") in err
-        assert "# est VRAM" in (library / "config.yaml").read_text() and " of 8 GB" in (library / "config.yaml").read_text()
+        assert "# est VRAM" in (library / "config.yaml").read_text() and " of 8 GiB" in (library / "config.yaml").read_text()
         path.write_text(f"roots: [models]\n{settings}vram_budget_gb: 6\n")
         assert cli.main(["--settings", str(path)]) == 0
         assert "sized to a budget" not in capsys.readouterr().err

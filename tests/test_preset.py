@@ -129,7 +129,7 @@ CARD = (Device(0, 24.0, 20.0),)
 
 class TestModelsMax:
     def test_any_n_must_fit_so_the_n_largest_are_checked(self):
-        """10 + 8 fit the shared 20 GB; 10 + 8 + 6 do not, although 8 + 6 + 5 would."""
+        """10 + 8 fit the shared 20 GiB; 10 + 8 + 6 do not, although 8 + 6 + 5 would."""
         loads = [load("a", 10), load("b", 8), load("c", 6), load("d", 5)]
         assert models_max(loads, CARD) == 2
 
@@ -165,13 +165,13 @@ class TestRenderPreset:
             "; head\n"
             "; Start llama.cpp's router on it: /opt/llama/bin/llama-server --models-preset /srv/models.ini "
             "--models-max 2\n"
-            "; --models-max 2: any 2 of these models fit together on GPU 0 (24 GB)\n"
+            "; --models-max 2: any 2 of these models fit together on GPU 0 (24 GiB)\n"
             "version = 1\n\n"
             "[*]\nfit = off\n\n"
             "[a]\nmodel = /m/a.gguf\nctx-size = 4096\n\n"
             '; SKIPPED "ab": x\n'
             "[b]\nmodel = /m/b.gguf\nctx-size = 8192\n\n")
-        assert preset.models_max == 2  # two 5 GB entries: both fit, and there are only 2
+        assert preset.models_max == 2  # two 5 GiB entries: both fit, and there are only 2
         assert check_preset_text(preset.text) == []
 
     def test_one_section_keeps_all_its_keys(self):

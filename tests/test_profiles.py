@@ -136,7 +136,7 @@ class TestSizing:
     def test_tiers_use_the_models_own_budget(self):
         _, entries = plan_of(context(budget=6.0, override=tier_override(65536, vram_budget_gb=6.0)))
         assert md(entries["llama-8b-64k"])["est_vram_gb"] <= 6.0
-        assert "of 6 GB" in entries["llama-8b-64k"].comment[1]
+        assert "of 6 GiB" in entries["llama-8b-64k"].comment[1]
 
     def test_a_tier_drops_the_overrides_ctx_flag_but_keeps_the_rest(self):
         ov = tier_override(65536, extra_args=("--ctx-size=4096", "--jinja"))

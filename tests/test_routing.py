@@ -151,14 +151,14 @@ def test_the_same_inputs_write_the_same_routing(library, tmp_path):
 
 
 def test_a_model_too_big_to_share_is_a_warning_and_a_comment(library, capfd):
-    """Without the 1 GB embedder, nothing fits beside vLLM's 22.8 GB."""
+    """Without the 1 GiB embedder, nothing fits beside vLLM's 22.8 GiB."""
     (library / "crowded.yaml").unlink(missing_ok=True)  # earlier tests wrote it: assemble again
     capfd.readouterr()
     text, err = run(library, "crowded", capfd)
     doc = yaml.safe_load(text)
     assert doc["models"]["llama-3.1-8b-instruct-bf16"]["metadata"]["est_vram_gb"] == 22.8
     message = "too big to share a card with any other model, so each runs alone: "
-    assert f"swapgen: warning: routing: {message}" in err and "'llama-3.1-8b-instruct-bf16' (22.8 GB)" in err
+    assert f"swapgen: warning: routing: {message}" in err and "'llama-3.1-8b-instruct-bf16' (22.8 GiB)" in err
     assert f"# routing: {message}" in text
 
 

@@ -267,7 +267,7 @@ class TestMistakesSpeak:
     ])
     def test_a_budget_above_the_card_is_an_error(self, tmp_path, where, text):
         out = self.error(tmp_path, "roots: [m]\ncard_vram_gb: 24\n" + text)
-        assert f"{where}: " in out and "GB is above card_vram_gb (24 GB)" in out
+        assert f"{where}: " in out and "GiB is above card_vram_gb (24 GiB)" in out
 
     def test_a_budget_without_a_card_reading_is_fine(self, tmp_path):
         assert load_settings(write(tmp_path, "roots: [m]\ncard_vram_gb: 0\nvram_budget_gb: 40\n"))

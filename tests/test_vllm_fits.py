@@ -1,6 +1,6 @@
 """vLLM fits or skips, however the card is known: the probe, `card_vram_gb`, `gpus` without
 `devices`, or `devices`; a single card gives the numbers `devices: [0]` gives. Real config.json files of
-models far larger than a 24 GB card, in folders with sparse safetensors of their real size."""
+models far larger than a 24 GiB card, in folders with sparse safetensors of their real size."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.runs import generate
 from tests.shared import HF_CONFIGS
 
 GIB = 1 << 30
-#: Real configs and their weights on disk (GiB): none fits one 24 GB card.
+#: Real configs and their weights on disk (GiB): none fits one 24 GiB card.
 TOO_BIG = {"llama-3.1-70b-instruct-fp8-modelopt": 70, "deepseek-v3": 642, "mixtral-8x7b-v0.1": 87,
            "qwen3-30b-a3b": 57}
 FITS = {"qwen3-8b": 15.3}
@@ -67,7 +67,7 @@ def test_models_larger_than_the_card_are_skipped_with_the_arithmetic(tmp_path, l
     skipped = [line for line in out["text"].splitlines() if "# SKIPPED" in line]
     assert len(skipped) == len(TOO_BIG)
     for line in skipped:
-        assert "needs" in line and "GB per GPU at max-model-len" in line and "24.0GB card" in line
+        assert "needs" in line and "GiB per GPU at max-model-len" in line and "24.0 GiB card" in line
         assert "vLLM cannot start it" in line
 
 

@@ -40,8 +40,8 @@ class TestExampleA_MaxModelLenSizedToBudget:
     @pytest.mark.parametrize(
         ("budget", "card", "override", "ctx", "note"),
         [
-            (16, 24.0, None, 32768, "sized to 6.5GB free of budget"),  # 35498 tokens → 32768
-            (48, 64.0, None, 208896, "sized to 38.5GB free of budget"),  # 210261 → 208896
+            (16, 24.0, None, 32768, "sized to 6.5 GiB free of budget"),  # 35498 tokens → 32768
+            (48, 64.0, None, 208896, "sized to 38.5 GiB free of budget"),  # 210261 → 208896
             (4096, None, None, 262144, "trained context"),
             (16, 24.0, Override(match="*", ctx=200_000), 200_000, "pinned"),
             (4, 24.0, None, 4096, "weights exceed the VRAM budget"),
@@ -100,21 +100,21 @@ class TestExampleC_SmallModelTakesOnlyWhatItNeeds:
         ctx = make_ctx(fmt="hf", size_gb=0.92, kv=QWEN25_05B, arch="qwen2", trained=32768, budget=22.8)
         sizing = size_vllm(ctx, BASE_V)
         assert (sizing.max_model_len, sizing.ctx_note) == (32768, "trained context")
-        assert sizing.kv_reserve_gb == 0.375
-        assert sizing.footprint_gb == 0.92 + 0.375 + 1.5
-        assert sizing.footprint_gb <= 4
+        assert sizing.kv_reserve == 0.375 * GIB
+        assert sizing.footprint == round(0.92 * GIB) + 0.375 * GIB + 1.5 * GIB
+        assert sizing.footprint <= 4 * GIB
         entry = entry_of(ctx)
         assert flag(entry.argv, "--gpu-memory-utilization") == "0.12"
         assert meta_of(entry)["est_vram_gb"] == 2.88
-        assert entry.comment[1] == ("gpu-memory-utilization 0.12 (2.8GB needed (weights+KV+overhead) of "
-                                    "24.0GB card, under the 22.8GB budget)")
+        assert entry.comment[1] == ("gpu-memory-utilization 0.12 (2.8 GiB needed (weights+KV+overhead) of "
+                                    "24.0 GiB card, under the 22.8 GiB budget)")
 
     def test_qwen3_8b_on_16(self):
         sizing = size_vllm(make_ctx(trained=262_144), BASE_V)
         assert sizing.max_model_len == 32768
-        assert 15 < sizing.footprint_gb < 16
-        assert sizing.footprint_gb == 15.5
-        assert (sizing.util, sizing.est_vram_gb) == (0.65, 15.6)
+        assert 15 * GIB < sizing.footprint < 16 * GIB
+        assert sizing.footprint == 15.5 * GIB
+        assert (sizing.util, sizing.est_vram) == (0.65, round(15.6 * GIB))
 
 
 class TestExampleD_HFParityWithGguf:
@@ -150,8 +150,8 @@ class TestKvCacheFlag:
     def test_budget_sized_model_pin_is_uncapped(self):
         sizing = size_vllm(make_ctx(), (0, 11, 0))
         assert sizing.kv_cache_bytes == 7015 * 2**20  # 6.0 GiB × 1.10 + 0.25 = 6.85 GiB = 7014.4 MiB
-        assert sizing.footprint_gb == pytest.approx(8 + 7015 / 1024 + 1.5)
-        assert sizing.footprint_gb > 16
+        assert sizing.footprint / GIB == pytest.approx(8 + 7015 / 1024 + 1.5)
+        assert sizing.footprint > 16 * GIB
         assert sizing.util == 0.69
         assert sizing.max_model_len == 32768  # not shrunk for the margin
 
@@ -225,20 +225,20 @@ class TestTensorParallelSizedPerGpu:
         assert ctx.kv.bytes_per_token == 31_104
         sizing = size_vllm(ctx, (0, 11, 0))
         assert sizing.tensor_parallel == 2
-        assert sizing.kv_reserve_gb == 31_104 * sizing.max_model_len / GIB  # the whole latent per GPU
+        assert sizing.kv_reserve == 31_104 * sizing.max_model_len  # the whole latent per GPU
         # vLLM's check: one request plus the null block, one block being 16 tokens of all 27 layers
         assert sizing.kv_cache_bytes == kv_cache_flag_bytes(31_104 * (sizing.max_model_len + 16))
-        assert sizing.footprint_gb == 15 + sizing.kv_cache_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.footprint == 15 * GIB + sizing.kv_cache_bytes + 1.5 * GIB <= MAX_UTIL * 24 * GIB
         assert sizing.util == 0.95 and sizing.max_model_len == 188_416
-        assert sizing.ctx_note == ("sized to 7.5GB free of budget per GPU, cut to fit 22.8GB of the smallest "
-                                   "24.0GB card of 2")
+        assert sizing.ctx_note == ("sized to 7.5 GiB free of budget per GPU, cut to fit 22.8 GiB of the smallest "
+                                   "24.0 GiB card of 2")
 
     def test_window_comes_from_the_budgets_share_per_card(self):
         """Share 20 − weights 30/2 − overhead 1.5 = 3.5 GiB of KV per GPU."""
         sizing = size_vllm(device_ctx(DSV2, budget=40.0), (0, 11, 0))
         assert sizing.max_model_len == 118_784 == 120_823 // 4096 * 4096
-        assert sizing.ctx_note == "sized to 3.5GB free of budget per GPU"
-        assert sizing.footprint_gb == 15 + kv_cache_flag_bytes(31_104 * (118_784 + 16)) / GIB + 1.5  # the pin's margin over 20
+        assert sizing.ctx_note == "sized to 3.5 GiB free of budget per GPU"
+        assert sizing.footprint == 15 * GIB + kv_cache_flag_bytes(31_104 * (118_784 + 16)) + 1.5 * GIB  # the pin's margin over 20
         assert sizing.util == 0.86
 
     @pytest.mark.parametrize(("kv_heads", "per_gpu", "window"), [(1, 24_576, 282_624), (8, 98_304, 69_632)])
@@ -253,25 +253,25 @@ class TestTensorParallelSizedPerGpu:
     def test_baseline_version_without_a_pin_is_cut_to_the_card_too(self):
         sizing = size_vllm(device_ctx(DSV2), (0, 10, 1))
         assert sizing.kv_cache_bytes is None
-        assert sizing.footprint_gb <= MAX_UTIL * 24 and sizing.max_model_len == 217_088
+        assert sizing.footprint <= MAX_UTIL * 24 * GIB and sizing.max_model_len == 217_088
 
     def test_a_model_over_the_card_at_the_floor_is_skipped(self):
         plan = emit_vllm(device_ctx(DSV2, size_gb=50))
         assert plan.entries == ()
         assert [s.reason for s in plan.skips] == [
-            "needs 26.9GB per GPU at max-model-len 4096 (weights 25.0GB + KV + 1.5GB overhead), over 22.8GB of "
-            "the smallest 24.0GB card of 2: vLLM cannot start it; give it more devices or a smaller quant"]
+            "needs 26.9 GiB per GPU at max-model-len 4096 (weights 25.0 GiB + KV + 1.5 GiB overhead), over 22.8 GiB of "
+            "the smallest 24.0 GiB card of 2: vLLM cannot start it; give it more devices or a smaller quant"]
 
     def test_one_small_device_is_judged_alone(self):
         plan = emit_vllm(device_ctx(dense_meta(), size_gb=11, devices=(Gpu(index=3, vram_gb=12.0),)))
-        assert "over 11.4GB of 12.0GB card 3: vLLM cannot start it" in plan.skips[0].reason
+        assert "over 11.4 GiB of 12.0 GiB card 3: vLLM cannot start it" in plan.skips[0].reason
 
     def test_a_pinned_utilization_is_the_limit(self):
         ov = Override(match="*", vllm_gpu_util=0.5)
         assert emit_vllm(device_ctx(dense_meta(), size_gb=20, override=ov)).entries  # 10 + 0.375 + 1.5
         plan = emit_vllm(device_ctx(dense_meta(), size_gb=21, override=ov))
-        assert "needs 12.4GB per GPU" in plan.skips[0].reason
-        assert "over 12.0GB of the smallest 24.0GB card of 2" in plan.skips[0].reason
+        assert "needs 12.4 GiB per GPU" in plan.skips[0].reason
+        assert "over 12.0 GiB of the smallest 24.0 GiB card of 2" in plan.skips[0].reason
 
     def test_a_tensor_parallel_pin_without_devices_keeps_the_reference_numbers(self):
         """Pooled: budget 48 − 30 − one overhead 1.5 = 16.5 GiB, as docs/maintainers/sizing.md#--max-model-len charges it."""
@@ -297,7 +297,7 @@ class TestTensorParallelSizedPerGpu:
             assert "vLLM cannot start it" in str(exc)
             return
         smallest = min(cards)
-        assert sizing.footprint_gb <= MAX_UTIL * smallest
+        assert sizing.footprint <= MAX_UTIL * smallest * GIB
         assert sizing.util <= MAX_UTIL and sizing.max_model_len >= 4096
 
 
@@ -345,7 +345,7 @@ class TestExtraArgsPins:
         assert "KV pool not pinned: max-model-len auto: vLLM sizes the window from its memory" in entry.comment
         assert meta_of(entry)["max_model_len"] == entry.capabilities.context == 32768
         assert entry.comment[0].endswith("max-model-len 32768 (auto in extra_args: vLLM fits it to its memory, "
-                                         "about 32768 (sized to 6.5GB free of budget))")
+                                         "about 32768 (sized to 6.5 GiB free of budget))")
         assert flag(entry.argv, "--gpu-memory-utilization") == "0.65"  # the budget-sized footprint 15.5
 
     def test_their_tensor_parallel_replaces_ours(self):
@@ -358,7 +358,7 @@ class TestExtraArgsPins:
     def test_their_tensor_parallel_on_devices(self):
         one = size_vllm(device_ctx(dense_meta(), size_gb=8, override=Override(match="*", extra_args=("-tp=1",))),
                         (0, 11, 0))
-        assert one.tensor_parallel == 1 and "of 24.0GB card 0" in one.util_note
+        assert one.tensor_parallel == 1 and "of 24.0 GiB card 0" in one.util_note
         plan = emit_vllm(device_ctx(dense_meta(), override=Override(match="*", extra_args=("--te", "4"))))
         assert plan.skips[0].reason == "extra_args --tensor-parallel-size 4 needs 4 GPUs; devices 0,1 give 2"
 
@@ -368,9 +368,9 @@ class TestSizingCarriesItsResults:
         plan = emit_vllm(make_ctx(version="0.11.0"))
         sizing = size_vllm(make_ctx(version="0.11.0"), (0, 11, 0))
         entry = plan.entries[0]
-        assert (sizing.util_flag, sizing.gpu_util, sizing.weights_gb) == ("0.69", 0.69, 8.0)
+        assert (sizing.util_flag, sizing.gpu_util, sizing.weights) == ("0.69", 0.69, 8 * GIB)
         assert flag(entry.argv, "--gpu-memory-utilization") == sizing.util_flag
-        assert meta_of(entry)["gpu_util"] == sizing.gpu_util and meta_of(entry)["size_gb"] == sizing.weights_gb
+        assert meta_of(entry)["gpu_util"] == sizing.gpu_util and meta_of(entry)["size_gb"] == size_gb(sizing.weights)
         assert entry.comment[1].startswith("gpu-memory-utilization 0.69 (")
         assert any(line.startswith("gpu-memory-utilization 0.69: ") for line in plan.notes)
 
@@ -413,17 +413,17 @@ class TestRecurrentStateInTheKvReserve:
         assert sizing.state_bytes == 9 * 54_525_952 == 490_733_568
         assert sizing.max_model_len == 98_304  # the longest of 4096-steps whose request fits 6.5 GiB
         assert layout.needed(98_304) <= 6.5 * GIB < layout.needed(98_304 + 4096)
-        assert sizing.ctx_note == "sized to 6.5GB free of budget, less 0.46GB recurrent state"
+        assert sizing.ctx_note == "sized to 6.5 GiB free of budget, less 0.46 GiB recurrent state"
         reserve = 54_525_952 * (-(-98_304 // 832) + 9)
-        assert sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.kv_reserve == reserve
         assert sizing.kv_cache_bytes == kv_cache_flag_bytes(reserve + 54_525_952) == 7635 * MIB
-        assert sizing.footprint_gb == 16 + 7635 / 1024 + 1.5
+        assert sizing.footprint == (16 + 7635 / 1024 + 1.5) * GIB
         assert sizing.util == 0.78
 
     def test_nemotron_h_pin_holds_one_request_of_the_window(self):
         """Nemotron-H 56B: 10 attention layers and 54 Mamba-2 layers of 16,900,096 B (SSM state in
         f32, conv in bf16): 4128-token blocks, 6 state groups of 9 layers × 3 pages. At its trained
-        8192 vLLM asks 3.38 GB for one request; one sequence's bare state (0.86 GiB) would have
+        8192 vLLM asks 3.38 GiB for one request; one sequence's bare state (0.86 GiB) would have
         left a pin vLLM refuses to start with."""
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48)
         sizing = size_vllm(ctx, (0, 11, 0))
@@ -431,16 +431,16 @@ class TestRecurrentStateInTheKvReserve:
         block = 10 * 4128 * 4096
         assert sizing.layout.block_bytes == block == 169_082_880
         reserve = block * (2 + 6 * 3)
-        assert sizing.kv_reserve_gb == reserve / GIB
+        assert sizing.kv_reserve == reserve
         assert kv_cache_flag_bytes(40_960 * 8192 + 919_240_704) < reserve
         assert sizing.kv_cache_bytes == kv_cache_flag_bytes(reserve + block) == 3981 * MIB
-        assert sizing.footprint_gb == 30 + 3981 / 1024 + 1.5 and sizing.util == 0.74
+        assert sizing.footprint == (30 + 3981 / 1024 + 1.5) * GIB and sizing.util == 0.74
 
     def test_without_a_pin_the_footprint_still_carries_the_state(self):
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, version=BASELINE)
         sizing = size_vllm(ctx, BASE_V)
         assert sizing.kv_cache_bytes is None
-        assert sizing.footprint_gb == 30 + 169_082_880 * 21 / GIB + 1.5  # the pool vLLM's check asks
+        assert sizing.footprint == 30 * GIB + 169_082_880 * 21 + 1.5 * GIB  # the pool vLLM's check asks
 
     def test_state_is_split_over_ranks_like_its_heads(self):
         ctx = real_ctx("nemotron-h-56b-base-8k", size_gb=30, budget=48, card=48, devices=PAIR_24)
@@ -450,24 +450,25 @@ class TestRecurrentStateInTheKvReserve:
         assert layout.token_bytes == 2048  # 8 KV heads: 4 per rank
         assert sizing.state_bytes == 18 * layout.block_bytes
         assert sizing.kv_cache_bytes == kv_cache_flag_bytes(layout.check_bytes(8192))
-        assert sizing.footprint_gb == 15 + sizing.kv_cache_bytes / GIB + 1.5 <= MAX_UTIL * 24
+        assert sizing.footprint == 15 * GIB + sizing.kv_cache_bytes + 1.5 * GIB <= MAX_UTIL * 24 * GIB
 
     def test_the_window_cut_to_a_card_leaves_room_for_the_state(self):
         ctx = real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=24, devices=(Gpu(index=0, vram_gb=24.0),))
         sizing = size_vllm(ctx, (0, 11, 0))
-        assert sizing.ctx_note.endswith(", less 0.46GB recurrent state, cut to fit 22.8GB of 24.0GB card 0")
-        assert sizing.footprint_gb <= MAX_UTIL * 24
+        assert sizing.ctx_note.endswith(", less 0.46 GiB recurrent state, cut to fit 22.8 GiB of 24.0 GiB card 0")
+        assert sizing.footprint <= MAX_UTIL * 24 * GIB
         bigger = kv_cache_flag_bytes(sizing.layout.check_bytes(sizing.max_model_len + 4096))
         assert 16 + bigger / GIB + 1.5 > MAX_UTIL * 24  # the next step would not fit
 
     def test_comment_and_notes_say_the_state_is_charged(self):
         plan = emit_vllm(real_ctx("qwen3.5-27b", size_gb=16, budget=24, card=32))
         (entry,) = plan.entries
-        assert entry.comment[0].endswith("max-model-len 98304 (sized to 6.5GB free of budget, less 0.46GB "
+        assert entry.comment[0].endswith("max-model-len 98304 (sized to 6.5 GiB free of budget, less 0.46 GiB "
                                          "recurrent state)")
-        assert (f"kv-cache-memory-bytes {7635 * MIB} ((KV 6.04GB + recurrent state pages 0.46GB + 1 block) "
-                "× 1.10 + 0.25GB, whole MiB)") in entry.comment
-        assert ("KV at max-model-len: 6.500 GiB, including 0.457 GiB of recurrent state "
+        assert (f"kv-cache-memory-bytes {7635 * MIB} ((KV 6.04 GiB + recurrent state pages 0.46 GiB + 1 block) "
+                "× 1.10 + 0.25 GiB, whole MiB)") in entry.comment
+        assert "KV at max-model-len 6.50 GiB: 98304 tokens" in plan.notes
+        assert ("KV includes 0.457 GiB of recurrent state "
                 "(vLLM starts only if one request of max-model-len fits)") in plan.notes
 
 
@@ -478,7 +479,7 @@ class TestSlidingWindowLayersByTheirWindow:
     def test_the_budget_holds_more_context_than_a_full_charge_allowed(self):
         sizing = size_vllm(real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24), (0, 11, 0))
         assert int(1.5 * GIB) // 49_152 == 32_768  # every layer at the full context
-        assert sizing.max_model_len == 57_344 and sizing.ctx_note == "sized to 1.5GB free of budget"
+        assert sizing.max_model_len == 57_344 and sizing.ctx_note == "sized to 1.5 GiB free of budget"
         layout = sizing.layout
         assert layout.needed(57_344) <= 1.5 * GIB < layout.needed(57_344 + 4096)
         assert sizing.kv_cache_bytes == kv_cache_flag_bytes(layout.check_bytes(57_344))

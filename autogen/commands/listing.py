@@ -91,7 +91,7 @@ def _progress(download: dict[str, float | None] | None) -> str:
     if not download:
         return ""
     have, want = download["have_gb"], download["expected_gb"]
-    return f"; {have:.2f} of {want:.2f} GB on disk" if want else f"; {have:.2f} GB on disk so far"
+    return f"; {have:.2f} of {want:.2f} GiB on disk" if want else f"; {have:.2f} GiB on disk so far"
 
 
 def table(items: list[dict[str, Any]]) -> str:

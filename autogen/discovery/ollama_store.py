@@ -327,7 +327,7 @@ def _blob(digest: str, size: int, blobs_dir: str,
     if not statmod.S_ISREG(st.st_mode):
         return None, f"{entry.path} is not a file", None
     if st.st_size < size:
-        return None, f"incomplete pull of {entry.path} ({size / GIB:.2f} GB expected)", Download(st.st_size, size)
+        return None, f"incomplete pull of {entry.path} ({size / GIB:.2f} GiB expected)", Download(st.st_size, size)
     if st.st_size != size:
         return None, f"{entry.path} is {st.st_size} bytes, the manifest says {size} (a damaged or replaced blob)", None
     return Blob(entry.path, st), None, None

@@ -54,7 +54,7 @@ def _threads(ctx: EmitContext) -> int | None:
 
 
 def _comment(engine: str, arch: str, row: ModelRow, why: str) -> str:
-    return f"{engine} · {arch or '?'} · {format_g(size_gb(row.size_bytes))} GB · {why}"
+    return f"{engine} · {arch or '?'} · {format_g(size_gb(row.size_bytes))} GiB · {why}"
 
 
 def _footprint(ctx: EmitContext, engine: str, est_vram_gb: float | None) -> Footprint:
@@ -115,11 +115,11 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
             "--voices-dir", voices, "--port", "${PORT}", *_extra(ctx))
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
-                                                  f"est VRAM talker + codec + 0.3 GB")]
+                                                  f"est VRAM talker + codec + 0.3 GiB")]
     entry = _entry(ctx, argv, comment, _footprint(ctx, "qwentts.cpp", est), arch, ("voice_clone", True),
                    check_endpoint="/health", capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
-             f"est VRAM {format_g(est)} GB = talker {format_g(size_gb(row.size_bytes))} + codec "
+             f"est VRAM {format_g(est)} GiB = talker {format_g(size_gb(row.size_bytes))} + codec "
              f"{format_g(size_gb(codec_bytes))} + 0.3")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
@@ -181,7 +181,7 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
         raise ModelError(f"audio.cpp family {family!r} is a music / separation / voice-conversion / alignment "
                          f"model, which has no class or route here yet")
     resolved = ctx.backend
-    comment = [_comment("audio.cpp", family, row, f"task {task}, est VRAM size + 0.4 GB")]
+    comment = [_comment("audio.cpp", family, row, f"task {task}, est VRAM size + 0.4 GiB")]
     installed = resolved.engine == Engine.AUDIOCPP
     exe = resolved.exe if installed else ENGINES[Engine.AUDIOCPP].exe
     if not installed:

@@ -30,7 +30,7 @@ def emit_custom(ctx: EmitContext) -> Plan:
     fmt = FOREIGN_FORMATS[row.foreign_format].name if row.foreign_format else row.format
     footprint = Footprint(engine=ctx.backend.engine, disk=row.size_bytes)
     entry = Entry(id=row.id, argv=(ctx.backend.exe, row.path, *extra),
-                  comment=(f"custom · {fmt} · {format_g(footprint.disk_gb)} GB · backend "
+                  comment=(f"custom · {fmt} · {format_g(footprint.disk_gb)} GiB · backend "
                            f"{ctx.backend.backend_id} ({ctx.backend.why}); command from extra_args, not sized",),
                   metadata=(("backend", ctx.backend.backend_id), ("engine", footprint.engine),
                             ("format", fmt), ("size_gb", footprint.disk_gb)),

@@ -225,10 +225,10 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
                           results=(("ctx", sizing.ctx), ("ngl", sizing.ngl), ("n_cpu_moe", sizing.n_cpu_moe),
                                    ("kv_type", sizing.kv_type)), memory=used)
-    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GB · ctx {sizing.ctx}, {ngl_text} "
+    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {sizing.ctx}, {ngl_text} "
                f"({sizing.why})",
-               f"est VRAM {format_g(footprint.vram_gb)} GB of "
-               f"{format_g(ctx.budget_gb)} GB, RAM {format_g(footprint.host_gb)} GB, "
+               f"est VRAM {format_g(footprint.vram_gb)} GiB of "
+               f"{format_g(ctx.budget_gb)} GiB, RAM {format_g(footprint.host_gb)} GiB, "
                f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")
                + ("" if used.source == "estimate" else f" ({used.source})")]
     if projector:
@@ -336,10 +336,10 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
                           results=(("ctx", ctx_len), ("ngl", ngl)), memory=used)
     kind = "reranker" if pooling == "rank" else "text embedder"
-    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GB · ctx {ctx_len}, ngl {ngl} "
+    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
     if used.vram > sizing.budget:
-        comment.append(f"est VRAM {gb(used.vram)} GB is above the {format_g(ctx.budget_gb)} GB budget")
+        comment.append(f"est VRAM {gb(used.vram)} GiB is above the {format_g(ctx.budget_gb)} GiB budget")
     metadata = [*_metadata(ctx, sizing, footprint), ("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),

@@ -41,7 +41,7 @@ def emit_sam(ctx: EmitContext) -> Plan:
         argv.append("--no-gpu")
     arch = sam_arch(row.path)
     size = size_gb(row.size_bytes)
-    comment = [f"sam3_server · {arch} · {format_g(size)} GB · SAM segmentation, {os.path.basename(row.path)}, "
+    comment = [f"sam3_server · {arch} · {format_g(size)} GiB · SAM segmentation, {os.path.basename(row.path)}, "
                f"CPU (--no-gpu, no VRAM charge)"]
     footprint = Footprint(engine="sam3_server", disk=row.size_bytes)
     metadata = (("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),

@@ -174,7 +174,7 @@ def _pick(ov: Override | None, name: str, default):
 
 def budget_gb(ctx: EmitContext) -> float:
     """A per-model `vram_budget_gb` is used as is; the fleet budget loses the 0.5 GB overhead
-    the original reserved; never below 1 GB."""
+    the original reserved; never below 1 GiB."""
     ov = ctx.override
     raw = ov.vram_budget_gb if ov is not None and ov.vram_budget_gb else ctx.budget_gb - OVERHEAD_GB
     return max(1.0, round_half_away(raw, 2))
@@ -182,7 +182,7 @@ def budget_gb(ctx: EmitContext) -> float:
 
 def max_vram(budget: float, offload: bool, resident_gb: float) -> float:
     """sd-server's graph-segment budget: the whole budget when offloading, else what the resident
-    weights leave, truncated to 0.1; under 1 GB left → -1 (sd-server's "reserve" form, 0 would
+    weights leave, truncated to 0.1; under 1 GiB left → -1 (sd-server's "reserve" form, 0 would
     disable splitting). docs/maintainers/classes.md#image-worked-examples, example F."""
     if offload:
         return budget
@@ -245,21 +245,11 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
     argv = sd_argv(ctx, arch, comps, choices, graph, guidance_for(name))
 
     offload_why = ("pinned by override" if choices.offload_pinned else
-                   f"{format_g(model_gb)} + {format_g(COMPUTE_GB)} GB compute "
+                   f"{format_g(model_gb)} + {format_g(COMPUTE_GB)} GiB compute "
                    f"{'>' if offload else '<='} budget")
-    comment = [f"sd-server · {arch or '?'} · {format_g(model_gb)} GB · budget {format_g(budget)} GB, "
-               f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})"]
-    if is_full_checkpoint(arch) and meta.has_baked_encoders:
-        comment.append("full checkpoint (-m): text encoders and VAE are baked in")
-    elif is_full_checkpoint(arch):
-        comment.append(unet_only_warning(row.id))
-    elif comps.present:
-        comment.append(f"{comps.arm} components: "
-                       + ", ".join(f"{role} {os.path.basename(path)}" for role, path, _ in comps.present))
-    if comps.missing:
-        roles = ", ".join(f"{role} ({why})" for role, why in comps.missing)
-        comment.append(f"WARNING: {row.id} needs [{roles}]; declare them under `encoders:` in swapgen.yaml "
-                       f"or in its override - generation fails until then")
+    comment = [f"sd-server · {arch or '?'} · {format_g(model_gb)} GiB · budget {format_g(budget)} GiB, "
+               f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})",
+               *_component_lines(row.id, arch, meta.has_baked_encoders, comps)]
     footprint = Footprint(engine="sd-server", vram=round(budget * GIB), disk=row.size_bytes)
     metadata: list[tuple[str, MetaValue]] = [
         ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
@@ -269,13 +259,30 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
                   capabilities=Capabilities(inputs=inputs, outputs=("image",)), ttl=ctx.ttl,
                   check_endpoint="/", unlisted=bool(ov and ov.unlisted), footprint=footprint)
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
-             f"budget {format_g(budget)} GB = "
+             f"budget {format_g(budget)} GiB = "
              + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb
                 else f"{format_g(ctx.budget_gb)} - {format_g(OVERHEAD_GB)} overhead"),
-             f"resident {format_g(size_gb(resident))} GB (model"
+             f"resident {format_g(size_gb(resident))} GiB (model"
              + ("" if choices.vae_on_cpu else " + VAE") + ("" if choices.te_on_cpu else " + text encoders") + ")",
              f"components ({comps.arm}): " + (", ".join(f"{r}={p}" for r, p, _ in comps.present) or "none"))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
+
+
+def _component_lines(model_id: str, arch: str, baked: bool, comps: Components) -> list[str]:
+    """The comment lines on the model's text encoders and VAE: baked in, missing, or which."""
+    lines = []
+    if is_full_checkpoint(arch) and baked:
+        lines.append("full checkpoint (-m): text encoders and VAE are baked in")
+    elif is_full_checkpoint(arch):
+        lines.append(unet_only_warning(model_id))
+    elif comps.present:
+        lines.append(f"{comps.arm} components: "
+                     + ", ".join(f"{role} {os.path.basename(path)}" for role, path, _ in comps.present))
+    if comps.missing:
+        roles = ", ".join(f"{role} ({why})" for role, why in comps.missing)
+        lines.append(f"WARNING: {model_id} needs [{roles}]; declare them under `encoders:` in swapgen.yaml "
+                     f"or in its override - generation fails until then")
+    return lines
 
 
 def sd_argv(ctx: EmitContext, arch: str, comps: Components, choices: SdChoices, graph: float,

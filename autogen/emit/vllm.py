@@ -33,9 +33,9 @@ from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.footprint import DeviceMemory, Footprint, MemoryRecord, Source
-from autogen.numfmt import GIB, format_g, gib
+from autogen.numfmt import format_g, gib, size_gb
 from autogen.resolve.context import EmitContext
-from autogen.sizing.vllm import OVERHEAD_GIB, VllmSizing, size_vllm
+from autogen.sizing.vllm import OVERHEAD, VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
 from autogen.versions import format_version, parse_version
 
@@ -167,7 +167,7 @@ def worker_commands(ctx: EmitContext, head_argv: tuple[str, ...]) -> tuple[tuple
 
 def emit_vllm(ctx: EmitContext) -> Plan:
     """One `vllm serve` entry, or a Skip for a split GGUF or a model vLLM could not start."""
-    row, ov, meta = ctx.row, ctx.override, ctx.meta
+    row, ov = ctx.row, ctx.override
     if is_split_gguf(ctx):
         reason = "vllm cannot load split gguf shards; merge them with llama-gguf-split --merge"
         return Plan.skip(row.id, reason)
@@ -180,61 +180,14 @@ def emit_vllm(ctx: EmitContext) -> Plan:
         sizing = size_vllm(sized, version)
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
-    arch = meta.arch if meta is not None else ""
-    template = served_template(ctx, sizing.extra)
-    markers = meta.chat_template_markers if template and meta.chat_template_scanned else None
-    parser = choose_tool_parser(arch, row.id, names=model_names(ctx), has_chat_template=template,
-                                template_markers=markers, vocab_size=meta.vocab_size if meta is not None else 0,
-                                pin=ov.vllm_tool_parser if ov else None, table=ctx.settings.tool_parsers,
-                                version=version)
-    extra_parser = sizing.extra.sets_parser
-    per_token = ctx.kv.bytes_per_token if ctx.kv is not None else None
-
-    comment = [f"vllm · {arch or '?'} · {format_g(sizing.weights_gb)} GB · max-model-len "
-               f"{sizing.max_model_len} ({sizing.ctx_note})",
-               f"gpu-memory-utilization {sizing.util_flag} ({sizing.util_note})"]
-    if sizing.kv_cache_bytes is not None:
-        comment.append(f"kv-cache-memory-bytes {sizing.kv_cache_bytes} ({sizing.kv_cache_note})")
-    else:
-        comment.append(f"KV pool not pinned: {sizing.kv_cache_note}")
-    if extra_parser:
-        comment.append("tool-call parser set by extra_args")
-    elif parser.parser:
-        comment.append(f"tool-call parser {parser.parser} ({parser.note})")
-    else:
-        comment.append(f"no tool-call parser ({parser.note}): vllm rejects requests carrying tools")
+    parser = _parser(ctx, sizing, version)
     argv = vllm_argv(ctx, sizing, parser)
-    if ctx.nodes is not None:
-        comment.append(f"{len(ctx.nodes.nodes)} nodes over {ctx.nodes.backend}: tensor parallel "
-                       f"{sizing.tensor_parallel} per node × pipeline parallel {sizing.pipeline_parallel}; "
-                       "start the workers first:")
-        comment += [f"on {host}: {command}" for host, command in worker_commands(ctx, argv)]
-    if adapters:
-        comment.append(f"LoRA modules {', '.join(a.name for a in adapters)} (PEFT, max rank {lora_rank(adapters)}; "
-                       f"one adapter slot of {gib(slot):.2f} GB charged with the weights)")
-    if row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
-        which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
-        comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
-
+    comment = _comment(ctx, sizing, parser, argv, slot, version)
     used, estimate = _footprints(ctx, sizing, argv)
-    footprint = Footprint(engine=Engine.VLLM.value, vram=round(sizing.est_vram_gb * GIB) if used is estimate
-                          else used.vram, disk=sized.row.size_bytes, memory=used)
-    metadata: list[tuple[str, MetaValue]] = [
-        ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
-        ("size_gb", footprint.disk_gb), ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
-    if sizing.kv_cache_bytes is not None:
-        metadata.append(("kv_cache_bytes", sizing.kv_cache_bytes))
-    if per_token is not None:
-        metadata.append(("kv_bytes_per_token", per_token))
-    metadata.append(("est_vram_gb", footprint.vram_gb))
-    if parser.parser and not extra_parser:
-        metadata.append(("tool_parser", parser.parser))
-    if ctx.nodes is not None:
-        metadata.append(("nodes", ",".join(n.name for n in ctx.nodes.nodes)))
-
-    tools = bool(parser.parser) or extra_parser
-    entry = Entry(id=row.id, argv=argv, comment=tuple(comment),
-                  metadata=tuple(metadata),
+    footprint = Footprint(engine=Engine.VLLM.value, vram=sizing.est_vram if used is estimate else used.vram,
+                          disk=sized.row.size_bytes, memory=used)
+    tools = bool(parser.parser) or sizing.extra.sets_parser
+    entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=_metadata(ctx, sizing, parser, footprint),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
                   ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters),
                   footprint=footprint, estimate=estimate)
@@ -244,14 +197,75 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 
 
+def _parser(ctx: EmitContext, sizing: VllmSizing, version: tuple[int, ...] | None) -> ParserChoice:
+    """The tool-call parser: a pin, the settings' table, then the built-in rules."""
+    meta, ov = ctx.meta, ctx.override
+    template = served_template(ctx, sizing.extra)
+    markers = meta.chat_template_markers if template and meta.chat_template_scanned else None
+    return choose_tool_parser(meta.arch if meta is not None else "", ctx.row.id, names=model_names(ctx),
+                              has_chat_template=template, template_markers=markers,
+                              vocab_size=meta.vocab_size if meta is not None else 0,
+                              pin=ov.vllm_tool_parser if ov else None, table=ctx.settings.tool_parsers,
+                              version=version)
+
+
+def _comment(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, argv: tuple[str, ...], slot: int,
+             version: tuple[int, ...] | None) -> list[str]:
+    """The comment lines: the sizing's choices with their reasons, the parser, nodes, LoRA, GGUF."""
+    arch = ctx.meta.arch if ctx.meta is not None else ""
+    comment = [f"vllm · {arch or '?'} · {format_g(size_gb(sizing.weights))} GiB · max-model-len "
+               f"{sizing.max_model_len} ({sizing.ctx_note})",
+               f"gpu-memory-utilization {sizing.util_flag} ({sizing.util_note})"]
+    if sizing.kv_cache_bytes is not None:
+        comment.append(f"kv-cache-memory-bytes {sizing.kv_cache_bytes} ({sizing.kv_cache_note})")
+    else:
+        comment.append(f"KV pool not pinned: {sizing.kv_cache_note}")
+    if sizing.extra.sets_parser:
+        comment.append("tool-call parser set by extra_args")
+    elif parser.parser:
+        comment.append(f"tool-call parser {parser.parser} ({parser.note})")
+    else:
+        comment.append(f"no tool-call parser ({parser.note}): vllm rejects requests carrying tools")
+    if ctx.nodes is not None:
+        comment.append(f"{len(ctx.nodes.nodes)} nodes over {ctx.nodes.backend}: tensor parallel "
+                       f"{sizing.tensor_parallel} per node × pipeline parallel {sizing.pipeline_parallel}; "
+                       "start the workers first:")
+        comment += [f"on {host}: {command}" for host, command in worker_commands(ctx, argv)]
+    if adapters := peft_adapters(ctx):
+        comment.append(f"LoRA modules {', '.join(a.name for a in adapters)} (PEFT, max rank {lora_rank(adapters)}; "
+                       f"one adapter slot of {gib(slot):.2f} GiB charged with the weights)")
+    if ctx.row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
+        which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
+        comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")
+    return comment
+
+
+def _metadata(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice,
+              footprint: Footprint) -> tuple[tuple[str, MetaValue], ...]:
+    metadata: list[tuple[str, MetaValue]] = [
+        ("backend", ctx.backend.backend_id), ("engine", footprint.engine),
+        ("arch", ctx.meta.arch if ctx.meta is not None else ""), ("size_gb", footprint.disk_gb),
+        ("max_model_len", sizing.max_model_len), ("gpu_util", sizing.gpu_util)]
+    if sizing.kv_cache_bytes is not None:
+        metadata.append(("kv_cache_bytes", sizing.kv_cache_bytes))
+    if ctx.kv is not None and ctx.kv.bytes_per_token is not None:
+        metadata.append(("kv_bytes_per_token", ctx.kv.bytes_per_token))
+    metadata.append(("est_vram_gb", footprint.vram_gb))
+    if parser.parser and not sizing.extra.sets_parser:
+        metadata.append(("tool_parser", parser.parser))
+    if ctx.nodes is not None:
+        metadata.append(("nodes", ",".join(n.name for n in ctx.nodes.nodes)))
+    return tuple(metadata)
+
+
 def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> tuple[MemoryRecord, MemoryRecord]:
-    """(the entry's footprint, swapgen's estimate). Per GPU of the tensor × pipeline ranks: the
-    weights' share, `OVERHEAD_GIB` for activations, CUDA graphs and the runtime, and the KV-cache
-    pool filling the rest of what vLLM takes (`--gpu-memory-utilization` × the card, or the
-    footprint when there is no card reading); a measurement of this very command wins."""
+    """(the entry's memory record, swapgen's estimate). Per GPU of the tensor × pipeline ranks: the
+    weights' share, the overhead for activations, CUDA graphs and the runtime (the sizing's facts),
+    and the KV-cache pool filling the rest of what vLLM takes (`--gpu-memory-utilization` × the
+    card, or the footprint when there is no card reading); a measurement of this very command wins."""
     world = max(1, sizing.tensor_parallel * sizing.pipeline_parallel)
-    total = round(sizing.est_vram_gb * GIB)
-    model, compute = int(sizing.weights_gb * GIB) // world, int(OVERHEAD_GIB * GIB)
+    total = sizing.est_vram
+    model, compute = sizing.weights // world, OVERHEAD
     names = ([f"GPU{g.index}" for g in ctx.devices] if len(ctx.devices) == world and ctx.nodes is None
              else [f"GPU{i}" for i in range(world)])
     shares = [total // world + (total % world if i == 0 else 0) for i in range(world)]
@@ -265,7 +279,7 @@ def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> 
 
 
 def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_version: str) -> tuple[str, ...]:
-    """Every sizing number with its reason, for `swapgen show`."""
+    """Every sizing number with its reason, for `swapgen show`: the sizing's facts, one line each."""
     card = ctx.card_vram_gb
     if ctx.nodes is not None:
         card_text = (f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
@@ -275,26 +289,22 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
     else:
         card_text = f"card {f'{card:g} GiB' if card else 'not read'}"
-    lines = [f"vLLM version {row_version or 'unknown (taken as current)'}",
-             f"{card_text}: weights {sizing.weights_gb:g} GiB, overhead {OVERHEAD_GIB:g} GiB"]
-    lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
-    if sizing.kv_reserve_gb is not None:
+    lines = [f"vLLM version {row_version or 'unknown (taken as current)'}", card_text,
+             f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}"]
+    lines += [fact.line for fact in sizing.facts]
+    if sizing.state_bytes:
         per_seq = " for one sequence" if sizing.layout is None else ""
-        lines.append(f"KV at max-model-len: {sizing.kv_reserve_gb:.3f} GiB"
-                     + (f", including {gib(sizing.state_bytes):.3f} GiB of recurrent state{per_seq} "
-                        "(vLLM starts only if one request of max-model-len fits)" if sizing.state_bytes else ""))
+        lines.append(f"KV includes {gib(sizing.state_bytes):.3f} GiB of recurrent state{per_seq} "
+                     "(vLLM starts only if one request of max-model-len fits)")
     if sizing.layout is not None:
         lines.append("vLLM's start-up check (kv_cache_planning._max_memory_usage_bytes_from_groups):")
         lines += [f"  {part}" for part in sizing.layout.parts(sizing.max_model_len)]
     else:
         lines.append("vLLM's start-up check: every layer charged at max-model-len "
                      "(layers of different widths are not grouped here; never less than vLLM)")
-    lines.append(f"kv-cache-memory-bytes {sizing.kv_cache_bytes}: {sizing.kv_cache_note}"
-                 if sizing.kv_cache_bytes is not None else f"no --kv-cache-memory-bytes: {sizing.kv_cache_note}")
-    lines.append(f"footprint {sizing.footprint_gb:.3f} GiB")
+    if sizing.kv_cache_bytes is None:
+        lines.append(f"no --kv-cache-memory-bytes: {sizing.kv_cache_note}")
     lines.append(f"gpu-memory-utilization {sizing.util_flag}: {sizing.util_note}")
-    lines.append(f"est_vram_gb {format_g(sizing.est_vram_gb)}"
-                 + (" (utilization × each device's card)" if ctx.devices or ctx.nodes else
-                    " (utilization × card)" if card else " (footprint, no card reading)"))
+    lines.append(f"est_vram_gb {format_g(size_gb(sizing.est_vram))}")
     lines.append(f"tool-call parser {parser.parser or 'none'}: {parser.note}")
     return tuple(lines)

@@ -235,7 +235,7 @@ def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str]
         warn(f"routing: {message}")
     written = len(lines) - lines.index("        sets:") - 1
     notes = [f"# routing: auto: {len(plan.sets)} sets of models that fit together on "
-             + ", ".join(f"{d.label} ({d.vram_gb:g} GB" + (f", {d.shared_gb:g} GB shared" if d.shared_gb
+             + ", ".join(f"{d.label} ({d.vram_gb:g} GiB" + (f", {d.shared_gb:g} GiB shared" if d.shared_gb
                                                           and d.shared_gb < d.vram_gb else "") + ")" for d in devices)
              + ("" if written == len(plan.sets) else f", written as {written} (one per group differing in one model)")
              + ("" if plan.exact else "; a pair cover (see the warnings)")]

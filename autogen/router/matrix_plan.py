@@ -33,7 +33,7 @@ from autogen.router.fragments import quote
 
 #: Above this many maximal sets the plan switches to a pair cover (`docs/maintainers/routing.md`).
 MAX_EXACT_SETS = 1000
-#: Estimates are compared in hundredths of a GB (they are written with two decimals).
+#: Estimates are compared in hundredths of a GiB (they are written with two decimals).
 _UNIT = 100
 #: llama-server spreads layers over every visible card; other engines take the first device.
 SPREADING_ENGINES = ("llama.cpp",)
@@ -94,20 +94,20 @@ class MatrixPlan:
     vars: tuple[tuple[str, str], ...]
     #: Each maximal set as entry ids (sorted), in a stable order.
     sets: tuple[tuple[str, ...], ...]
-    #: (entry id, cost): whole GB on disk, at least 1.
+    #: (entry id, cost): whole GiB on disk, at least 1.
     evict_costs: tuple[tuple[str, int], ...]
     #: Entries that use no GPU: in every set.
     cpu_only: tuple[str, ...]
     #: False when the maximal sets were too many and a pair cover was kept.
     exact: bool
     warnings: tuple[str, ...]
-    #: Per set: (device label, GB used, GB of the card) of each card it uses.
+    #: Per set: (device label, GiB used, GiB of the card) of each card it uses.
     usage: tuple[tuple[tuple[str, float, float], ...], ...]
 
 
 def host_devices(eligible_gpus: Sequence, card_gb: float | None, budget_gb: float | None) -> tuple[Device, ...]:
     """The cards to plan against: each eligible GPU of the inventory; else one card of the card
-    reading; else one of the per-model budget (or 8 GB, the default budget). Shared, each card
+    reading; else one of the per-model budget (or 8 GiB, the default budget). Shared, each card
     holds at most `budget_gb` (as `resolve.devices.budget_gb` charges a card)."""
     if eligible_gpus:
         cards = [(g.index, g.vram_gb) for g in sorted(eligible_gpus, key=lambda g: g.index)]
@@ -117,7 +117,7 @@ def host_devices(eligible_gpus: Sequence, card_gb: float | None, budget_gb: floa
 
 
 def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
-    """Hundredths of a GB the entry takes on each device (rounded up, so sums stay safe)."""
+    """Hundredths of a GiB the entry takes on each device (rounded up, so sums stay safe)."""
     if load.est_vram_gb <= 0:
         return (0,) * len(devices)
     indices = [d.index for d in devices]
@@ -130,12 +130,12 @@ def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
 
 
 def capacity(device: Device) -> int:
-    """Hundredths of a GB one entry alone may take of the card."""
+    """Hundredths of a GiB one entry alone may take of the card."""
     return math.floor(device.vram_gb * _UNIT + 1e-9)
 
 
 def shared_capacity(device: Device) -> int:
-    """Hundredths of a GB two or more entries may take of the card together."""
+    """Hundredths of a GiB two or more entries may take of the card together."""
     return math.floor((device.shared_gb or device.vram_gb) * _UNIT + 1e-9)
 
 
@@ -289,7 +289,7 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
     gpu, warnings = [], []
     for item in (x for x in ordered if x.est_vram_gb > 0):
         need = demand(item, devices)
-        over = [f"{d.label} ({need[k] / _UNIT:g} of {format_g(d.vram_gb)} GB)"
+        over = [f"{d.label} ({need[k] / _UNIT:g} of {format_g(d.vram_gb)} GiB)"
                 for k, d in enumerate(devices) if need[k] > caps[k]]
         if over:
             warnings.append(f"{item.entry_id!r} needs more than {', '.join(over)}: it is in no set and runs alone")
@@ -308,7 +308,7 @@ def plan_matrix(loads: Sequence[Load], devices: Sequence[Device], limit: int = M
         warnings.append(f"more than {limit} maximal sets: kept {len(masks)} sets in which every two models that "
                         "fit together run together; some combinations of three or more are left out "
                         "(llama-swap then unloads one model more than the cards require)")
-    alone = [f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GB)" for k, (item, _) in enumerate(gpu)
+    alone = [f"{item.entry_id!r} ({format_g(item.est_vram_gb)} GiB)" for k, (item, _) in enumerate(gpu)
              if not packing.compat[k]]
     if alone:
         warnings.append(f"too big to share a card with any other model, so each runs alone: {', '.join(alone)}; "
@@ -367,7 +367,7 @@ def render_matrix(plan: MatrixPlan) -> list[str]:
             for label, used, card in usage_of[tuple(sorted((*key, alt)))]:
                 most[label] = (max(used, most.get(label, (0.0, card))[0]), card)
         up_to = "up to " if len(alts) > 1 else ""
-        where = ", ".join(f"{up_to}{used:g} of {format_g(card)} GB on {label}" for label, (used, card) in most.items())
+        where = ", ".join(f"{up_to}{used:g} of {format_g(card)} GiB on {label}" for label, (used, card) in most.items())
         if len(alts) == 1:
             terms = [var_of[e] for e in sorted((*key, *alts))]
         else:
@@ -389,8 +389,8 @@ def check_plan(plan: MatrixPlan, loads: Sequence[Load], devices: Sequence[Device
         for k in card_problems(needs, devices):
             d = devices[k]
             used = sum(need[k] for need in needs) / _UNIT
-            problems.append(f"set {sorted(members)} takes {used:g} GB of {d.label} ({format_g(d.vram_gb)} GB, "
-                            f"{format_g(d.shared_gb or d.vram_gb)} GB when shared)")
+            problems.append(f"set {sorted(members)} takes {used:g} GiB of {d.label} ({format_g(d.vram_gb)} GiB, "
+                            f"{format_g(d.shared_gb or d.vram_gb)} GiB when shared)")
         models = [by_id[e].model_id for e in members if by_id[e].est_vram_gb > 0]
         if len(models) != len(set(models)):
             problems.append(f"set {sorted(members)} holds two entries of one model")

@@ -292,7 +292,7 @@ def render_preset(header: str, sections: Sequence[Section], skip_blocks: Sequenc
     command = start_command(router_exe, output, n, _router_env(sections))
     shared = _shared(finished)
     blocks = [(s.id, render_section(s, shared)) for s in finished] + list(skip_blocks)
-    cards = ", ".join(f"{d.label} ({d.vram_gb:g} GB)" for d in devices)
+    cards = ", ".join(f"{d.label} ({d.vram_gb:g} GiB)" for d in devices)
     text = (header + f"; Start llama.cpp's router on it: {comment_text(command)}\n"
             f"; --models-max {n}: any {n} of these models fit together on {cards}\nversion = 1\n\n")
     if shared:

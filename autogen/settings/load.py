@@ -147,7 +147,7 @@ def _budget_problems(settings: Settings) -> list[str]:
         budgets.append((f"overrides[{i}].vram_budget_gb", ov.vram_budget_gb))
         budgets += [(f"overrides[{i}].profiles[{j}].vram_budget_gb", v.vram_budget_gb)
                     for j, v in enumerate(ov.profiles)]
-    return [f"{where}: {budget:g} GB is above card_vram_gb ({card:g} GB); a model sized to it cannot fit the card"
+    return [f"{where}: {budget:g} GiB is above card_vram_gb ({card:g} GiB); a model sized to it cannot fit the card"
             for where, budget in budgets if budget is not None and budget > card]
 
 

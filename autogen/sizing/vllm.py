@@ -52,6 +52,7 @@ import attrs
 from attrs import field, frozen
 
 from autogen.errors import ModelError
+from autogen.footprint import Fact
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
@@ -63,8 +64,8 @@ from autogen.versions import format_version
 # Constants of the Go original (docs/maintainers/sizing.md#vllm-constants).
 DEFAULT_UTIL = 0.90
 MIN_UTIL, MAX_UTIL = 0.10, 0.95
-#: Flat reserve for activations, CUDA graphs and the profiling peak (vLLM's allocator is opaque).
-OVERHEAD_GIB = 1.5
+#: Flat reserve for activations, CUDA graphs and the profiling peak (vLLM's allocator is opaque): 1.5 GiB.
+OVERHEAD = 3 * GIB // 2
 FALLBACK_CTX = 32768
 CTX_STEP = 4096
 #: Upper end of the search for the longest window that fits (tokens): far past any trained length.
@@ -109,37 +110,40 @@ def kv_cache_flag_bytes(kv_bytes: int) -> int:
 
 @frozen
 class VllmSizing:
-    """Every sizing number of one vLLM entry with the note that explains it.
+    """Every sizing number of one vLLM entry, in bytes, with the note that explains it; `facts`
+    are the byte figures with their reasons, as `swapgen show` and the memory record read them.
 
-    Example: VllmSizing(max_model_len=32768, ctx_note="sized to 6.5GB free of budget",
-    footprint_gb=15.5, util=0.65, util_note="15.5GB needed … of 24.0GB card, under the 16.0GB
-    budget", kv_cache_bytes=None, kv_cache_note="vLLM 0.10.1 lacks --kv-cache-memory-bytes",
-    est_vram_gb=15.6, kv_reserve_gb=6.0, tensor_parallel=1, weights_gb=8.0, gpu_util=0.65,
-    util_flag="0.65", extra=ExtraArgs()).
+    Example: VllmSizing(max_model_len=32768, ctx_note="sized to 6.5 GiB free of budget",
+    footprint=16_642_998_272, util=0.65, util_note="15.5 GiB needed … of 24.0 GiB card, under the
+    16.0 GiB budget", kv_cache_bytes=None, kv_cache_note="vLLM 0.10.1 lacks --kv-cache-memory-bytes",
+    est_vram=16_750_372_454, kv_reserve=6_442_450_944, tensor_parallel=1, weights=8_589_934_592,
+    gpu_util=0.65, util_flag="0.65", extra=ExtraArgs()).
     """
 
     #: The window vLLM will use (for `auto`, our estimate of what it fits).
     max_model_len: int
     ctx_note: str
-    footprint_gb: float
+    #: What vLLM holds on one GPU: its weights' share, the KV (or the KV-cache size) and the overhead.
+    footprint: int
     util: float
     util_note: str
     #: `--kv-cache-memory-bytes`; None = not pinned (see kv_cache_note).
     kv_cache_bytes: int | None
     kv_cache_note: str
-    est_vram_gb: float
-    #: f16 KV of `max_model_len` tokens plus one sequence's recurrent state, on one GPU, in GiB;
-    #: None = no KV cost model.
-    kv_reserve_gb: float | None
+    #: `est_vram_gb` in bytes: `util` × the cards (GiB to two decimals, the Go original's rounding).
+    est_vram: int
+    #: f16 KV of `max_model_len` tokens plus one sequence's recurrent state, on one GPU; None = no
+    #: KV cost model.
+    kv_reserve: int | None
     #: `--tensor-parallel-size`: extra_args' or the override's pin, else the number of devices.
     tensor_parallel: int = 1
-    #: The row's size as every formula charges it (`numfmt.size_gb`).
-    weights_gb: float = 0.0
+    #: The row's size as every formula charges it: GiB to two decimals (`numfmt.size_gb`), in bytes.
+    weights: int = 0
     #: `util` rounded to 2 decimals (metadata) and as the flag prints it.
     gpu_util: float = 0.0
     util_flag: str = ""
     extra: ExtraArgs = field(factory=ExtraArgs)
-    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve_gb` and the KV-cache size):
+    #: One sequence's recurrent state on one GPU, in bytes (part of `kv_reserve` and the KV-cache size):
     #: vLLM's state pages where `layout` is known.
     state_bytes: int = 0
     #: One GPU's KV-cache layers as vLLM groups them (`vllm_memory`); None = every layer charged
@@ -147,6 +151,12 @@ class VllmSizing:
     layout: VllmKv | None = None
     #: `--pipeline-parallel-size`: the number of nodes of a multi-node model, else 1.
     pipeline_parallel: int = 1
+    #: The byte figures of one GPU with their reasons (weights, overhead, budget, limit, KV,
+    #: KV-cache size, footprint, estimate).
+    facts: tuple[Fact, ...] = ()
+
+    def fact(self, name: str) -> Fact | None:
+        return next((f for f in self.facts if f.name == name), None)
 
 
 def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
@@ -156,8 +166,41 @@ def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
     return -(-kv.state_bytes_per_seq // tp) if kv is not None else 0
 
 
+@frozen
+class VllmLayout:
+    """Phase 1, the layout: how one model spreads over GPUs and what one GPU holds of it (bytes)."""
+
+    #: `--tensor-parallel-size`, the ranks one GPU shares the heads with, pipeline stages.
+    tp: int
+    ranks: int
+    stages: int
+    #: The card each rank is sized against, as read (GiB) and in bytes; None = no reading.
+    card_gb: float | None
+    card: int | None
+    #: "24.0 GiB card 0" and the like, for the notes.
+    of_card: str
+    #: The row's size to 0.01 GiB (the Go original's `SizeGB`), and one GPU's share of it.
+    weights: int
+    rank_weights: int
+    #: The budget's share per GPU.
+    share: int
+    per_token: int | None
+    layout: VllmKv | None
+    state: int
+    trained: int
+
+    @property
+    def world(self) -> int:
+        return self.ranks * self.stages
+
+    @property
+    def per_gpu(self) -> str:
+        return " per GPU" if self.world > 1 else ""
+
+
 def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
-    """`--max-model-len`, the KV-cache size, the footprint, `--gpu-memory-utilization`, the estimate.
+    """`--max-model-len`, the KV-cache size, the footprint, `--gpu-memory-utilization`, the estimate:
+    the layout, the length limit, the window, the KV cache and the utilisation, in that order.
 
     On devices (`ctx.devices`) every number is per GPU (module docstring). Without devices the
     card reading is one GPU, unless a tensor-parallel pin makes it the pooled reading (then the
@@ -165,99 +208,135 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     start: a tensor-parallel pin above the devices, a model over 0.95 of the smallest card at the
     floor, an unreadable extra_args value.
     """
-    ov, budget = ctx.override, ctx.budget_gb
+    ov = ctx.override
     extra = read_extra_args(ov.extra_args if ov is not None else ())
-    weights = size_gb(ctx.row.size_bytes)
-    card = ctx.card_vram_gb if ctx.card_vram_gb and ctx.card_vram_gb > 0 else None
-    tp_pin, tp_source = vllm_tensor_parallel(ov)
-    tp_pin = tp_pin if tp_source else None
     util_pin = ov.vllm_gpu_util if ov is not None and ov.vllm_gpu_util else None
     length_pin = extra.max_model_len or (ov.ctx if ov is not None and ov.ctx else None)
-    tp, ranks, stages, card = _layout(ctx, tp_pin, tp_source, card)
+    lay = vllm_layout(ctx, extra)
+    kv_cache_note = _why_no_kv_cache_flag(bool(util_pin), extra, length_pin, lay.per_token, version)
+    limit = length_limit(ctx, lay, util_pin, length_pin, pinned_pool=not kv_cache_note)
+    max_len, ctx_note = window(lay, extra, length_pin, limit, pinned_pool=not kv_cache_note)
+    kv_gpu = _reserve(lay.layout, lay.per_token, lay.state, max_len)
+    kv_cache = (kv_cache_flag_bytes(_check_bytes(lay.layout, lay.per_token, lay.state, max_len))
+                if not kv_cache_note and kv_gpu is not None else None)
+    if kv_cache is not None:
+        base = _kv_cache_margin_base(lay.layout, kv_gpu, lay.state)
+        kv_cache_note = f"{base}{lay.per_gpu} × 1.10 + 0.25 GiB, whole MiB"
+    footprint = _footprint(lay, kv_gpu, kv_cache, max_len)
+    util, util_note = utilisation(lay, footprint, util_pin, kv_cache is not None)
+    est = _estimate(ctx, lay, util, footprint)
+    facts = (Fact("weights", lay.rank_weights, f"the files to 0.01 GiB{f', / {lay.world}' if lay.world > 1 else ''}"),
+             Fact("overhead", OVERHEAD, "activations, CUDA graphs and the profiling peak"),
+             Fact("budget", lay.share, f"the model's VRAM budget{lay.per_gpu}"),
+             *((Fact("limit", limit, f"{util_pin or MAX_UTIL:g} of {lay.of_card}"),) if limit is not None else ()),
+             *((Fact("KV at max-model-len", kv_gpu, f"{max_len} tokens{lay.per_gpu}"),) if kv_gpu is not None else ()),
+             *((Fact("kv-cache-memory-bytes", kv_cache, kv_cache_note),) if kv_cache is not None else ()),
+             Fact("footprint", footprint, util_note),
+             Fact("estimate", est, "utilization × each device's card" if ctx.devices or ctx.nodes
+                  else "utilization × card" if lay.card is not None else "footprint, no card reading"))
+    gpu_util = round_half_away(util, 2)
+    return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint=footprint, util=util,
+                      util_note=util_note, kv_cache_bytes=kv_cache, kv_cache_note=kv_cache_note, est_vram=est,
+                      kv_reserve=kv_gpu, tensor_parallel=lay.tp, weights=lay.weights, gpu_util=gpu_util,
+                      util_flag=format_g(gpu_util), extra=extra, state_bytes=lay.state, layout=lay.layout,
+                      pipeline_parallel=lay.stages, facts=facts)
+
+
+def vllm_layout(ctx: EmitContext, extra: ExtraArgs) -> VllmLayout:
+    """Phase 1: the ranks, the card each is sized against, and one GPU's share of the weights,
+    the budget and the KV cost."""
+    ov = ctx.override
+    card = ctx.card_vram_gb if ctx.card_vram_gb and ctx.card_vram_gb > 0 else None
+    tp_pin, tp_source = vllm_tensor_parallel(ov)
+    tp, ranks, stages, card = _layout(ctx, tp_pin if tp_source else None, tp_source, card)
     world = ranks * stages
-    of_card = _card_text(ctx, card, world)
     layers = ctx.meta.block_count if ctx.meta is not None else 0
     per_token = stage_share(per_gpu_bytes_per_token(ctx.kv, ctx.meta, ranks), layers, stages)
     in_flight = CONCURRENT_BATCHES * (extra.max_num_batched_tokens or default_batched_tokens(card))
     layout = stage_layout(vllm_kv(ctx.kv, ctx.meta, ranks, in_flight), layers, stages) if per_token else None
     state = _state_bytes(layout, ctx.kv, per_token, ranks, stage=lambda b: stage_share(b, layers, stages))
-    trained = ctx.meta.context_length if ctx.meta is not None else 0
-    share, rank_weights = budget / world, weights / world
+    weights = round(size_gb(ctx.row.size_bytes) * GIB)
+    return VllmLayout(tp=tp, ranks=ranks, stages=stages, card_gb=card,
+                      card=round(card * GIB) if card is not None else None,
+                      of_card=_card_text(ctx, card, world), weights=weights, rank_weights=-(-weights // world),
+                      share=round(ctx.budget_gb * GIB) // world, per_token=per_token, layout=layout, state=state,
+                      trained=ctx.meta.context_length if ctx.meta is not None else 0)
 
-    kv_cache_note = _why_no_kv_cache_flag(bool(util_pin), extra, length_pin, per_token, version)
 
-    def kv_gib(tokens: int) -> float:
-        """What one GPU charges for the KV of `tokens`: the KV-cache size, else the pool vLLM's check asks."""
-        kv = _check_bytes(layout, per_token, state, tokens)
-        return gib(kv_cache_flag_bytes(kv) if not kv_cache_note else kv)
+def length_limit(ctx: EmitContext, lay: VllmLayout, util_pin: float | None, length_pin: int | None, *,
+                 pinned_pool: bool) -> float | None:
+    """Phase 2: the bytes one GPU may hold (its utilisation of the smallest card), or None without
+    a card; a reading without devices is the one card vLLM runs on (no tensor parallel), checked
+    the same way. ModelError when even the shortest window cannot start."""
+    if lay.card is None or not (ctx.devices or ctx.nodes or lay.tp == 1):
+        return None
+    limit = (util_pin or MAX_UTIL) * lay.card
+    floor = min(n for n in (CTX_STEP, lay.trained, length_pin) if n is not None and n > 0)
+    kv = _check_bytes(lay.layout, lay.per_token, lay.state, floor)
+    need = lay.rank_weights + (kv_cache_flag_bytes(kv) if pinned_pool else kv) + OVERHEAD
+    if need > limit:
+        kv_what = "KV + recurrent state" if lay.state else "KV"
+        raise ModelError(f"needs {gib(need):.1f} GiB per GPU at max-model-len {floor} (weights "
+                         f"{gib(lay.rank_weights):.1f} GiB + {kv_what} + {gib(OVERHEAD):g} GiB overhead), over "
+                         f"{gib(limit):.1f} GiB of {lay.of_card}: vLLM cannot start it; give it more devices or a "
+                         "smaller quant")
+    return limit
 
-    # the physical limit: vLLM cannot start past its utilization of the smallest card; a reading
-    # without devices is the one card vLLM runs on (no tensor parallel), checked the same way
-    limit = (util_pin or MAX_UTIL) * card if card is not None and (ctx.devices or ctx.nodes or tp == 1) else None
-    if limit is not None:
-        floor = min(n for n in (CTX_STEP, trained, length_pin) if n is not None and n > 0)
-        need = rank_weights + kv_gib(floor) + OVERHEAD_GIB
-        if need > limit:
-            kv_what = "KV + recurrent state" if state else "KV"
-            raise ModelError(f"needs {need:.1f}GB per GPU at max-model-len {floor} (weights {rank_weights:.1f}GB "
-                             f"+ {kv_what} + {OVERHEAD_GIB:g}GB overhead), over {limit:.1f}GB of {of_card}: "
-                             "vLLM cannot start it; give it more devices or a smaller quant")
 
-    # --max-model-len (docs/maintainers/sizing.md#--max-model-len): a pin stands as given
+def window(lay: VllmLayout, extra: ExtraArgs, length_pin: int | None, limit: float | None, *,
+           pinned_pool: bool) -> tuple[int, str]:
+    """Phase 3: `--max-model-len` and its note (docs/maintainers/sizing.md#--max-model-len): a pin
+    stands as given; else the budget's window, cut to what the limit holds."""
     if length_pin is not None and length_pin != AUTO:
-        max_len, ctx_note = length_pin, "pinned by extra_args" if extra.max_model_len else "pinned"
-    else:
-        fits = None
-        if limit is not None and per_token:
-            # KV room under the limit, less the KV-cache margin and its whole-MiB rounding, and the state
-            room = limit - rank_weights - OVERHEAD_GIB
-            room = (room - gib(KV_CACHE_PAD_BYTES + MIB)) * 10 / KV_CACHE_FACTOR_TENTHS if not kv_cache_note else room
-            fits = (rounded_ctx(_longest(layout, per_token, state, room, pool=True)), f"{limit:.1f}GB of {of_card}")
-        max_len, ctx_note = _budget_window(share - rank_weights - OVERHEAD_GIB, per_token, trained, fits,
-                                           " per GPU" if world > 1 else "", state, layout)
-        if length_pin == AUTO:
-            ctx_note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({ctx_note})"
-    kv_gpu = _reserve(layout, per_token, state, max_len)
-    kv_reserve = gib(kv_gpu) if kv_gpu is not None else None
+        return length_pin, "pinned by extra_args" if extra.max_model_len else "pinned"
+    fits = None
+    if limit is not None and lay.per_token:
+        # KV room under the limit, less the KV-cache margin and its whole-MiB rounding, and the state
+        room = limit - lay.rank_weights - OVERHEAD
+        if pinned_pool:
+            room = (room - KV_CACHE_PAD_BYTES - MIB) * 10 / KV_CACHE_FACTOR_TENTHS
+        fits = (rounded_ctx(_longest(lay.layout, lay.per_token, lay.state, room, pool=True)),
+                f"{gib(limit):.1f} GiB of {lay.of_card}")
+    max_len, note = _budget_window(lay.share - lay.rank_weights - OVERHEAD, lay.per_token, lay.trained, fits,
+                                   lay.per_gpu, lay.state, lay.layout)
+    if length_pin == AUTO:
+        note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({note})"
+    return max_len, note
 
-    kv_cache = (kv_cache_flag_bytes(_check_bytes(layout, per_token, state, max_len))
-                if not kv_cache_note and kv_gpu is not None else None)
+
+def _footprint(lay: VllmLayout, kv_gpu: int | None, kv_cache: int | None, max_len: int) -> int:
+    """Phase 4's result, what one GPU holds (docs/maintainers/sizing.md#vllm-footprint-and-utilization):
+    uncapped with a KV-cache size, since that is what the process holds."""
     if kv_cache is not None:
-        per_gpu = " per GPU" if world > 1 else ""
-        kv_cache_note = f"{_kv_cache_margin_base(layout, kv_gpu, state)}{per_gpu} × 1.10 + 0.25GB, whole MiB"
+        return lay.rank_weights + kv_cache + OVERHEAD
+    if kv_gpu is None:
+        return lay.share
+    return min(lay.share, lay.rank_weights + _check_bytes(lay.layout, lay.per_token, lay.state, max_len) + OVERHEAD)
 
-    # footprint on one GPU (docs/maintainers/sizing.md#vllm-footprint-and-utilization; uncapped with a KV-cache size,
-    # since that is what the process holds)
-    if kv_cache is not None:
-        footprint = rank_weights + gib(kv_cache) + OVERHEAD_GIB
-    elif kv_reserve is None:
-        footprint = share
-    else:
-        footprint = min(share, rank_weights + gib(_check_bytes(layout, per_token, state, max_len)) + OVERHEAD_GIB)
 
-    # --gpu-memory-utilization and the estimate (docs/maintainers/sizing.md#vllm-footprint-and-utilization)
+def utilisation(lay: VllmLayout, footprint: int, util_pin: float | None, pinned_pool: bool) -> tuple[float, str]:
+    """Phase 5: `--gpu-memory-utilization` and its note
+    (docs/maintainers/sizing.md#vllm-footprint-and-utilization)."""
     if util_pin:
-        util, util_note = util_pin, "pinned"
-    elif card is None:
-        util, util_note = DEFAULT_UTIL, "no GPU reading"
-    else:
-        util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / card, 2)))
-        what, per_gpu = ("weights+KV+overhead", "") if world == 1 else (f"weights/{world}+KV+overhead", " per GPU")
-        if footprint < share or kv_cache is not None:
-            util_note = (f"{footprint:.1f}GB needed ({what}) of {of_card}, "
-                         f"{'under' if footprint <= share else 'over'} the {share:.1f}GB budget{per_gpu}")
-        else:
-            util_note = f"{footprint:.1f}GB budget{per_gpu} of {of_card}"
-    # each rank takes `util` of its own card
+        return util_pin, "pinned"
+    if lay.card is None:
+        return DEFAULT_UTIL, "no GPU reading"
+    util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / lay.card, 2)))
+    what = "weights+KV+overhead" if lay.world == 1 else f"weights/{lay.world}+KV+overhead"
+    if footprint < lay.share or pinned_pool:
+        side = "under" if footprint <= lay.share else "over"
+        return util, (f"{gib(footprint):.1f} GiB needed ({what}) of {lay.of_card}, {side} the "
+                      f"{gib(lay.share):.1f} GiB budget{lay.per_gpu}")
+    return util, f"{gib(footprint):.1f} GiB budget{lay.per_gpu} of {lay.of_card}"
+
+
+def _estimate(ctx: EmitContext, lay: VllmLayout, util: float, footprint: int) -> int:
+    """`est_vram_gb` in bytes: each rank takes `util` of its own card, to 0.01 GiB (the Go original)."""
     cards = (sum(g.vram_gb for g in ctx.nodes.gpus) if ctx.nodes is not None
-             else sum(g.vram_gb for g in ctx.devices[:ranks]) if ctx.devices else card)
-    est = round_half_away(util * cards if cards is not None else footprint * world, 2)
-    gpu_util = round_half_away(util, 2)
-    return VllmSizing(max_model_len=max_len, ctx_note=ctx_note, footprint_gb=footprint, util=util,
-                      util_note=util_note, kv_cache_bytes=kv_cache, kv_cache_note=kv_cache_note, est_vram_gb=est,
-                      kv_reserve_gb=kv_reserve, tensor_parallel=tp, weights_gb=weights, gpu_util=gpu_util,
-                      util_flag=format_g(gpu_util), extra=extra, state_bytes=state, layout=layout,
-                      pipeline_parallel=stages)
+             else sum(g.vram_gb for g in ctx.devices[:lay.ranks]) if ctx.devices
+             else lay.card_gb)
+    est = round_half_away(util * cards if cards is not None else gib(footprint) * lay.world, 2)
+    return round(est * GIB)
 
 
 def _state_bytes(layout: VllmKv | None, kv: KvCost | None, per_token: int | None, ranks: int, stage) -> int:
@@ -288,10 +367,12 @@ def _card_text(ctx: EmitContext, card: float | None, world: int) -> str:
     if card is None:
         return ""
     if ctx.nodes is not None:
-        return f"the smallest {card:.1f}GB card of {world} on {ctx.nodes.label}"
+        return f"the smallest {card:.1f} GiB card of {world} on {ctx.nodes.label}"
     if not ctx.devices:
-        return f"{card:.1f}GB card"
-    return f"{card:.1f}GB card {ctx.devices[0].index}" if world == 1 else f"the smallest {card:.1f}GB card of {world}"
+        return f"{card:.1f} GiB card"
+    if world == 1:
+        return f"{card:.1f} GiB card {ctx.devices[0].index}"
+    return f"the smallest {card:.1f} GiB card of {world}"
 
 
 def stage_share(per_rank: int | None, layers: int, stages: int) -> int | None:
@@ -322,12 +403,12 @@ def _check_bytes(layout: VllmKv | None, per_token: int | None, state: int, token
     return (per_token or 0) * tokens + state
 
 
-def _longest(layout: VllmKv | None, per_token: int, state: int, room_gib: float, *, pool: bool) -> int:
-    """The longest window (before rounding) whose KV fits `room_gib`: as vLLM's check counts a
+def _longest(layout: VllmKv | None, per_token: int, state: int, room: float, *, pool: bool) -> int:
+    """The longest window (before rounding) whose KV fits `room` bytes: as vLLM's check counts a
     `pool` (with its null block), else one request's reservation out of the budget."""
     if layout is not None:
-        return layout.longest(int(room_gib * GIB), LONGEST_SEARCHED, null_block=pool)
-    return int((room_gib * GIB - state) // per_token)
+        return layout.longest(int(room), LONGEST_SEARCHED, null_block=pool)
+    return int((room - state) // per_token)
 
 
 def _reserve(layout: VllmKv | None, per_token: int | None, state: int, tokens: int) -> int | None:
@@ -340,13 +421,13 @@ def _reserve(layout: VllmKv | None, per_token: int | None, state: int, tokens: i
 def _kv_cache_margin_base(layout: VllmKv | None, kv: int, state: int) -> str:
     """What the KV-cache margin multiplies, for its note."""
     if layout is None:
-        return (f"KV {gib(kv):.2f}GB" if not state else
-                f"(KV {gib(kv - state):.2f}GB + one sequence's recurrent state {gib(state):.2f}GB)")
-    what = f"KV {gib(kv - state):.2f}GB"
+        return (f"KV {gib(kv):.2f} GiB" if not state else
+                f"(KV {gib(kv - state):.2f} GiB + one sequence's recurrent state {gib(state):.2f} GiB)")
+    what = f"KV {gib(kv - state):.2f} GiB"
     if layout.sliding:
         what += f" ({layout.sliding} sliding-window layers at window {layout.window} + {layout.in_flight} in flight)"
     if state:
-        what += f" + recurrent state pages {gib(state):.2f}GB"
+        what += f" + recurrent state pages {gib(state):.2f} GiB"
     return f"({what} + 1 block)"
 
 
@@ -370,7 +451,7 @@ def _why_no_kv_cache_flag(util_pinned: bool, extra: ExtraArgs, length_pin: int |
 
 def _budget_window(avail: float, per_token: int | None, trained: int, fits: tuple[int, str] | None,
                    per_gpu: str, state: int, layout: VllmKv | None) -> tuple[int, str]:
-    """`--max-model-len` and its note from `avail` GiB of KV room less `state` bytes of one
+    """`--max-model-len` and its note from `avail` bytes of KV room less `state` bytes of one
     sequence's recurrent state (docs/maintainers/sizing.md#--max-model-len, the Go original's `MaxCtxForBudget`), cut to
     `fits` = (tokens, what) the card holds on devices, then to the trained window."""
     if avail <= 0:
@@ -381,8 +462,8 @@ def _budget_window(avail: float, per_token: int | None, trained: int, fits: tupl
         max_len, note = trained or FALLBACK_CTX, "no per-token KV cache"
     else:
         max_len = rounded_ctx(_longest(layout, per_token, state, avail, pool=False))
-        note = f"sized to {avail:.1f}GB free of budget{per_gpu}" + (
-            f", less {gib(state):.2f}GB recurrent state" if state else "")
+        note = f"sized to {gib(avail):.1f} GiB free of budget{per_gpu}" + (
+            f", less {gib(state):.2f} GiB recurrent state" if state else "")
         if fits is not None and fits[0] < max_len:
             max_len, note = fits[0], f"{note}, cut to fit {fits[1]}"
     # vLLM refuses a window past the trained one, so the 4096 floor is capped too
