@@ -179,6 +179,27 @@ def main(library: Library, model_id: str, as_json: bool, hosts: Sequence[tuple[s
 
 
 def _text(data: dict) -> list[str]:
+    out = _head_lines(data)
+    if data["notes"]:
+        out.append("  sizing")
+        out.extend(f"    {n}" for n in data["notes"])
+    for entry in data["entries"]:
+        memory = {k: v for k, v in entry["memory"].items() if k != "used"}
+        if memory:
+            out.append(f"  memory of {entry['id']}")
+            out.extend(f"    {line}" for line in memory_table(entry["memory"]["used"], memory))
+        out.append(f"  argv of {entry['id']}")
+        out.extend(f"    {e}" for e in entry["env"])
+        out.extend(_argv_lines(entry["argv"]))
+    for skip in data["skips"]:
+        out.append(f"  SKIPPED {skip['id']}: {skip['reason']}")
+    out.append("  fragment")
+    out.extend(f"  {line}" for line in data["fragment"].splitlines())
+    return out
+
+
+def _head_lines(data: dict) -> list[str]:
+    """Paths, backend, budget, devices, override and the KV cost."""
     out = [f"{data['id']}  ({data['class']})", f"  path      {data['paths']['model']}"]
     for key in ("manifest", "shards", "mmproj", "draft"):
         value = data["paths"][key]
@@ -198,21 +219,6 @@ def _text(data: dict) -> list[str]:
         out.extend(f"            {line}" for line in data["kv"]["derivation"])
     elif data["kv"]:
         out.append(f"  KV cost   unknown: {data['kv']['note']}")
-    if data["notes"]:
-        out.append("  sizing")
-        out.extend(f"    {n}" for n in data["notes"])
-    for entry in data["entries"]:
-        memory = {k: v for k, v in entry["memory"].items() if k != "used"}
-        if memory:
-            out.append(f"  memory of {entry['id']}")
-            out.extend(f"    {line}" for line in memory_table(entry["memory"]["used"], memory))
-        out.append(f"  argv of {entry['id']}")
-        out.extend(f"    {e}" for e in entry["env"])
-        out.extend(_argv_lines(entry["argv"]))
-    for skip in data["skips"]:
-        out.append(f"  SKIPPED {skip['id']}: {skip['reason']}")
-    out.append("  fragment")
-    out.extend(f"  {line}" for line in data["fragment"].splitlines())
     return out
 
 

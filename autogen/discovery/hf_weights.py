@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
-from attrs import frozen
+from attrs import Factory, define, frozen
 
 from autogen.discovery.rows import Download
 from autogen.errors import ModelError
@@ -37,13 +37,13 @@ def names_text(names: Sequence[str]) -> str:
 
 
 def incomplete_text(missing: Sequence[str], short: Sequence[str], total: int, want_bytes: int) -> str:
-    """"incomplete download: 2 of 4 files missing (c, d), b cut short (16.07 GB expected)"."""
+    """"incomplete download: 2 of 4 files missing (c, d), b cut short (16.07 GiB expected)"."""
     parts = []
     if missing:
         parts.append(f"{len(missing)} of {total} files missing ({names_text(missing)})")
     if short:
         parts.append(f"{names_text(short)} cut short")
-    expected = f" ({want_bytes / GIB:.2f} GB expected)" if want_bytes else ""
+    expected = f" ({want_bytes / GIB:.2f} GiB expected)" if want_bytes else ""
     return f"incomplete download: {', '.join(parts)}{expected}"
 
 
@@ -87,6 +87,49 @@ def required_names(folder: str, weights: Sequence[str], broken: Sequence[str],
     return tuple(sorted(names)), None, 0
 
 
+@define
+class _Files:
+    """What the weight files named by a folder hold, file by file."""
+
+    files: list[str] = Factory(list)
+    missing: list[str] = Factory(list)
+    short: list[str] = Factory(list)
+    errors: list[str] = Factory(list)
+    formats: set[str] = Factory(set)
+    have: int = 0
+    want: int = 0
+
+
+def _read_files(folder: str, names: Sequence[str], stats: Mapping[str, os.stat_result], broken: Sequence[str],
+                probe: HeaderProbe) -> _Files:
+    """Each named weight file: present or missing, its header's expected size, its writer."""
+    found = _Files()
+    for name in names:
+        path = os.path.join(folder, name)
+        st = stats.get(name)
+        if st is None and "/" in name:  # an index may name a file in a subfolder
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+        if st is None:
+            if name not in broken:
+                found.missing.append(name)
+            continue
+        found.files.append(path)
+        found.have += st.st_size
+        info = probe(path, st.st_size, st.st_mtime_ns)
+        if info.error is not None:
+            found.errors.append(info.error)
+            continue
+        found.want += max(info.expected_size, st.st_size)
+        if info.weights_format:
+            found.formats.add(info.weights_format)
+        if st.st_size < info.expected_size:
+            found.short.append(name)
+    return found
+
+
 def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequence[str], probe: HeaderProbe,
                   incomplete: Sequence[tuple[str, int]] = ()) -> WeightCheck | None:
     """The weight files of the folder and what keeps it from being served; None when it holds
@@ -100,31 +143,9 @@ def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequ
         return None
     names, index_error, index_total = required_names(folder, weights, broken, has_index)
     index = os.path.join(folder, INDEX_NAME) if has_index else None
-    files, missing, short, errors, formats = [], [], [], [], set()
-    have = want = 0
-    for name in names:
-        path = os.path.join(folder, name)
-        st = stats.get(name)
-        if st is None and "/" in name:  # an index may name a file in a subfolder
-            try:
-                st = os.stat(path)
-            except OSError:
-                st = None
-        if st is None:
-            if name not in broken:
-                missing.append(name)
-            continue
-        files.append(path)
-        have += st.st_size
-        info = probe(path, st.st_size, st.st_mtime_ns)
-        if info.error is not None:
-            errors.append(info.error)
-            continue
-        want += max(info.expected_size, st.st_size)
-        if info.weights_format:
-            formats.add(info.weights_format)
-        if st.st_size < info.expected_size:
-            short.append(name)
+    found = _read_files(folder, names, stats, broken, probe)
+    files, missing, short, errors, formats = found.files, found.missing, found.short, found.errors, found.formats
+    have, want = found.have, found.want
     reasons = [f"broken symlink {name} (its target {_target(folder, name)} is missing)" for name in broken]
     if index_error:
         reasons.append(index_error)

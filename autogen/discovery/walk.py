@@ -328,9 +328,41 @@ class _Walker:
         """Each file of the folder, classified by `rules.classify` (header rules, then name
         rules); models become rows, sidecars pair with the folder's models."""
         stats = {e.path: st for e, st in files}
-        names = {e.name for e, _ in files}
         publisher, repo = _folder_names(folder)
-        #: (file name, stat, header) per model: a split set's shard 1, else (headless) its lowest shard.
+        candidates, paired, foreign = self._classified(files, stats, publisher, repo)
+        self._foreign(folder, foreign, stats, publisher, repo)
+        mmproj, draft, codec = (paired.get(v) for v in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC))
+        for path, _, what in filter(None, (mmproj, draft, codec)):
+            self.sidecars.append((path, what, ""))
+        sidecars = tuple(p[0] for p in (mmproj, draft, codec) if p)
+        for name, st, info in candidates:
+            path = os.path.join(folder, name)
+            shard = SHARD_NAME.search(name)
+            id_name = name[: shard.start()] + ".gguf" if shard else name
+            shards: tuple[str, ...] = ()
+            present: tuple[str, ...] = (path,)
+            if shard and int(shard.group(2)) > 1:
+                names_ = _shard_names(name[: shard.start()], int(shard.group(2)))
+                shards = tuple(os.path.join(folder, n) for n in names_)
+                present = tuple(s for s in shards if s in stats)
+            missing = tuple(s for s in shards if s not in stats)
+            model_id, quant = gguf_ids(id_name, repo)
+            row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
+                           size_bytes=sum(stats[s].st_size for s in present), publisher=publisher, repo=repo,
+                           shards=shards, missing_shards=missing, mmproj=mmproj[0] if mmproj else None,
+                           mmproj_bytes=mmproj[1] if mmproj else 0, draft=draft[0] if draft else None,
+                           codec=codec[0] if codec else None, inputs=tuple(dict.fromkeys(present + sidecars)))
+            self._add(row, st, stats)
+            reason = self._gguf_reason(row, info, stats)
+            if reason is not None:
+                self.row_errors.append((row, reason))
+
+    def _classified(self, files: list[tuple[os.DirEntry, os.stat_result]], stats: dict[str, os.stat_result],
+                    publisher: str, repo: str):
+        """(models: (file name, stat, header) each, a split set's shard 1 or, headless, its lowest
+        shard; the sidecar each verdict pairs; foreign weights by format). SAM models, LoRA
+        adapters and dropped files are recorded on the way."""
+        names = {e.name for e, _ in files}
         candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
         headless: dict[str, tuple[str, os.stat_result]] = {}
         paired: dict[Verdict, tuple[str, int, str]] = {}
@@ -363,32 +395,7 @@ class _Walker:
                 arch = info.arch.lower() if info is not None else ""
                 self.ignored.append(Ignored(entry.path, rule.what.format(arch=arch) + ", not a model"))
         candidates += [(name, st, None) for name, st in headless.values()]
-        self._foreign(folder, foreign, stats, publisher, repo)
-        mmproj, draft, codec = (paired.get(v) for v in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC))
-        for path, _, what in filter(None, (mmproj, draft, codec)):
-            self.sidecars.append((path, what, ""))
-        sidecars = tuple(p[0] for p in (mmproj, draft, codec) if p)
-        for name, st, info in candidates:
-            path = os.path.join(folder, name)
-            shard = SHARD_NAME.search(name)
-            id_name = name[: shard.start()] + ".gguf" if shard else name
-            shards: tuple[str, ...] = ()
-            present: tuple[str, ...] = (path,)
-            if shard and int(shard.group(2)) > 1:
-                names_ = _shard_names(name[: shard.start()], int(shard.group(2)))
-                shards = tuple(os.path.join(folder, n) for n in names_)
-                present = tuple(s for s in shards if s in stats)
-            missing = tuple(s for s in shards if s not in stats)
-            model_id, quant = gguf_ids(id_name, repo)
-            row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
-                           size_bytes=sum(stats[s].st_size for s in present), publisher=publisher, repo=repo,
-                           shards=shards, missing_shards=missing, mmproj=mmproj[0] if mmproj else None,
-                           mmproj_bytes=mmproj[1] if mmproj else 0, draft=draft[0] if draft else None,
-                           codec=codec[0] if codec else None, inputs=tuple(dict.fromkeys(present + sidecars)))
-            self._add(row, st, stats)
-            reason = self._gguf_reason(row, info, stats)
-            if reason is not None:
-                self.row_errors.append((row, reason))
+        return candidates, paired, foreign
 
     def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
                  stats: dict[str, os.stat_result], publisher: str, repo: str) -> None:
@@ -460,7 +467,7 @@ class _Walker:
         if short:
             self.downloads.append((row, Download(have_bytes=have, want_bytes=want)))
             if not row.shards:
-                return f"incomplete download ({want / GIB:.2f} GB expected)"
+                return f"incomplete download ({want / GIB:.2f} GiB expected)"
             return incomplete_text((), short, len(row.shards), want)
         if tensors == 0:
             return VOCAB_ONLY

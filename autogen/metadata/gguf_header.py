@@ -335,8 +335,8 @@ def read_gguf_header(path: str | os.PathLike[str]) -> GGUFHeader:
         raise GGUFError(f"cannot read: {e.strerror or e}") from e
 
 
-def _read(f, path: str, size: int) -> GGUFHeader:
-    cur = _Cursor(f, size)
+def _preamble(cur: _Cursor, size: int) -> tuple[int, int, int]:
+    """(version, tensor count, key/value count) after the magic, each checked."""
     cur.need(4, "magic")
     magic = cur.buf[:4]
     cur.p = 4
@@ -354,7 +354,12 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         if 24 + count * least > size:
             raise GGUFError(f"header claims {count} {label} (at least {count * least} bytes), "
                             f"file has {size}")
+    return version, tensor_count, kv_count
 
+
+def _read(f, path: str, size: int) -> GGUFHeader:
+    cur = _Cursor(f, size)
+    version, tensor_count, kv_count = _preamble(cur, size)
     kv: dict[str, object] = {}
     array_lengths: dict[str, int] = {}
     template_bytes = -1

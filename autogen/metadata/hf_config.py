@@ -203,31 +203,10 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
     heads = get.count(HEADS_KEYS)
     kv_lora_rank = get.count(("kv_lora_rank",)) if model_type in MLA_MODEL_TYPES else 0
     rope_dim = get.count(("qk_rope_head_dim",)) if kv_lora_rank else 0
-    if kv_lora_rank:
-        # As gguf_meta reads convert_hf_to_gguf's deepseek2 output: one KV head (MQA over the
-        # latent), per-head widths as `key_length_mla` / `value_length_mla`.
-        kv_heads = 1
-        key_len = get.count(("qk_nope_head_dim",)) + rope_dim
-        value_len = get.count(("v_head_dim",))
-    else:
-        kv_heads = _kv_heads(get, model_type, heads)
-        key_len = get.count(HEAD_DIM_KEYS) or (hidden // heads if heads else 0)
-        value_len = key_len
+    kv_heads, key_len, value_len = _attention(get, model_type, heads, hidden, kv_lora_rank, rope_dim)
     keeps, recurrent, layout = hf_layout.kv_layers(get, model_type, layers)
     sliding_layers = hf_layout.sliding_layers(get, layers)
-    # Gemma 4: full layers have their own head width and (with attention_k_eq_v) KV heads
-    # (transformers `Gemma4TextConfig`, vLLM `Gemma4DecoderLayer`); where the sliding layers
-    # are not marked, every layer is charged at the larger of each.
-    global_len = get.count(("global_head_dim",))
-    global_kv = get.count(("num_global_key_value_heads",)) if get.flag("attention_k_eq_v") else 0
-    full_kv = [kv_heads] * layers
-    if global_kv and sliding_layers:
-        full_kv = [kv_heads if swa else global_kv for swa in sliding_layers]
-    elif global_kv:
-        full_kv = [max(kv_heads, global_kv)] * layers
-    swa_len = 0
-    if global_len and global_len != key_len:
-        swa_len, key_len, value_len = key_len, global_len, global_len
+    full_kv, swa_len, key_len, value_len = _full_layers(get, kv_heads, layers, sliding_layers, key_len, value_len)
     # No head count at all is "unknown", never "attention-free": kvcost must not guess 0.
     per_layer = (tuple(n if keep else 0 for keep, n in zip(keeps, full_kv, strict=False))
                  if kv_heads or not any(keeps) else ())
@@ -271,6 +250,35 @@ def meta_from_hf_config(config: dict) -> ModelMeta:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _attention(get: ConfigReader, model_type: str, heads: int, hidden: int, kv_lora_rank: int,
+               rope_dim: int) -> tuple[int, int, int]:
+    """(KV heads, key width, value width) per head."""
+    if kv_lora_rank:
+        # As gguf_meta reads convert_hf_to_gguf's deepseek2 output: one KV head (MQA over the
+        # latent), per-head widths as `key_length_mla` / `value_length_mla`.
+        return 1, get.count(("qk_nope_head_dim",)) + rope_dim, get.count(("v_head_dim",))
+    key_len = get.count(HEAD_DIM_KEYS) or (hidden // heads if heads else 0)
+    return _kv_heads(get, model_type, heads), key_len, key_len
+
+
+def _full_layers(get: ConfigReader, kv_heads: int, layers: int, sliding_layers: tuple[bool, ...], key_len: int,
+                 value_len: int) -> tuple[list[int], int, int, int]:
+    """(KV heads per layer, sliding-window head width or 0, key width, value width). Gemma 4:
+    full layers have their own head width and (with attention_k_eq_v) KV heads (transformers
+    `Gemma4TextConfig`, vLLM `Gemma4DecoderLayer`); where the sliding layers are not marked,
+    every layer is charged at the larger of each."""
+    global_len = get.count(("global_head_dim",))
+    global_kv = get.count(("num_global_key_value_heads",)) if get.flag("attention_k_eq_v") else 0
+    full_kv = [kv_heads] * layers
+    if global_kv and sliding_layers:
+        full_kv = [kv_heads if swa else global_kv for swa in sliding_layers]
+    elif global_kv:
+        full_kv = [max(kv_heads, global_kv)] * layers
+    if global_len and global_len != key_len:
+        return full_kv, key_len, global_len, global_len
+    return full_kv, 0, key_len, value_len
 
 
 def _is_causal_lm(arch: str, config: dict) -> bool:

@@ -148,6 +148,18 @@ def _resolve_param_keys(model: LineMap, macros, path: str, report: _Report) -> N
     filters["setParamsByID"] = out
 
 
+def _merged_macros(model_id: str, global_macros: list, local: list) -> list:
+    """mergeModelMacros: `MODEL_ID`, the global macros, a model macro replacing a global one."""
+    merged = [("MODEL_ID", model_id), *global_macros]
+    for name, value in local:
+        names = [n for n, _ in merged]
+        if name in names:
+            merged[names.index(name)] = (name, value)
+        else:
+            merged.append((name, value))
+    return merged
+
+
 def _resolve_macros(doc: LineMap, report: _Report) -> None:
     """resolveConfigMacros: global macros outside `models`, then each model's own scope."""
     global_macros = macro_entries(doc.get("macros"), "macros", doc.lines.get("macros"), report.add)
@@ -161,13 +173,7 @@ def _resolve_macros(doc: LineMap, report: _Report) -> None:
         if not isinstance(model, dict):
             continue
         local = macro_entries(model.get("macros"), f"{path}.macros", model.lines.get("macros"), report.add)
-        merged = [("MODEL_ID", model_id), *global_macros]
-        for name, value in local:  # mergeModelMacros: a model macro replaces a global one
-            names = [n for n, _ in merged]
-            if name in names:
-                merged[names.index(name)] = (name, value)
-            else:
-                merged.append((name, value))
+        merged = _merged_macros(model_id, global_macros, local)
         for field in ("cmd", "cmdStop"):  # comment lines go before any expansion
             if isinstance(model.get(field), str) and strip_comment_lines(model[field]).strip():
                 model[field] = strip_comment_lines(model[field])
@@ -206,32 +212,42 @@ def _check_models(models: LineMap, report: _Report) -> dict[str, str]:
         proxy = model.get("proxy")
         if isinstance(proxy, str) and "${" not in proxy and not _parses_as_url(proxy):
             report.add(model.lines["proxy"], f"{path}.proxy: invalid proxy URL {proxy!r}")
-        aliases = model.get("aliases")
-        for i, alias in enumerate(aliases if isinstance(aliases, list) else ()):
-            if not isinstance(alias, str):
-                continue
-            at = aliases.lines[i]
-            if alias in owner:
-                why = f"duplicate alias '{alias}' (already used by model '{owner[alias]}')"
-                report.add(at, f"{path}.aliases[{i}]: {why}")
-            elif alias in models and alias != model_id:
-                why = f"alias '{alias}' is the id of another model, which wins"
-                report.add(at, f"{path}.aliases[{i}]: {why}")
-            owner.setdefault(alias, model_id)
+        _check_aliases(models, model_id, model.get("aliases"), owner, report)
     for model_id in sorted(models):  # setParamsByID keys become aliases after explicit ones
-        model = models[model_id]
-        filters = model.get("filters") if isinstance(model, dict) else None
-        params = filters.get("setParamsByID") if isinstance(filters, dict) else None
-        for key in params if isinstance(params, dict) else ():
-            where = f"models.{model_id}.filters.setParamsByID"
-            if key == model_id:
-                continue
-            if key in models:
-                report.add(params.lines[key], f"{where}: key '{key}' conflicts with an existing model ID")
-            elif owner.setdefault(key, model_id) != model_id:
-                why = f"duplicate alias '{key}', already used by model {owner[key]}"
-                report.add(params.lines[key], f"{where}: {why}")
+        _check_params_by_id(models, model_id, owner, report)
     return owner
+
+
+def _check_aliases(models: LineMap, model_id: str, aliases, owner: dict[str, str], report: _Report) -> None:
+    """A model's aliases: unique, and none the id of another model."""
+    path = f"models.{model_id}"
+    for i, alias in enumerate(aliases if isinstance(aliases, list) else ()):
+        if not isinstance(alias, str):
+            continue
+        at = aliases.lines[i]
+        if alias in owner:
+            why = f"duplicate alias '{alias}' (already used by model '{owner[alias]}')"
+            report.add(at, f"{path}.aliases[{i}]: {why}")
+        elif alias in models and alias != model_id:
+            why = f"alias '{alias}' is the id of another model, which wins"
+            report.add(at, f"{path}.aliases[{i}]: {why}")
+        owner.setdefault(alias, model_id)
+
+
+def _check_params_by_id(models: LineMap, model_id: str, owner: dict[str, str], report: _Report) -> None:
+    """A model's `filters.setParamsByID` keys, which the loader makes aliases of it."""
+    model = models[model_id]
+    filters = model.get("filters") if isinstance(model, dict) else None
+    params = filters.get("setParamsByID") if isinstance(filters, dict) else None
+    for key in params if isinstance(params, dict) else ():
+        where = f"models.{model_id}.filters.setParamsByID"
+        if key == model_id:
+            continue
+        if key in models:
+            report.add(params.lines[key], f"{where}: key '{key}' conflicts with an existing model ID")
+        elif owner.setdefault(key, model_id) != model_id:
+            why = f"duplicate alias '{key}', already used by model {owner[key]}"
+            report.add(params.lines[key], f"{where}: {why}")
 
 
 def _parses_as_url(text: str) -> bool:
@@ -555,35 +571,43 @@ def check_selectors(doc: LineMap, models, aliases: dict[str, str], report: _Repo
         if not isinstance(selector, dict):
             continue
         strategy = selector.get("strategy")
-        targets = _at(selector, "targets", kind=list)
         # a missing strategy or target list is the schema's `required` / `minItems` (`check`)
-        resolved, local = [], []
-        for i, target in enumerate(targets):
-            line = targets.lines[i]
-            if not isinstance(target, str):
-                continue
-            if target in selectors:
-                why = f"references selector {target!r}; selector chaining is not supported"
-                report.add(line, f"{where}.targets[{i}] {why}")
-                continue
-            base = resolve_base_model(target, models, aliases, peers)
-            if base is None:
-                report.add(line, f"{where}.targets[{i}] references unknown model {target!r} "
-                                 "(not a model id, alias or peer model of this config)")
-                continue
-            is_local = target in models or target in aliases
-            if strategy == "warm" and not is_local:
-                report.add(line, f'{where}.targets[{i}] must resolve to a local model for strategy "warm"')
-            if strategy == "spillover":
-                peer = None if is_local else resolve_peer_model(target, peers)
-                name = base if peer is None else f"{peer[0]}/{peer[1]}"
-                if name in resolved:
-                    report.add(line, f"{where}.targets contains duplicate resolved model {name!r}")
-                resolved.append(name)
-                if is_local:
-                    local.append(base)
+        local = _check_targets(where, strategy, _at(selector, "targets", kind=list), selectors, models, aliases,
+                               peers, report)
         if strategy == "spillover":
             _spillover_coexist(doc, where, local, models, at, report)
+
+
+def _check_targets(where: str, strategy, targets, selectors, models, aliases: dict[str, str], peers,
+                   report: _Report) -> list[str]:
+    """One selector's targets: each resolves, none is a selector, `warm` ones are local,
+    `spillover` ones distinct; returns the local models a spillover runs side by side."""
+    resolved, local = [], []
+    for i, target in enumerate(targets):
+        line = targets.lines[i]
+        if not isinstance(target, str):
+            continue
+        if target in selectors:
+            why = f"references selector {target!r}; selector chaining is not supported"
+            report.add(line, f"{where}.targets[{i}] {why}")
+            continue
+        base = resolve_base_model(target, models, aliases, peers)
+        if base is None:
+            report.add(line, f"{where}.targets[{i}] references unknown model {target!r} "
+                             "(not a model id, alias or peer model of this config)")
+            continue
+        is_local = target in models or target in aliases
+        if strategy == "warm" and not is_local:
+            report.add(line, f'{where}.targets[{i}] must resolve to a local model for strategy "warm"')
+        if strategy == "spillover":
+            peer = None if is_local else resolve_peer_model(target, peers)
+            name = base if peer is None else f"{peer[0]}/{peer[1]}"
+            if name in resolved:
+                report.add(line, f"{where}.targets contains duplicate resolved model {name!r}")
+            resolved.append(name)
+            if is_local:
+                local.append(base)
+    return local
 
 
 def check_profiles(doc: LineMap, models, aliases: dict[str, str], report: _Report) -> None:

@@ -442,14 +442,10 @@ def _choose_ctx(engine: _Engine, meta: ModelMeta, knobs: LlamaKnobs, w: Weights,
     return ctx, why
 
 
-def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
-               runtime: int, projector: int = 0, draft: DraftLoad | None = None,
-               correction: EngineCorrection = NO_CORRECTION) -> LlamaSizing:
-    """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
-    and context stay on the GPU). Raises ModelError when the header is insufficient.
-    `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`)."""
-    blocks = meta.block_count
-    if blocks <= 0:
+def _check_sizable(meta: ModelMeta, cost: KvCost | None, size: int, knobs: LlamaKnobs,
+                   draft: DraftLoad | None) -> None:
+    """ModelError when the header lacks what the sizing needs, or the knobs contradict each other."""
+    if meta.block_count <= 0:
         raise ModelError("GGUF header has no block_count: cannot place layers on the GPU")
     if cost is None or cost.bytes_per_token is None:
         why = cost.note if cost is not None else "no attention metadata"
@@ -461,6 +457,30 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                          "quantized V cache with flash_attn off (set flash_attn: auto or kv_type: f16)")
     if draft is not None and (draft.cost.bytes_per_token is None or draft.meta.block_count <= 0):
         raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
+
+
+def _charge_notes(runtime: int, projector: int, draft: DraftLoad | None, drafted: int, ctx: int,
+                  kv_type: str) -> list[str]:
+    """The fixed charges beside the model's own allocations: runtime and base, projector, draft."""
+    notes = [f"runtime {gb(runtime)} GiB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GiB"
+             " (docs/maintainers/sizing.md)"]
+    if projector:
+        notes.append(f"projector {gb(projector)} GiB on the GPU")
+    if draft:
+        notes.append(f"draft: weights {gb(draft.weights)} GiB, all {draft.layers} layers on the GPU "
+                     f"(-ngld {draft.layers}), its context {gb(drafted)} GiB at ctx {ctx} (KV {kv_type}, state, "
+                     "compute)")
+    return notes
+
+
+def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
+               runtime: int, projector: int = 0, draft: DraftLoad | None = None,
+               correction: EngineCorrection = NO_CORRECTION) -> LlamaSizing:
+    """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
+    and context stay on the GPU). Raises ModelError when the header is insufficient.
+    `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`)."""
+    _check_sizable(meta, cost, size, knobs, draft)
+    blocks = meta.block_count
     raw, experts_note = _weights(meta, size)
     w = attrs.evolve(raw, size=correction.model(raw.size), experts=correction.model(raw.experts))
     engine = _Engine(meta, cost, knobs, draft, correction)
@@ -491,16 +511,13 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     if knobs.ctx and (ncm or ngl <= blocks):
         why = f"ctx pinned; {place_note}"
     parallel = knobs.parallel
+    slots = f" × {parallel} slots" if parallel > 1 else ""
     notes = [
         f"weights {gb(size)} GiB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
         kv_type_note,
-        f"ctx {ctx}" + (f" × {parallel} slots" if parallel > 1 else "") + f": {why} (trained {model_max})",
+        f"ctx {ctx}{slots}: {why} (trained {model_max})",
         *memory.rules,
-        f"runtime {gb(runtime)} GiB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GiB"
-        " (docs/maintainers/sizing.md)",
-        *([f"projector {gb(projector)} GiB on the GPU"] if projector else []),
-        *([f"draft: weights {gb(draft.weights)} GiB, all {draft.layers} layers on the GPU (-ngld {draft.layers}), "
-           f"its context {gb(drafted)} GiB at ctx {ctx} (KV {kv_type}, state, compute)"] if draft else []),
+        *_charge_notes(runtime, projector, draft, drafted, ctx, kv_type),
         f"placement: {place_note}",
         *([f"corrected by {correction.describe()}"] if correction.readings else []),
         f"estimate: VRAM {gb(vram)} GiB of {gb(budget)} GiB budget, RAM {gb(ram)} GiB"

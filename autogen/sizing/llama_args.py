@@ -135,27 +135,13 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
         parallel = None if parallel == "-1" else parallel
     slots = parallel or 1
     if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
-        total = _pin(found, "ctx", minimum=0, hint=" (0 = the trained context)")
-        if total == 0 and not (meta and meta.context_length):
-            raise ModelError(f"extra_args: {found['ctx'][0]} 0 asks for the trained context, "
-                             "which the GGUF header does not state")
-        ctx_pin = max(1, (total or meta.context_length) // slots)
-    if "ngl" in found:
-        ngl = _pin(found, "ngl", minimum=0, words=("all",),
-                   hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
-        ngl = blocks + 1 if ngl == "all" else ngl
-    if "n_cpu_moe" in found:
-        flag, _ = found["n_cpu_moe"]
-        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
+        ctx_pin = _ctx_pin(found, meta, slots)
+    if "ngl" in found or "n_cpu_moe" in found:
+        ngl, n_cpu_moe = _placement_pins(found, blocks, ngl)
     if "flash_attn" in found:
         flash_attn = _pin(found, "flash_attn", words=FLASH_ATTN_MODES)
     if "cache_type_k" in found or "cache_type_v" in found:
-        k, v = (_pin(found, knob, words=tuple(KV_TYPE_BYTES)) if knob in found else None
-                for knob in ("cache_type_k", "cache_type_v"))
-        k, v = k or v, v or k
-        if flash_attn == "off" and v not in FLOAT_KV_TYPES:
-            raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
-        kv_type = max((k, v), key=KV_TYPE_BYTES.__getitem__)  # sized at the larger of the two
+        kv_type = _cache_type_pin(found, flash_attn)
     if "fit" in found:
         _pin(found, "fit", words=("on", "off"))
     mmproj = (pick("mmproj") or "auto").strip()
@@ -165,6 +151,39 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
                        kv_unified=unified, swa_full="swa_full" in found)
     return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
                         replaced=frozenset(found), slots_chosen=parallel is not None)
+
+
+def _placement_pins(found: dict[str, tuple[str, str | None]], blocks: int, ngl: int | None) -> tuple[int | None,
+                                                                                                   int | None]:
+    """(`-ngl`, `--n-cpu-moe`) as `extra_args` pin them (`ngl`: the settings' value, kept unless pinned)."""
+    n_cpu_moe = None
+    if "ngl" in found:
+        ngl = _pin(found, "ngl", minimum=0, words=("all",),
+                   hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
+        ngl = blocks + 1 if ngl == "all" else ngl
+    if "n_cpu_moe" in found:
+        flag, _ = found["n_cpu_moe"]
+        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
+    return ngl, n_cpu_moe
+
+
+def _ctx_pin(found: dict[str, tuple[str, str | None]], meta, slots: int) -> int:
+    """The per-slot context of `-c` in `extra_args` (0 = the trained window)."""
+    total = _pin(found, "ctx", minimum=0, hint=" (0 = the trained context)")
+    if total == 0 and not (meta and meta.context_length):
+        raise ModelError(f"extra_args: {found['ctx'][0]} 0 asks for the trained context, "
+                         "which the GGUF header does not state")
+    return max(1, (total or meta.context_length) // slots)
+
+
+def _cache_type_pin(found: dict[str, tuple[str, str | None]], flash_attn: str | None) -> str:
+    """The cache type of `-ctk`/`-ctv` in `extra_args`, sized at the larger of the two."""
+    k, v = (_pin(found, knob, words=tuple(KV_TYPE_BYTES)) if knob in found else None
+            for knob in ("cache_type_k", "cache_type_v"))
+    k, v = k or v, v or k
+    if flash_attn == "off" and v not in FLOAT_KV_TYPES:
+        raise ModelError(f"extra_args: cache type {v} for V needs flash attention, which is off")
+    return max((k, v), key=KV_TYPE_BYTES.__getitem__)
 
 
 def checked_path(path: str) -> str:
