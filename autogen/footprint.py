@@ -30,6 +30,11 @@ from attrs import frozen
 from autogen.numfmt import size_gb
 
 MIB = 1 << 20
+#: Added to what a measurement shows (the "stated margin"): 5% of it, at least 128 MiB. llama.cpp's
+#: buffers do not grow after load, but a driver's do a little (CUDA graphs, library workspaces on
+#: first use), and a measurement is one start on one day.
+MARGIN_SHARE = 0.05
+MARGIN_MIN = 128 << 20
 #: The `metadata` key the record is written under.
 MEMORY_KEY = "memory"
 #: The name llama.cpp gives host memory in its reports (common/fit.cpp `common_fit_print`).
@@ -167,6 +172,8 @@ class Reading:
     env: tuple[str, ...]
     engine: MemoryRecord
     estimate: MemoryRecord
+    #: The KV cache's capacity the engine reported, in tokens (vLLM's `GPU KV cache size`); 0 = none.
+    kv_tokens: int = 0
 
 
 def with_gap(footprint: MemoryRecord, gap: Gap | None) -> MemoryRecord:
@@ -179,6 +186,11 @@ def with_gap(footprint: MemoryRecord, gap: Gap | None) -> MemoryRecord:
     devices = tuple(attrs.evolve(d, context=d.context + c, compute=d.compute + g)
                     for d, c, g in zip(footprint.devices, context, compute, strict=True))
     return attrs.evolve(footprint, devices=devices, note="; ".join(x for x in (footprint.note, gap.why) if x))
+
+
+def margin(measured_bytes: int) -> int:
+    """The margin added to `measured_bytes` a measurement shows (`MARGIN_SHARE`, `MARGIN_MIN`)."""
+    return max(MARGIN_MIN, int(measured_bytes * MARGIN_SHARE))
 
 
 def _shares(n: int, weights: Sequence[int]) -> list[int]:

@@ -15,7 +15,9 @@ libraries, each with its own cache, output and settings cache:
 
 Prints one line per library and exits 1 when any config, or what `swapgen list` prints of it,
 differs (a unified diff follows). REV defaults to HEAD, so `python scripts/compare_configs.py`
-checks uncommitted changes.
+checks uncommitted changes. `--unit-labels` reads a size's unit label (`4.58 GB`, `4.58GB`,
+`4.58 GiB`: every one of them GiB) as the same, for a change that only writes the unit as what it
+is; such libraries print `same (labels)`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -127,11 +130,21 @@ def generate(tree: Path, label: str, folder: Path, settings: str, work: Path) ->
     return done.returncode, config + b"\n# swapgen list:\n" + listed.stdout.encode(), done.stderr
 
 
+_UNIT = re.compile(rb"(\d) ?Gi?B\b")
+
+
+def unit_free(text: bytes) -> bytes:
+    """`text` with every size's unit label (`GB`, `GiB`, spaced or not) written one way."""
+    return _UNIT.sub(rb"\1 <GiB>", text)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("rev", nargs="?", default="HEAD", help="the revision to compare with (default HEAD)")
     p.add_argument("--models", type=int, default=200, help="models in the synthetic library (default 200)")
     p.add_argument("--keep", action="store_true", help="keep the work folder and print its path")
+    p.add_argument("--unit-labels", action="store_true",
+                   help="lines whose only change is a size's unit label (GB → GiB) count as the same")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="swapgen-compare-"))
     try:
@@ -142,6 +155,9 @@ def main() -> int:
             rc_new, after, err_new = generate(REPO, "new", folder, settings, work)
             if (rc_old, before) == (rc_new, after):
                 print(f"same      {name}: {len(after)} bytes, exit {rc_new}")
+                continue
+            if args.unit_labels and (rc_old, unit_free(before)) == (rc_new, unit_free(after)):
+                print(f"same (labels) {name}: {len(after)} bytes, exit {rc_new}")
                 continue
             differ += 1
             print(f"DIFFERENT {name}: exit {rc_old} → {rc_new}, {len(before)} → {len(after)} bytes")

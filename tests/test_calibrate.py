@@ -105,6 +105,12 @@ def config_memory(lib: Path, entry: str) -> dict:
     return config["models"][entry]["metadata"]
 
 
+def command(lib: Path, entry: str) -> str:
+    from ruamel.yaml import YAML  # noqa: PLC0415
+
+    return YAML(typ="safe").load((lib / "config.yaml").read_text())["models"][entry]["cmd"]
+
+
 def pids(lib: Path) -> list[int]:
     path = lib / "pids"
     return [int(p) for p in path.read_text().split()] if path.exists() else []
@@ -146,11 +152,23 @@ class TestMeasure:
         assert swapgen(lib) == 0 and config_memory(lib, "alpha-q4_k_m")["memory"]["source"] == "estimate"
 
     def test_vllm_weights_and_kv_pool_per_gpu(self, lib, capsys):
+        """The measurement sizes the next command (its weights, its KV pool); measuring that one
+        too, the run after keeps it and reports the engine's own figures."""
+        assert swapgen(lib) == 0
+        first = command(lib, "vee-q4_k_m")
         assert swapgen(lib, "calibrate", "vee-q4_k_m") == 0
         assert swapgen(lib) == 0
+        resized = command(lib, "vee-q4_k_m")
+        assert resized != first and config_memory(lib, "vee-q4_k_m")["memory"]["source"] == "estimate"
+        assert swapgen(lib, "calibrate", "vee-q4_k_m") == 0
+        assert swapgen(lib) == 0
+        assert command(lib, "vee-q4_k_m") == resized
         memory = config_memory(lib, "vee-q4_k_m")["memory"]
         assert memory["source"] == "measured"
         assert memory["devices"][0]["model_mib"] == 1536 and memory["devices"][0]["context_mib"] == 2304
+        engine = lib / "bin" / "vllm"
+        engine.write_text(engine.read_text() + "\n# rebuilt\n")  # stale figures are never used
+        assert swapgen(lib) == 0 and command(lib, "vee-q4_k_m") == first
 
     def test_unknown_id_is_refused(self, lib, capsys):
         assert swapgen(lib, "calibrate", "nope") == 1

@@ -3,6 +3,7 @@
 GPU under tensor parallelism, the pins `extra_args` carry, and recurrent state in the KV reserve."""
 
 import json
+from types import SimpleNamespace
 
 import attrs
 import pytest
@@ -24,14 +25,26 @@ from vllm_fixtures import (
     meta_of,
 )
 
+from autogen.commands.calibrate import read_figures
+from autogen.commands.engine_figures import measured_footprint
+from autogen.commands.measurements import Measurement
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
+from autogen.footprint import Reading, margin
 from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KvCost, kv_cost
 from autogen.numfmt import GIB, size_gb
 from autogen.settings.schema import Gpu, Override
-from autogen.sizing.vllm import MAX_UTIL, kv_cache_flag_bytes, per_gpu_bytes_per_token, size_vllm
+from autogen.sizing.vllm import (
+    MAX_UTIL,
+    OVERHEAD,
+    kv_cache_flag_bytes,
+    per_gpu_bytes_per_token,
+    rounded_ctx,
+    size_vllm,
+)
 from tests.shared import HF_CONFIGS
+from tests.test_engine_logs import VLLM_TP2
 
 
 class TestExampleA_MaxModelLenSizedToBudget:
@@ -101,7 +114,7 @@ class TestExampleC_SmallModelTakesOnlyWhatItNeeds:
         sizing = size_vllm(ctx, BASE_V)
         assert (sizing.max_model_len, sizing.ctx_note) == (32768, "trained context")
         assert sizing.kv_reserve == 0.375 * GIB
-        assert sizing.footprint == round(0.92 * GIB) + 0.375 * GIB + 1.5 * GIB
+        assert sizing.footprint == int(0.92 * GIB) + 0.375 * GIB + 1.5 * GIB
         assert sizing.footprint <= 4 * GIB
         entry = entry_of(ctx)
         assert flag(entry.argv, "--gpu-memory-utilization") == "0.12"
@@ -509,3 +522,55 @@ class TestSlidingWindowLayersByTheirWindow:
         ctx = real_ctx("gpt-oss-20b", size_gb=13, budget=16, card=24)
         gguf = attrs.evolve(ctx, meta=attrs.evolve(ctx.meta, source="gguf"))
         assert size_vllm(gguf, (0, 11, 0)).max_model_len == 32_768
+
+
+class TestMeasuredFigures:
+    """What `swapgen calibrate` read from vLLM 0.33's own lines (recorded in tests/test_engine_logs.py)
+    sizes the next command: the model-loading size replaces the estimated weights, and the KV
+    cache's capacity bounds the length, each with the stated margin (5%, at least 128 MiB)."""
+
+    def reading(self, ctx, log: str) -> Reading:
+        entry = entry_of(ctx)
+        record, tokens = read_figures(SimpleNamespace(engine="vllm"), entry, log)
+        measured = Measurement(entry.id, "vllm", record, kv_tokens=tokens)
+        return Reading(argv=entry.argv, env=entry.env, engine=measured_footprint(measured, entry.estimate),
+                       estimate=entry.estimate, kv_tokens=tokens)
+
+    def test_model_loading_replaces_the_weights_and_the_capacity_bounds_the_length(self):
+        # 24 layers: 48 KiB per token on each of the two GPUs, 21,845 tokens per GiB by swapgen's cost
+        ctx = device_ctx(dense_meta(layers=24), size_gb=12.0)
+        plain = size_vllm(ctx, (0, 33, 0))
+        sized = size_vllm(attrs.evolve(ctx, readings=(self.reading(ctx, VLLM_TP2),)), (0, 33, 0))
+        weights = round(7.51 * GIB)  # the larger of the two workers'
+        assert plain.fact("weights").bytes == 6 * GIB
+        assert sized.fact("weights").bytes == weights + margin(weights)
+        assert sized.fact("weights").reason.startswith("measured (vLLM's model loading at launch)")
+        # vLLM held 202,176 tokens in 12.34 GiB (16,384 per GiB): fewer than swapgen's cost, so the length is cut
+        room = min(sized.fact("budget").bytes, sized.fact("limit").bytes) - sized.fact("weights").bytes - OVERHEAD
+        cap = rounded_ctx(int(room * 202_176 / round(12.34 * GIB) * 0.95))
+        assert sized.max_model_len == cap < plain.max_model_len
+        assert "cut to the measured KV cache (202,176 tokens in 12.34 GiB, less 5%)" in sized.ctx_note
+        # the pool pinned for it holds that length at the measured capacity, with the margin
+        assert sized.kv_cache_bytes >= cap * round(12.34 * GIB) / 202_176 / 0.95
+
+    def test_a_launch_on_other_gpus_is_not_used(self):
+        ctx = device_ctx(dense_meta(layers=24), size_gb=12.0)
+        one = self.reading(attrs.evolve(ctx, devices=PAIR_24[:1]), VLLM_ONE)
+        assert size_vllm(attrs.evolve(ctx, readings=(one,)), (0, 33, 0)) == size_vllm(ctx, (0, 33, 0))
+
+    def test_the_next_run_follows_the_measurement(self, tmp_path):
+        """End to end: the entry's command after calibration is sized from the measured figures."""
+        ctx = make_ctx(size_gb=8.0, budget=16.0, version="0.33.0")
+        reading = self.reading(ctx, VLLM_ONE)
+        after = entry_of(attrs.evolve(ctx, readings=(reading,)))
+        assert after.argv != reading.argv  # another command: the corrected estimate, not the record
+        assert after.footprint.memory.source == "estimate"
+        assert flag(after.argv, "--max-model-len") != flag(reading.argv, "--max-model-len")
+
+
+#: One worker (vllm/logger.py `_FORMAT`), Qwen3-8B-sized: its pool holds fewer tokens than our cost says.
+VLLM_ONE = """\
+(EngineCore pid=150) INFO 12-02 01:21:10 [gpu_model_runner.py:5089] Model loading took 8.3 GiB memory and 9.8 seconds
+(EngineCore pid=150) INFO 12-02 01:21:30 [gpu_worker.py:773] Available KV cache memory: 6.2 GiB
+(EngineCore pid=150) INFO 12-02 01:21:31 [kv_cache_utils.py:1148] GPU KV cache size: 30,000 tokens, Maximum concurrency for 32,768 tokens per request: 0.92x
+"""

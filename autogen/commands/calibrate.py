@@ -125,23 +125,24 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
             why = f"no answer on {url} within {timeout:g} s" + (f" (last error: {why})" if why else "")
         return Measurement(entry.id, job.engine, None, error=why or f"exited before answering on {url}",
                            seconds=seconds)
-    figures = read_figures(job, entry, text)
+    figures, kv_tokens = read_figures(job, entry, text)
     if figures is None:
         return Measurement(entry.id, job.engine, None, seconds=seconds,
                            error="started, but its log has no memory report (is its log verbosity below 4?)")
     devices = [_gpu_index(d.name, i, visible_devices(entry.env)) for i, d in enumerate(figures.devices)]
     held = tuple(per_process.get(i, 0) for i in devices) if per_process and None not in devices else ()
-    return Measurement(entry.id, job.engine, figures, per_process=held, seconds=seconds)
+    return Measurement(entry.id, job.engine, figures, per_process=held, seconds=seconds, kv_tokens=kv_tokens)
 
 
-def read_figures(job: Job, entry: Entry, text: str) -> MemoryRecord | None:
-    """The engine's report as a footprint: llama-server's buffers, or vLLM's per-worker weights and
-    KV pool with the rest of what it takes (the estimate's device total) as its compute part."""
+def read_figures(job: Job, entry: Entry, text: str) -> tuple[MemoryRecord | None, int]:
+    """(the engine's report as a memory record, the KV cache's capacity in tokens or 0):
+    llama-server's buffers, or vLLM's per-worker weights and KV pool with the rest of what it takes
+    (the estimate's device total) as its compute part, and the tokens its pool holds."""
     if job.engine == EngineKind.LLAMA:
-        return engine_logs.llama_report(text)
+        return engine_logs.llama_report(text), 0
     report = engine_logs.vllm_report(text)
     if report is None:
-        return None
+        return None, 0
     planned = entry.estimate.devices if entry.estimate is not None else ()
     rows = []
     for i, (weights, kv) in enumerate(zip(report.weights, report.kv, strict=True)):
@@ -150,7 +151,7 @@ def read_figures(job: Job, entry: Entry, text: str) -> MemoryRecord | None:
         rows.append(DeviceMemory(name, weights, kv, max(0, takes - weights - kv)))
     note = (f"vLLM: KV cache of {report.kv_tokens:,} tokens for max-model-len {report.max_model_len:,}"
             if report.kv_tokens else "")
-    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note)
+    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note), report.kv_tokens
 
 
 def visible_devices(env: Sequence[str]) -> list[int]:

@@ -18,11 +18,11 @@ import attrs
 
 from autogen.commands import fit_params
 from autogen.commands.engine_binaries import MEASURED_ENGINES, estimator_for, identity, which
-from autogen.commands.measurements import Measurement, Measurements, margin
+from autogen.commands.measurements import Measurement, Measurements
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
 from autogen.engines import Engine
-from autogen.footprint import MemoryRecord, Reading, Source, with_gap
+from autogen.footprint import MemoryRecord, Reading, Source, margin, with_gap
 from autogen.settings.schema import Settings
 
 #: Rounds of asking: the engine is called at most this many times per entry of a model.
@@ -94,13 +94,14 @@ class EngineFigures:
         if entry.estimate is None:
             return None
         measured = self.measurement(job, entry)
+        kv_tokens = 0
         if measured is not None and measured.footprint is not None:
-            engine = measured_footprint(measured, entry.estimate)
+            engine, kv_tokens = measured_footprint(measured, entry.estimate), measured.kv_tokens
         else:
             engine, _ = self.estimate(job, entry)
         if engine is None:
             return None
-        return Reading(argv=entry.argv, env=entry.env, engine=engine, estimate=entry.estimate)
+        return Reading(argv=entry.argv, env=entry.env, engine=engine, estimate=entry.estimate, kv_tokens=kv_tokens)
 
 
 def measured_footprint(measured: Measurement, estimate: MemoryRecord) -> MemoryRecord:

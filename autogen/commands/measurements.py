@@ -19,12 +19,6 @@ from autogen.commands.engine_binaries import CALIBRATION_DIR
 from autogen.footprint import MemoryRecord, from_data, to_data
 from autogen.fsutil import write_if_changed
 
-#: Added to every measured device (the "stated margin"): 5% of what it held, at least 128 MiB.
-#: llama.cpp's buffers do not grow after load, but a driver's do a little (CUDA graphs, library
-#: workspaces on first use), and a measurement is one start on one day.
-MARGIN_SHARE = 0.05
-MARGIN_MIN = 128 << 20
-
 
 @frozen
 class Measurement:
@@ -44,10 +38,8 @@ class Measurement:
     #: The engine's own line on why it did not start ("" = it started and answered).
     error: str = ""
     seconds: float = 0.0
-
-
-def margin(device_bytes: int) -> int:
-    return max(MARGIN_MIN, int(device_bytes * MARGIN_SHARE))
+    #: The KV cache's capacity the engine reported, in tokens (vLLM's `GPU KV cache size`); 0 = none.
+    kv_tokens: int = 0
 
 
 class Measurements:
@@ -79,7 +71,8 @@ class Measurements:
             return Measurement(entry_id=str(data["entry_id"]), engine=str(data["engine"]),
                                footprint=from_data(data["footprint"]) if data["footprint"] else None,
                                per_process=tuple(int(n) for n in data["per_process"]), error=str(data["error"]),
-                               seconds=float(data["seconds"]))
+                               seconds=float(data["seconds"]),
+                               kv_tokens=int(data.get("kv_tokens", 0)))  # files of before it was kept: none
         return None
 
     def put(self, model_stamp: str, argv: Sequence[str], env: Sequence[str], engine_identity: str,
@@ -88,7 +81,8 @@ class Measurements:
         data = {"entry_id": measurement.entry_id, "engine": measurement.engine,
                 "footprint": to_data(measurement.footprint) if measurement.footprint else None,
                 "per_process": list(measurement.per_process), "error": measurement.error,
-                "seconds": round(measurement.seconds, 2), "argv": list(argv), "env": list(env)}
+                "seconds": round(measurement.seconds, 2), "kv_tokens": measurement.kv_tokens,
+                "argv": list(argv), "env": list(env)}
         write_if_changed(path, json.dumps(data, indent=1).encode(), durable=False)
         self._names = None
         return path

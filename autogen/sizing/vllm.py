@@ -48,11 +48,13 @@ shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 from attrs import field, frozen
 
 from autogen.errors import ModelError
-from autogen.footprint import Fact
+from autogen.footprint import MARGIN_SHARE, Fact, Reading, Source, margin
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
@@ -167,6 +169,44 @@ def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
 
 
 @frozen
+class Measured:
+    """What `swapgen calibrate` measured at earlier launches of this model on as many GPUs (only
+    figures of the exact commands, the model's files and the engine binary as they are now reach
+    sizing: a changed one is another key, `commands.measurements`): vLLM's model-loading size per
+    GPU, the largest seen, and its KV cache's capacity, the fewest tokens per pool byte seen.
+
+    Example: Measured(weights=8_063_891_046, capacity=(202_176, 13_249_974_108), launches=1).
+    """
+
+    weights: int
+    #: (tokens, pool bytes) of vLLM's `GPU KV cache size`; None = no launch reported it.
+    capacity: tuple[int, int] | None
+    launches: int
+
+    @classmethod
+    def of(cls, readings: Sequence[Reading], world: int) -> Measured | None:
+        found = [r.engine for r in readings if r.engine.source == Source.MEASURED and len(r.engine.devices) == world]
+        if not found:
+            return None
+        pools = [(r.kv_tokens, r.engine.devices[0].context) for r in readings
+                 if r.engine.source == Source.MEASURED and r.kv_tokens and r.engine.devices[0].context > 0]
+        return cls(weights=max(d.model for record in found for d in record.devices),
+                   capacity=min(pools, key=lambda p: p[0] / p[1]) if pools else None, launches=len(found))
+
+    def tokens_in(self, pool: float) -> int:
+        """Tokens a pool of `pool` bytes holds at the measured capacity, less the margin."""
+        assert self.capacity is not None
+        tokens, bytes_ = self.capacity
+        return int(pool * tokens / bytes_ * (1 - MARGIN_SHARE))
+
+    def pool_for(self, tokens: int) -> int:
+        """The pool (whole MiB) that holds `tokens` at the measured capacity, with the margin."""
+        assert self.capacity is not None
+        held, bytes_ = self.capacity
+        return -(-int(tokens * bytes_ / held / (1 - MARGIN_SHARE)) // MIB) * MIB
+
+
+@frozen
 class VllmLayout:
     """Phase 1, the layout: how one model spreads over GPUs and what one GPU holds of it (bytes)."""
 
@@ -179,7 +219,8 @@ class VllmLayout:
     card: int | None
     #: "24.0 GiB card 0" and the like, for the notes.
     of_card: str
-    #: The row's size to 0.01 GiB (the Go original's `SizeGB`), and one GPU's share of it.
+    #: The row's size to 0.01 GiB (the Go original's `SizeGB`), and one GPU's share of it (the
+    #: measured model-loading size with its margin, where a launch was measured).
     weights: int
     rank_weights: int
     #: The budget's share per GPU.
@@ -188,6 +229,7 @@ class VllmLayout:
     layout: VllmKv | None
     state: int
     trained: int
+    measured: Measured | None = None
 
     @property
     def world(self) -> int:
@@ -222,10 +264,14 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     if kv_cache is not None:
         base = _kv_cache_margin_base(lay.layout, kv_gpu, lay.state)
         kv_cache_note = f"{base}{lay.per_gpu} × 1.10 + 0.25 GiB, whole MiB"
+        if lay.measured is not None and lay.measured.capacity is not None \
+                and (held := lay.measured.pool_for(max_len)) > kv_cache:
+            kv_cache, kv_cache_note = held, (f"{max_len} tokens at the measured KV cache's capacity, + "
+                                             f"{MARGIN_SHARE:.0%}, whole MiB")
     footprint = _footprint(lay, kv_gpu, kv_cache, max_len)
     util, util_note = utilisation(lay, footprint, util_pin, kv_cache is not None)
     est = _estimate(ctx, lay, util, footprint)
-    facts = (Fact("weights", lay.rank_weights, f"the files to 0.01 GiB{f', / {lay.world}' if lay.world > 1 else ''}"),
+    facts = (Fact("weights", lay.rank_weights, _weights_reason(lay)),
              Fact("overhead", OVERHEAD, "activations, CUDA graphs and the profiling peak"),
              Fact("budget", lay.share, f"the model's VRAM budget{lay.per_gpu}"),
              *((Fact("limit", limit, f"{util_pin or MAX_UTIL:g} of {lay.of_card}"),) if limit is not None else ()),
@@ -242,6 +288,13 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                       pipeline_parallel=lay.stages, facts=facts)
 
 
+def _weights_reason(lay: VllmLayout) -> str:
+    if lay.measured is not None:
+        launches = "launch" if lay.measured.launches == 1 else f"{lay.measured.launches} launches"
+        return f"measured (vLLM's model loading at {launches}) + its margin, {MARGIN_SHARE:.0%} or 128 MiB"
+    return f"the files to 0.01 GiB{f', / {lay.world}' if lay.world > 1 else ''}"
+
+
 def vllm_layout(ctx: EmitContext, extra: ExtraArgs) -> VllmLayout:
     """Phase 1: the ranks, the card each is sized against, and one GPU's share of the weights,
     the budget and the KV cost."""
@@ -255,12 +308,14 @@ def vllm_layout(ctx: EmitContext, extra: ExtraArgs) -> VllmLayout:
     in_flight = CONCURRENT_BATCHES * (extra.max_num_batched_tokens or default_batched_tokens(card))
     layout = stage_layout(vllm_kv(ctx.kv, ctx.meta, ranks, in_flight), layers, stages) if per_token else None
     state = _state_bytes(layout, ctx.kv, per_token, ranks, stage=lambda b: stage_share(b, layers, stages))
-    weights = round(size_gb(ctx.row.size_bytes) * GIB)
+    weights = int(size_gb(ctx.row.size_bytes) * GIB)
+    found = Measured.of(ctx.readings, world)
+    rank_weights = found.weights + margin(found.weights) if found is not None else -(-weights // world)
     return VllmLayout(tp=tp, ranks=ranks, stages=stages, card_gb=card,
                       card=round(card * GIB) if card is not None else None,
-                      of_card=_card_text(ctx, card, world), weights=weights, rank_weights=-(-weights // world),
+                      of_card=_card_text(ctx, card, world), weights=weights, rank_weights=rank_weights,
                       share=round(ctx.budget_gb * GIB) // world, per_token=per_token, layout=layout, state=state,
-                      trained=ctx.meta.context_length if ctx.meta is not None else 0)
+                      trained=ctx.meta.context_length if ctx.meta is not None else 0, measured=found)
 
 
 def length_limit(ctx: EmitContext, lay: VllmLayout, util_pin: float | None, length_pin: int | None, *,
@@ -299,6 +354,13 @@ def window(lay: VllmLayout, extra: ExtraArgs, length_pin: int | None, limit: flo
                 f"{gib(limit):.1f} GiB of {lay.of_card}")
     max_len, note = _budget_window(lay.share - lay.rank_weights - OVERHEAD, lay.per_token, lay.trained, fits,
                                    lay.per_gpu, lay.state, lay.layout)
+    if lay.measured is not None and lay.measured.capacity is not None:
+        room = min(lay.share, limit if limit is not None else lay.share) - lay.rank_weights - OVERHEAD
+        cap = rounded_ctx(lay.measured.tokens_in(room))
+        if cap < max_len:
+            tokens, pool = lay.measured.capacity
+            max_len, note = cap, (f"{note}, cut to the measured KV cache ({tokens:,} tokens in {gib(pool):.2f} GiB, "
+                                  f"less {MARGIN_SHARE:.0%})")
     if length_pin == AUTO:
         note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({note})"
     return max_len, note
