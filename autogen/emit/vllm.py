@@ -35,7 +35,7 @@ from autogen.errors import ModelError
 from autogen.footprint import DeviceMemory, Footprint, MemoryRecord, Source
 from autogen.numfmt import format_g, gib, size_gb
 from autogen.resolve.context import EmitContext
-from autogen.sizing.vllm import OVERHEAD, VllmSizing, size_vllm
+from autogen.sizing.vllm import VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
 from autogen.versions import format_version, parse_version
 
@@ -265,7 +265,7 @@ def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> 
     card, or the footprint when there is no card reading); a measurement of this very command wins."""
     world = max(1, sizing.tensor_parallel * sizing.pipeline_parallel)
     total = sizing.est_vram
-    model, compute = sizing.weights // world, OVERHEAD
+    model, compute = sizing.fact("weights").bytes // sizing.pooled_over, sizing.fact("overhead").bytes
     names = ([f"GPU{g.index}" for g in ctx.devices] if len(ctx.devices) == world and ctx.nodes is None
              else [f"GPU{i}" for i in range(world)])
     shares = [total // world + (total % world if i == 0 else 0) for i in range(world)]

@@ -153,6 +153,9 @@ class VllmSizing:
     layout: VllmKv | None = None
     #: `--pipeline-parallel-size`: the number of nodes of a multi-node model, else 1.
     pipeline_parallel: int = 1
+    #: How many GPUs the figures are shared by: 1 = each is one GPU's (devices, nodes, a card), the
+    #: tensor-parallel pin without devices: the pooled figures of all its ranks.
+    pooled_over: int = 1
     #: The byte figures of one GPU with their reasons (weights, overhead, budget, limit, KV,
     #: KV-cache size, footprint, estimate).
     facts: tuple[Fact, ...] = ()
@@ -285,7 +288,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                       util_note=util_note, kv_cache_bytes=kv_cache, kv_cache_note=kv_cache_note, est_vram=est,
                       kv_reserve=kv_gpu, tensor_parallel=lay.tp, weights=lay.weights, gpu_util=gpu_util,
                       util_flag=format_g(gpu_util), extra=extra, state_bytes=lay.state, layout=lay.layout,
-                      pipeline_parallel=lay.stages, facts=facts)
+                      pipeline_parallel=lay.stages, pooled_over=lay.tp * lay.stages // lay.world, facts=facts)
 
 
 def _weights_reason(lay: VllmLayout) -> str:
@@ -310,7 +313,7 @@ def vllm_layout(ctx: EmitContext, extra: ExtraArgs) -> VllmLayout:
     state = _state_bytes(layout, ctx.kv, per_token, ranks, stage=lambda b: stage_share(b, layers, stages))
     weights = int(size_gb(ctx.row.size_bytes) * GIB)
     found = Measured.of(ctx.readings, world)
-    rank_weights = found.weights + margin(found.weights) if found is not None else -(-weights // world)
+    rank_weights = found.weights + margin(found.weights) if found is not None else weights // world
     return VllmLayout(tp=tp, ranks=ranks, stages=stages, card_gb=card,
                       card=round(card * GIB) if card is not None else None,
                       of_card=_card_text(ctx, card, world), weights=weights, rank_weights=rank_weights,
