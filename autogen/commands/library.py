@@ -179,20 +179,13 @@ class Library:
         path_map = path_map if path_map is not None else PathMap.of(settings)
         cache = MetaCache(settings.cache_dir)
         previous = load_ledger(settings.cache_dir)
-        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, previous)
-        metas: dict[str, ModelMeta | None] = {}
-        errors: dict[str, str] = {}
-        for row in discovery.models:
-            error = discovery.row_errors.get(row.id)
-            meta = None
-            if error is None and row.format in ("gguf", "hf"):
-                try:
-                    meta = cache.meta(row.path, hf=row.format == "hf")
-                except ModelError as exc:
-                    error = str(exc)
-            metas[row.id] = meta
-            if error is not None:
-                errors[row.id] = error
+        discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, previous,
+                             cache.hf_meta)
+        # the walk read each model's metadata and hands it on (a row it could not read has an error)
+        errors = dict(discovery.row_errors)
+        metas: dict[str, ModelMeta | None] = {row.id: discovery.metas.get(row.path) if row.id not in errors else None
+                                              for row in discovery.models}
+        discovery = attrs.evolve(discovery, metas={})  # handed on; the load memo keeps the resolution's
         discovery = pair_adapters(discovery, metas, lambda path: _meta_or_none(cache, path),
                                   lambda row: None if row.id in errors else engine_for(settings, row, metas[row.id]))
         discovery = pair_drafts(discovery, metas)

@@ -1,6 +1,7 @@
-"""What a walk of the roots can see and what it returns: the folders discovery never enters
-(`skipped_folder`), the signature of every entry it would visit (`walk_signature`, a no-op run's
-whole look at the roots), and the `Discovery` record.
+"""What a walk of the roots can see and what it returns: the one tree iterator (`folders`: the
+folders discovery enters, `skipped_folder` those it never enters), which both the walk and the
+signature of every entry it would visit (`walk_signature`, a no-op run's whole look at the roots)
+go through, and the `Discovery` record.
 
 Kept apart from the walker (`discovery.walk`), which reads headers and pairs files, so that a
 run served from the load memo imports none of that.
@@ -8,8 +9,11 @@ run served from the load memo imports none of that.
 
 from __future__ import annotations
 
+import operator
 import os
 import stat as statmod
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import xxhash
 from attrs import field, frozen
@@ -17,6 +21,9 @@ from attrs import field, frozen
 from autogen.discovery.hub_cache import incomplete_in
 from autogen.discovery.naming import Ledger
 from autogen.discovery.rows import Download, ModelRow
+
+if TYPE_CHECKING:  # a no-op run imports no metadata module
+    from autogen.metadata.model_meta import ModelMeta
 
 #: Ollama's home folder: the one hidden folder discovery walks (its `models/` is the store).
 OLLAMA_HOME = ".ollama"
@@ -71,6 +78,9 @@ class Discovery:
     ledger: Ledger = field(factory=Ledger, hash=False)
     #: One line per file whose id changed since the previous run (`naming.id_changes`).
     id_changes: tuple[str, ...] = ()
+    #: Row path → its metadata, read by the walk (a GGUF's header, an HF folder's config.json)
+    #: and handed on: the library asks no file again. Not kept in the load memo.
+    metas: dict[str, ModelMeta] = field(factory=dict, hash=False)
 
 
 def skipped_folder(name: str, parent: str) -> bool:
@@ -80,52 +90,105 @@ def skipped_folder(name: str, parent: str) -> bool:
             or (name == "blobs" and os.path.basename(parent).startswith("models--")))
 
 
+def root_folder(root: str) -> str:
+    """The folder a root is walked as: a symlinked root is followed once, to its target."""
+    return os.path.realpath(root) if os.path.islink(root) else root
+
+
+_NAME = operator.attrgetter("name")
+#: A folder entry with its stat (symlinks followed).
+Stat = tuple[os.DirEntry, os.stat_result]
+
+
+class Folder:
+    """One folder as discovery sees it (`folders`): its regular files and the subfolders it enters,
+    each in name order with its stat (symlinks followed), the subfolders it does not enter
+    (`skipped_folder`) and the entries it cannot stat. `error`: the folder itself could not be
+    read (`stage` "read") or listed ("list"); `again`: it was met before, as one of the folders
+    being walked ("loop") or elsewhere ("seen"). A consumer may drop items of `folders` to leave
+    them unwalked, as with `os.walk`."""
+
+    __slots__ = ("again", "error", "failed", "files", "folders", "path", "skipped", "st", "stage")
+
+    def __init__(self, path: str, st: os.stat_result | None, *, error: OSError | None = None, stage: str = "",
+                 again: str = ""):
+        self.path, self.st, self.error, self.stage, self.again = path, st, error, stage, again
+        self.files: list[Stat] = []
+        self.folders: list[Stat] = []
+        self.skipped: list[os.DirEntry] = []
+        self.failed: list[tuple[os.DirEntry, OSError]] = []
+
+    @property
+    def key(self) -> tuple[int, int]:
+        assert self.st is not None
+        return self.st.st_dev, self.st.st_ino
+
+
+def folders(top: str, visited: set[tuple[int, int]]) -> Iterator[Folder]:
+    """Every folder under `top` that discovery enters, depth first, each folder once (`visited`
+    holds the folders met, shared over the roots): what the walk reads and what a no-op run's
+    signature stats, so the rules of what is seen are these alone."""
+    yield from _folder(top, None, visited, [])
+
+
+def _folder(path: str, st: os.stat_result | None, visited: set[tuple[int, int]],
+            descent: list[tuple[int, int]]) -> Iterator[Folder]:
+    if st is None:
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            yield Folder(path, None, error=exc, stage="read")
+            return
+    key = (st.st_dev, st.st_ino)
+    if key in visited:
+        yield Folder(path, st, again="loop" if key in descent else "seen")
+        return
+    visited.add(key)
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=_NAME)
+    except OSError as exc:
+        yield Folder(path, st, error=exc, stage="list")
+        return
+    folder = Folder(path, st)
+    files, subfolders, is_dir, is_file = folder.files, folder.folders, statmod.S_ISDIR, statmod.S_ISREG
+    for entry in entries:
+        try:
+            est = entry.stat()  # follows symlinks: sizes come from the target
+        except OSError as exc:
+            folder.failed.append((entry, exc))
+            continue
+        if is_dir(est.st_mode):
+            if skipped_folder(entry.name, path):
+                folder.skipped.append(entry)
+            else:
+                subfolders.append((entry, est))
+        elif is_file(est.st_mode):
+            files.append((entry, est))
+    yield folder
+    descent.append(key)
+    for entry, est in folder.folders:
+        yield from _folder(entry.path, est, visited, descent)
+    descent.pop()
+
+
 def walk_signature(roots: tuple[str, ...]) -> str:
-    """A digest of everything discovery can see under `roots`: every entry it would visit, by
-    path, type, size, mtime and inode (symlinks followed, as discovery follows them). Equal
-    digests mean discovery would find the same rows (file contents are trusted by size and
-    mtime, as doit and the metadata cache trust them). Every no-op run pays for it: one `stat`
-    per entry, a folder's reused for its own loop check, and one digest of all the lines."""
+    """A digest of everything discovery can see under `roots` (`folders`): every entry it would
+    visit, by path, type, size, mtime and inode. Equal digests mean discovery would find the same
+    rows (file contents are trusted by size and mtime, as doit and the metadata cache trust
+    them). Every no-op run pays for it: one `stat` per entry and one digest of all the lines."""
     lines: list[str] = []
     visited: set[tuple[int, int]] = set()
-
-    def walk(folder: str, st: os.stat_result) -> None:
-        if (st.st_dev, st.st_ino) in visited:
-            lines.append(f"loop\0{folder}\n")
-            return
-        visited.add((st.st_dev, st.st_ino))
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=_entry_name)
-        except OSError as exc:
-            lines.append(f"error\0{folder}\0{exc.errno}\n")
-            return
-        for entry in entries:
-            try:
-                est = entry.stat()
-            except OSError as exc:
-                lines.append(f"error\0{entry.path}\0{exc.errno}\n")
-                continue
-            if statmod.S_ISDIR(est.st_mode):  # a folder stands for its entries, not its own times
-                lines.append(f"{entry.path}\0dir\n")
-                if not skipped_folder(entry.name, folder):
-                    walk(entry.path, est)
-                elif entry.name == "blobs":  # a download under way there keeps its snapshot from being served
-                    lines.extend(f"{path}\0incomplete\0{size}\n" for path, size in incomplete_in(entry.path))
-                continue
-            lines.append(f"{entry.path}\0{est.st_mode}\0{est.st_size}\0{est.st_mtime_ns}\0{est.st_ino}\n")
-
     for root in roots:
         lines.append(f"root\0{root}\n")
-        top = os.path.realpath(root) if os.path.islink(root) else root
-        try:
-            st = os.stat(top)
-        except OSError as exc:
-            lines.append(f"error\0{top}\0{exc.errno}\n")
-            continue
-        walk(top, st)
+        for folder in folders(root_folder(root), visited):
+            if folder.error is not None or folder.again:
+                lines.append(f"{folder.again or 'error'}\0{folder.path}\0{folder.error and folder.error.errno}\n")
+                continue
+            lines.extend(f"error\0{entry.path}\0{exc.errno}\n" for entry, exc in folder.failed)
+            lines.extend(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n" for e, st in folder.files)
+            lines.extend(f"{e.path}\0dir\n" for e, _ in folder.folders)
+            for entry in folder.skipped:  # a download under way in blobs/ keeps its snapshot from being served
+                if entry.name == "blobs":
+                    lines.extend(f"{path}\0incomplete\0{size}\n" for path, size in incomplete_in(entry.path))
     return xxhash.xxh3_128_hexdigest("".join(lines).encode("utf-8", "surrogatepass"))
-
-
-def _entry_name(entry: os.DirEntry) -> str:
-    return entry.name

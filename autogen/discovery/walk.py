@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat as statmod
 from collections.abc import Callable
 
 from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text
@@ -54,7 +53,8 @@ from autogen.discovery.rules import (
     Verdict,
     classify,
 )
-from autogen.discovery.tree import AdapterFile, Discovery, Ignored, skipped_folder
+from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
+from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.probes import (
     ADAPTER_CONFIG,
     MODELOPT_CONFIG,
@@ -63,6 +63,7 @@ from autogen.metadata.probes import (
     HeaderInfo,
     HeaderProbe,
     read_config_info,
+    read_hf_meta,
     read_safetensors_info,
 )
 from autogen.numfmt import GIB
@@ -96,10 +97,14 @@ def _folder_names(folder: str) -> tuple[str, str]:
 
 
 class _Walker:
-    def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe):
+    def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe,
+                 hf_meta: HeaderProbe):
         self.probe = probe
         self.config = config
         self.safetensors = safetensors
+        self.hf_meta = hf_meta
+        #: Row path → the metadata read on the way (its GGUF header, its config.json), handed on.
+        self.metas: dict[str, ModelMeta] = {}
         self.sign = sign
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
@@ -117,8 +122,8 @@ class _Walker:
         self.sidecars: list[tuple[str, str, str]] = []
         #: Folder key → (the path it was walked as, the root it was walked under).
         self.visited: dict[tuple[int, int], tuple[str, str]] = {}
-        #: Keys of the folders being walked, outermost first: meeting one again is a loop.
-        self.descent: list[tuple[int, int]] = []
+        #: Keys of the folders met (`tree.folders` keeps it), over every root.
+        self.seen: set[tuple[int, int]] = set()
         #: The root being walked, and the roots that nest (reported once, walked once).
         self.root = ""
         self.overlapping: set[frozenset[str]] = set()
@@ -137,82 +142,64 @@ class _Walker:
 
     # -- folders ------------------------------------------------------------------------------
 
-    def walk(self, folder: str) -> None:
-        try:
-            st = os.stat(folder)
-        except OSError as exc:
-            self.problems.append(f"{folder}: cannot read folder ({exc.strerror or exc})")
-            self.unreadable.append((folder, exc.strerror or str(exc)))
-            return
-        key = (st.st_dev, st.st_ino)
-        if key in self.visited:
-            self._seen_again(folder, key)
-            return
-        self.visited[key] = (folder, self.root)
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            self.problems.append(f"{folder}: cannot list folder ({exc.strerror or exc})")
-            self.unreadable.append((folder, exc.strerror or str(exc)))
-            return
-        files: list[tuple[os.DirEntry, os.stat_result]] = []
-        subdirs: list[tuple[str, int]] = []
-        broken: list[os.DirEntry] = []
-        for entry in entries:
-            try:
-                est = entry.stat()  # follows symlinks: sizes come from the target
-            except OSError as exc:
-                if entry.is_symlink():
-                    broken.append(entry)
-                else:
-                    self.problems.append(f"{entry.path}: cannot stat ({exc.strerror or exc})")
-                continue
-            if statmod.S_ISDIR(est.st_mode):
-                if skipped_folder(entry.name, folder):
-                    continue
-                subdirs.append((entry.path, est.st_mtime_ns))
-            elif statmod.S_ISREG(est.st_mode):
-                files.append((entry, est))
-        if not self._peft_folder(folder, files) and not self._hf_folder(folder, st, files, broken):
-            rows = self._broken_ggufs(folder, broken)
+    def walk(self, top: str) -> None:
+        """Every folder under `top` (`tree.folders`: the iterator the no-op signature uses too)."""
+        for folder in folders(top, self.seen):
+            if folder.error is not None:
+                what = "read" if folder.stage == "read" else "list"
+                self.problems.append(f"{folder.path}: cannot {what} folder ({folder.error.strerror or folder.error})")
+                self.unreadable.append((folder.path, folder.error.strerror or str(folder.error)))
+            elif folder.again:
+                self._seen_again(folder)
+            else:
+                self._folder(folder)
+
+    def _folder(self, folder: Folder) -> None:
+        """One folder's models and sidecars; then which of its subfolders are walked."""
+        self.visited[folder.key] = (folder.path, self.root)
+        broken = []
+        for entry, exc in folder.failed:
+            if entry.is_symlink():
+                broken.append(entry)
+            else:
+                self.problems.append(f"{entry.path}: cannot stat ({exc.strerror or exc})")
+        files = folder.files
+        if not self._peft_folder(folder.path, files) and not self._hf_folder(folder.path, folder.st, files, broken):
+            rows = self._broken_ggufs(folder.path, broken)
             for entry in broken:
                 if entry.name not in rows:
                     self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
                                          "is missing)")
-        self._files(folder, files)
-        self.descent.append(key)
-        for sub, _ in self._walked_subdirs(folder, subdirs):
-            self.walk(sub)
-        self.descent.pop()
+        self._files(folder.path, files)
+        folder.folders[:] = self._walked_subdirs(folder.path, folder.folders)
 
-    def _seen_again(self, folder: str, key: tuple[int, int]) -> None:
+    def _seen_again(self, folder: Folder) -> None:
         """A folder met twice: a symlink back into the folders being walked is a loop; a root
         inside another root was reported once by `discover`; anything else is walked once."""
-        first, root = self.visited[key]
-        if key in self.descent:
-            self.problems.append(f"{folder}: symlink loop (already walked as {first}); not walked again")
+        first, root = self.visited[folder.key]
+        if folder.again == "loop":
+            self.problems.append(f"{folder.path}: symlink loop (already walked as {first}); not walked again")
         elif frozenset((root, self.root)) not in self.overlapping:
-            self.problems.append(f"{folder}: the same folder as {first}; walked once")
+            self.problems.append(f"{folder.path}: the same folder as {first}; walked once")
 
-    def _walked_subdirs(self, folder: str, subdirs: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    def _walked_subdirs(self, folder: str, subdirs: list[Stat]) -> list[Stat]:
         """The subfolders walked next: an Ollama store's `manifests/` and `blobs/` are read as a
         store, never walked; of an HF cache's snapshots, the served revision only."""
-        if is_store({os.path.basename(p) for p, _ in subdirs}):
+        if is_store({entry.name for entry, _ in subdirs}):
             self._ollama_store(folder)
-            subdirs = [(p, m) for p, m in subdirs if os.path.basename(p) not in (MANIFESTS, BLOBS)]
+            subdirs = [(e, st) for e, st in subdirs if e.name not in (MANIFESTS, BLOBS)]
         if is_snapshots_folder(folder) and subdirs:
             subdirs = self._served_snapshot(folder, subdirs)
         return subdirs
 
-    def _served_snapshot(self, snapshots: str, revisions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    def _served_snapshot(self, snapshots: str, revisions: list[Stat]) -> list[Stat]:
         """The one revision of an HF cache repo that is walked; the others are listed as ignored."""
-        served, why = served_revision(snapshots, {os.path.basename(p): m for p, m in revisions})
-        for path, _ in revisions:
-            if os.path.basename(path) != served:
-                self.ignored.append(Ignored(path, f"older revision of {repo_label(snapshots)}: "
-                                                  f"serving {served} ({why})"))
-        return [(p, m) for p, m in revisions if os.path.basename(p) == served]
+        served, why = served_revision(snapshots, {e.name: st.st_mtime_ns for e, st in revisions})
+        for entry, _ in revisions:
+            if entry.name != served:
+                self.ignored.append(Ignored(entry.path, f"older revision of {repo_label(snapshots)}: "
+                                                        f"serving {served} ({why})"))
+        return [(e, st) for e, st in revisions if e.name == served]
 
     def _hf_folder(self, folder: str, folder_st: os.stat_result, files: list[tuple[os.DirEntry, os.stat_result]],
                    broken: list[os.DirEntry]) -> bool:
@@ -255,6 +242,10 @@ class _Walker:
                                  inputs=tuple(sorted(inputs)), foreign_format=foreign, foreign_evidence=evidence),
                         folder_st, stats)
         reason = info.error or check.reason
+        if reason is None and "config.json" in names:
+            config_entry, config_st = names["config.json"]
+            read = self.hf_meta(config_entry.path, config_st.st_size, config_st.st_mtime_ns)
+            reason = self._keep_meta(row, read)
         if reason is not None:
             self.row_errors.append((row, reason))
         if check.download is not None:
@@ -309,7 +300,7 @@ class _Walker:
         reason = entry.reason
         if reason is None and model is not None:
             info = self.probe(model.path, model.st.st_size, model.st.st_mtime_ns)
-            reason = self._gguf_reason(row, info, stats)
+            reason = self._gguf_reason(row, info, stats) or self._keep_meta(row, info)
             if reason is None and info.arch.lower() in OLLAMA_ONLY_ARCHS:
                 reason = OLLAMA_ONLY_ARCHS[info.arch.lower()]
             if reason is None and info.vision_tensors and info.arch.lower() != PROJECTOR_ARCH:
@@ -354,6 +345,8 @@ class _Walker:
                            codec=codec[0] if codec else None, inputs=tuple(dict.fromkeys(present + sidecars)))
             self._add(row, st, stats)
             reason = self._gguf_reason(row, info, stats)
+            if reason is None and info is not None:
+                reason = self._keep_meta(row, info)
             if reason is not None:
                 self.row_errors.append((row, reason))
 
@@ -396,6 +389,13 @@ class _Walker:
                 self.ignored.append(Ignored(entry.path, rule.what.format(arch=arch) + ", not a model"))
         candidates += [(name, st, None) for name, st in headless.values()]
         return candidates, paired, foreign
+
+    def _keep_meta(self, row: ModelRow, read: HeaderInfo) -> str | None:
+        """Keep the row's metadata for the stages after discovery; why it has none, else None."""
+        if read.meta is None:
+            return read.error
+        self.metas[row.path] = read.meta
+        return None
 
     def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
                  stats: dict[str, os.stat_result], publisher: str, repo: str) -> None:
@@ -487,6 +487,10 @@ def _uncached_safetensors(path: str, size: int, mtime_ns: int) -> HeaderInfo:
     return read_safetensors_info(path)
 
 
+def _uncached_hf_meta(path: str, size: int, mtime_ns: int) -> HeaderInfo:
+    return read_hf_meta(path)
+
+
 def _link_target(path: str) -> str:
     try:
         return os.readlink(path)
@@ -511,14 +515,14 @@ def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
 
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
              sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
-             previous: Ledger | None = None) -> Discovery:
+             previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta) -> Discovery:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
     its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
     input's head there, for the doit file checker; `previous` is the last run's id ledger (a
     file keeps the id it had). Roots that nest are reported once, as overlapping, and every
     folder is walked once; a file reached twice (a symlink, LM Studio's links into the hub
     cache) is one model, its other path listed as the same file."""
-    walker = _Walker(probe, config, sign, safetensors)
+    walker = _Walker(probe, config, sign, safetensors, hf_meta)
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
         walker.overlapping.add(frozenset((first, second)))
@@ -527,7 +531,7 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
             walker.problems.append(f"{root}: model root does not exist")
             continue
         walker.root = root
-        walker.walk(os.path.realpath(root) if os.path.islink(root) else root)
+        walker.walk(root_folder(root))
     unique: dict[tuple[int, int], ModelRow] = {}
     times: dict[str, int] = {}
     for row, key, mtime in zip(walker.rows, walker.row_keys, walker.row_times, strict=True):
@@ -552,6 +556,7 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
         adapters=tuple(walker.adapters),
         ledger=ledger,
         id_changes=tuple(id_changes(previous, ledger)) if previous.entries else (),
+        metas={path: meta for path, meta in walker.metas.items() if path in by_path},
     )
 
 

@@ -184,7 +184,14 @@ class MetaCache:
         return HeaderInfo(arch=meta.get("arch", ""), expected_size=found["expected"], error=found["error"],
                           tensor_count=meta.get("tensor_count", 0) if found["meta"] is not None else None,
                           vision_tensors=meta.get("vision_tensor_count", 0), general_type=meta.get("general_type", ""),
-                          adapter_type=meta.get("adapter_type", ""))
+                          adapter_type=meta.get("adapter_type", ""),
+                          meta=_meta_from_json(found["meta"]) if found["meta"] is not None else None)
+
+    def hf_meta(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
+        """Discovery's reading of an HF folder's config.json as metadata (`HeaderInfo.meta`)."""
+        found = self._lookup(path, size, mtime_ns, "hf")
+        return HeaderInfo(error=found["error"], meta=_meta_from_json(found["meta"]) if found["meta"] is not None
+                          else None)
 
     def safetensors(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
         """Discovery's safetensors probe: the size the header says the file must have."""

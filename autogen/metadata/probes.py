@@ -10,7 +10,8 @@ from attrs import frozen
 
 from autogen.errors import ModelError
 from autogen.metadata.formats import config_format
-from autogen.metadata.hf_config import hf_model_reason, hf_quant, read_config_json
+from autogen.metadata.hf_config import hf_model_reason, hf_quant, meta_from_config_file, read_config_json
+from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.safetensors_header import read_safetensors_size
 
 MODELOPT_CONFIG = "hf_quant_config.json"
@@ -38,10 +39,21 @@ class HeaderInfo:
     adapter_type: str = ""
     #: safetensors `__metadata__.format` ("pt", "mlx", …; "" when absent): who wrote the file.
     weights_format: str = ""
+    #: The model's metadata (a GGUF header's, an HF folder's config.json), which discovery hands
+    #: on so that nothing after it reads the file again; None = not read or not readable.
+    meta: ModelMeta | None = None
 
 
 #: Reads a weight file's header through the metadata cache: (path, size, mtime_ns) -> HeaderInfo.
 HeaderProbe = Callable[[str, int, int], HeaderInfo]
+
+
+def read_hf_meta(path: str) -> HeaderInfo:
+    """An HF folder's metadata from its config.json (uncached), or why it cannot be read."""
+    try:
+        return HeaderInfo(meta=meta_from_config_file(path))
+    except ModelError as exc:
+        return HeaderInfo(error=str(exc))
 
 
 def read_safetensors_info(path: str) -> HeaderInfo:
