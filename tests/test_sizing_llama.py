@@ -564,3 +564,22 @@ class TestEveryReasonIsTrue:
                            s.notes[-1])
         assert est and float(est.group(1)) == round(s.est_vram / GIB, 2) and float(est.group(2)) == budget_gb
         assert bool(est.group(4)) == (s.est_vram > budget)
+
+
+class TestFacts:
+    """The sizing explains its figures as facts (name, bytes, reason), and the memory record the
+    decision used is made of the same figures: the two cannot disagree."""
+
+    @pytest.mark.parametrize("budget", [11.5, 4.0])  # all on the GPU; layers offloaded
+    def test_the_record_is_the_facts(self, budget):
+        meta = llama8b()
+        s = size_llama(meta, kv_cost(meta), size=gib(4.583), budget=gib(budget), knobs=LlamaKnobs(), runtime=CUDA)
+        record = s.decided
+        assert s.fact("weights").bytes == record.whole("model")
+        assert s.fact("KV cache").bytes == record.whole("context")
+        assert s.fact("compute buffer").bytes == record.whole("compute")
+        assert s.fact("VRAM").bytes == s.est_vram == record.vram
+        assert s.fact("RAM").bytes == s.est_ram == (record.host.total if record.host else 0)
+        charges = sum(s.fact(name).bytes for name in ("runtime", "base"))
+        assert record.unseen == (charges,)
+        assert "runtime 0.30 GiB: device runtime of the backend build" in s.notes

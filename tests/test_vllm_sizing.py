@@ -574,3 +574,19 @@ VLLM_ONE = """\
 (EngineCore pid=150) INFO 12-02 01:21:30 [gpu_worker.py:773] Available KV cache memory: 6.2 GiB
 (EngineCore pid=150) INFO 12-02 01:21:31 [kv_cache_utils.py:1148] GPU KV cache size: 30,000 tokens, Maximum concurrency for 32,768 tokens per request: 0.92x
 """
+
+
+class TestFacts:
+    """vLLM's figures are bytes with their reasons, and the memory record is made of them."""
+
+    def test_the_record_is_the_facts(self):
+        ctx = make_ctx(version="0.11.0")
+        sizing = size_vllm(ctx, (0, 11, 0))
+        (device,) = entry_of(ctx).estimate.devices
+        assert device.model == sizing.fact("weights").bytes == 8 * GIB
+        assert device.compute == sizing.fact("overhead").bytes == OVERHEAD
+        assert device.total == sizing.fact("estimate").bytes == sizing.est_vram
+        assert sizing.fact("footprint").bytes == sizing.footprint
+        assert sizing.fact("kv-cache-memory-bytes").bytes == sizing.kv_cache_bytes
+        assert [f.name for f in sizing.facts] == ["weights", "overhead", "budget", "limit", "KV at max-model-len",
+                                                  "kv-cache-memory-bytes", "footprint", "estimate"]

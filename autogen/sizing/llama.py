@@ -39,7 +39,7 @@ import attrs
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.footprint import HOST_DEVICE, DeviceMemory, Gap, MemoryRecord, Source
+from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
@@ -149,6 +149,12 @@ class LlamaSizing:
     #: engine's readings (`sizing.correction`).
     estimate: MemoryRecord | None = None
     decided: MemoryRecord | None = None
+    #: The byte figures of the decision with their reasons (weights, KV, state, compute, the fixed
+    #: charges, VRAM, RAM), as `swapgen show` prints them: `decided` is made of the same figures.
+    facts: tuple[Fact, ...] = ()
+
+    def fact(self, name: str) -> Fact | None:
+        return next((f for f in self.facts if f.name == name), None)
 
     @property
     def ctx_total(self) -> int:
@@ -459,18 +465,26 @@ def _check_sizable(meta: ModelMeta, cost: KvCost | None, size: int, knobs: Llama
         raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
 
 
-def _charge_notes(runtime: int, projector: int, draft: DraftLoad | None, drafted: int, ctx: int,
-                  kv_type: str) -> list[str]:
-    """The fixed charges beside the model's own allocations: runtime and base, projector, draft."""
-    notes = [f"runtime {gb(runtime)} GiB (device runtime of the backend build) + base {gb(BASE_OVERHEAD)} GiB"
-             " (docs/maintainers/sizing.md)"]
+def _charges(runtime: int, projector: int, draft: DraftLoad | None, drafted: int, ctx: int,
+             kv_type: str) -> list[Fact]:
+    """The fixed charges beside the model's own allocations: runtime and base, projector, draft
+    (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show)."""
+    facts = [Fact("runtime", runtime, "device runtime of the backend build"),
+             Fact("base", BASE_OVERHEAD, "driver context, library workspaces, the host-visible output buffer")]
     if projector:
-        notes.append(f"projector {gb(projector)} GiB on the GPU")
+        facts.append(Fact("projector", projector, "on the GPU: its file and the CLIP compute buffer"))
     if draft:
-        notes.append(f"draft: weights {gb(draft.weights)} GiB, all {draft.layers} layers on the GPU "
-                     f"(-ngld {draft.layers}), its context {gb(drafted)} GiB at ctx {ctx} (KV {kv_type}, state, "
-                     "compute)")
-    return notes
+        facts += [Fact("draft weights", draft.weights, f"all {draft.layers} layers on the GPU (-ngld {draft.layers})"),
+                  Fact("draft context", drafted, f"ctx {ctx}: KV {kv_type}, state, compute")]
+    return facts
+
+
+def _facts(parts: tuple[Fact, ...], charges: list[Fact], vram: int, ram: int, budget: int) -> tuple[Fact, ...]:
+    """The decision's figures: the model's parts (a part of 0 bytes left out), the fixed charges,
+    and what they come to on the GPU and in RAM."""
+    over = " (ABOVE BUDGET)" if vram > budget else ""
+    return (*(f for f in parts if f.bytes), *charges, Fact("VRAM", vram, f"of the {gb(budget)} GiB budget{over}"),
+            Fact("RAM", ram, "what placement keeps on the CPU"))
 
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
@@ -512,15 +526,21 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
         why = f"ctx pinned; {place_note}"
     parallel = knobs.parallel
     slots = f" × {parallel} slots" if parallel > 1 else ""
+    charges = _charges(runtime, projector, draft, drafted, ctx, kv_type)
+    parts = (Fact("weights", w.size, f"{blocks} layers" + (f", MoE: {experts_note}" if w.experts else "")),
+             Fact("KV cache", kv, f"ctx {ctx}{slots} at {kv_type}"),
+             Fact("recurrent state", state, f"{launch(knobs, ctx, kv_type).slots} sequences"),
+             Fact("compute buffer", compute, "llama.cpp's graph buffers at this launch"))
+    facts = _facts(parts, charges, vram, ram, budget)
     notes = [
         f"weights {gb(size)} GiB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
         kv_type_note,
         f"ctx {ctx}{slots}: {why} (trained {model_max})",
         *memory.rules,
-        *_charge_notes(runtime, projector, draft, drafted, ctx, kv_type),
+        *(fact.line for fact in charges),
         f"placement: {place_note}",
         *([f"corrected by {correction.describe()}"] if correction.readings else []),
-        f"estimate: VRAM {gb(vram)} GiB of {gb(budget)} GiB budget, RAM {gb(ram)} GiB"
+        f"estimate: VRAM {gb(facts[-2].bytes)} GiB of {gb(budget)} GiB budget, RAM {gb(facts[-1].bytes)} GiB"
         + (" (ABOVE BUDGET)" if vram > budget else ""),
     ]
     return LlamaSizing(ctx=ctx, parallel=parallel, ngl=ngl, n_cpu_moe=ncm, kv_type=kv_type,
@@ -530,7 +550,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                        notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory,
                        draft_weights=draft.weights if draft else 0,
                        draft_memory=engine.draft_memory(ctx, kv_type) if draft else None,
-                       estimate=estimate, decided=decided)
+                       estimate=estimate, decided=decided, facts=facts)
 
 
 def estimator_gap(meta: ModelMeta, cost: KvCost | None, knobs: LlamaKnobs, ctx: int, kv_type: str) -> Gap | None:
