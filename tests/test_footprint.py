@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from autogen.footprint import MIB, DeviceMemory, Gap, MemoryRecord, Reading, Source, from_data, to_data, with_gap
+from autogen.footprint import (
+    MIB,
+    DeviceMemory,
+    Footprint,
+    Gap,
+    MemoryRecord,
+    Reading,
+    Source,
+    from_data,
+    to_data,
+    with_gap,
+)
 from autogen.metadata.kvcost import kv_cost
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama import LlamaKnobs, size_llama
@@ -78,3 +91,25 @@ class TestCorrection:
                              correction=EngineCorrection(context_scale=2.0, readings=1, source="llama-fit-params"))
         assert doubled.ctx < plain.ctx and doubled.estimate.part("context") < plain.estimate.part("context")
         assert doubled.decided.vram <= 12 * GIB and any("corrected by llama-fit-params" in n for n in doubled.notes)
+
+
+class TestEntryFootprint:
+    """An entry's typed footprint: what metadata renders, and its own data in a fragment file."""
+
+    FOOTPRINT = Footprint(engine="llama.cpp", vram=11_703_567_073, host=524_288_000, disk=4_920_000_000, gpus=(0, 1),
+                          results=(("ctx", 40960), ("ngl", 37), ("n_cpu_moe", 0), ("kv_type", "f16")),
+                          memory=fp(Source.ESTIMATE, ("GPU0", 4 * GIB, GIB, MIB), unseen=(GIB // 2,)))
+
+    def test_it_survives_its_own_data_as_typed_data(self):
+        data = json.loads(json.dumps(self.FOOTPRINT.to_data()))
+        assert Footprint.from_data(data) == self.FOOTPRINT
+        assert Footprint.from_data(Footprint("sam3_server", disk=5).to_data()) == Footprint("sam3_server", disk=5)
+
+    def test_metadata_figures_are_gib_to_two_decimals(self):
+        assert (self.FOOTPRINT.vram_gb, self.FOOTPRINT.host_gb, self.FOOTPRINT.disk_gb) == (10.9, 0.49, 4.58)
+
+    @pytest.mark.parametrize("broken", [{}, {"engine": "x"}, {**FOOTPRINT.to_data(), "vram": "big"},
+                                        {**FOOTPRINT.to_data(), "memory": {"source": "guess"}}])
+    def test_anything_else_is_refused(self, broken):
+        with pytest.raises(ValueError, match="not a"):
+            Footprint.from_data(broken)
