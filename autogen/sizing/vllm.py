@@ -280,7 +280,7 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
              *((Fact("limit", limit, f"{util_pin or MAX_UTIL:g} of {lay.of_card}"),) if limit is not None else ()),
              *((Fact("KV at max-model-len", kv_gpu, f"{max_len} tokens{lay.per_gpu}"),) if kv_gpu is not None else ()),
              *((Fact("kv-cache-memory-bytes", kv_cache, kv_cache_note),) if kv_cache is not None else ()),
-             Fact("footprint", footprint, util_note),
+             Fact("footprint", footprint, f"what vLLM holds{lay.per_gpu or ' on the GPU'}: weights, KV and overhead"),
              Fact("estimate", est, "utilization × each device's card" if ctx.devices or ctx.nodes
                   else "utilization × card" if lay.card is not None else "footprint, no card reading"))
     gpu_util = round_half_away(util, 2)
