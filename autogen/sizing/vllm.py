@@ -40,6 +40,11 @@ each GPU holds `1 / (tp × pp)` of the weights, its tensor-parallel share of the
 stage's layers (`stage_share`, `stage_layout`), the overhead, against the smallest card used,
 with the same cap and Skip as devices.
 
+Measured (`ctx.readings`, `Measured`): where `swapgen calibrate` started an earlier command of
+this model on as many GPUs, vLLM's own model-loading size (plus the stated margin) replaces the
+estimated weights, and the tokens its KV cache held per pool byte bound the window (less the
+margin) and size the pinned pool (docs/maintainers/sizing.md#exact-numbers-for-your-machine).
+
 Where we differ from the original: the 4096 floor for over-budget weights is capped by a
 shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 (bytes_per_token 0) gets its trained window and no KV-cache size; weights are the row's size rounded to
