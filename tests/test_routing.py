@@ -14,6 +14,7 @@ import yaml
 
 from autogen.commands import sample
 from autogen.emit import dispatch
+from autogen.router import fragments
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.validate import main_validate, validate_text
 from tests import schema_facts
@@ -228,6 +229,7 @@ def test_routing_reads_no_metadata_key(library, monkeypatch, target):
     dispatched, placed = dispatch._dispatch, dispatch._placed
     monkeypatch.setattr(dispatch, "_dispatch", lambda job, ctx: _renamed(dispatched(job, ctx)))
     monkeypatch.setattr(dispatch, "_placed", lambda job, ctx, plan: _renamed(placed(job, ctx, plan)))
+    monkeypatch.setattr(fragments, "MEMORY_KEY", "renamed_memory")  # the memory record's key too
     renamed = generate_as(f"renamed-{target}")
     assert "renamed_" in renamed or target == "llama-server"
     if target == "llama-server":
