@@ -158,6 +158,7 @@ class TestProbes:
 
     @pytest.mark.parametrize(("engine_name", "text", "version"), [
         ("llama", "version: 11434 (abc1234)\nbuilt with MSVC 19.40 for x64\n", "b11434"),
+        ("llama", "version: 0.6.0-dev (build 11434, commit unknown)\nbuilt with GNU 12.2.0 for Linux x86_64\n", "b11434"),
         ("llama", "garbage\n", ""),
         ("vllm", "WARNING something 1.2\n0.11.0\n", "0.11.0"),
         ("sd", "sd-server version: v2.0.1\n", "2.0.1"),

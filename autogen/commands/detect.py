@@ -16,9 +16,11 @@ pipx / uv keep their venvs elsewhere but link the entry points into `~/.local/bi
 
 Version: `<exe> --version`, stdout and stderr together, all probes in parallel, each killed
 (with its whole process group) after `PROBE_TIMEOUT` s; a failure leaves "" and a note.
-llama.cpp (`common/arg.cpp`) prints `version: <build> (<commit>)`, kept as `b<build>`, the
-release-tag spelling. vLLM: the version in its venv's `vllm-<ver>.dist-info` name when there is
-one (no seconds-long import), else `vllm --version`.
+llama.cpp prints `version: <build> (<commit>)` (`common/arg.cpp`), or, since its builds carry a
+semantic version, `version: <version> (build <build>, commit <commit>)` (`llama_print_build_info`,
+common/build-info.cpp.in); either is kept as `b<build>`, the release-tag spelling. vLLM: the
+version in its venv's `vllm-<ver>.dist-info` name when there is one (no seconds-long import),
+else `vllm --version`.
 
 Build (`BackendRow.build`, settings key `variant`) of a GGML engine (llama.cpp, sd, tts, parakeet,
 audio.cpp, sam):
@@ -183,7 +185,7 @@ def run_probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
     return proc.returncode, out.decode("utf-8", "replace")
 
 
-_LLAMA_VERSION = re.compile(r"version:\s*(\d+)\s*\(")
+_LLAMA_VERSION = re.compile(r"version:\s*(?:(\d+)\s*\(|\S+\s*\(build\s+(\d+))")
 _PLAIN_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+\S*)$")
 _NAMED_VERSION = re.compile(r"version\b[\s:=]*v?(\d[\w.+-]*)", re.IGNORECASE)
 _DOTTED_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*[\w.+-]*)")
@@ -193,7 +195,7 @@ def parse_version(engine: str, text: str) -> str:
     """The version in a `--version` answer, "" when none is recognisable."""
     if engine == Engine.LLAMA:
         m = _LLAMA_VERSION.search(text)
-        return f"b{m.group(1)}" if m else ""
+        return f"b{m.group(1) or m.group(2)}" if m else ""
     for line in reversed(text.splitlines()):  # vLLM may log before the bare version line
         m = _PLAIN_VERSION.match(line.strip())
         if m:
