@@ -215,12 +215,44 @@ class TestDoctor:
             "budget of 8 GiB. Set `vram_budget_gb` (the GiB one model may use) and `card_vram_gb` (the card's total) "
             "in swapgen.yaml, or declare `gpus:`",
             "  missing  engine llama-cuda: /opt/none/llama-server does not exist or is not executable; it would serve "
-            "1 model (alpha-q4_k_m). Install it, fix the row's path, or run `swapgen backends detect`",
+            "1 model (alpha-q4_k_m). Install it, fix the row's path, or set `backends_file: backends.yaml` and run "
+            "`swapgen backends detect`",
             "  missing  engine sd: sd-server is not on PATH; it would serve no model yet. Install it, fix the row's "
-            "path, or run `swapgen backends detect`",
-            "  missing  engine vllm: no backend row of kind vllm, and 1 safetensors folder need one "
-            "(llama-3.2-1b-bf16). Install vLLM and add its row (or run `swapgen backends detect`)",
+            "path, or set `backends_file: backends.yaml` and run `swapgen backends detect`",
+            "  missing  engine vllm: no backend row of kind vllm to serve 1 safetensors folder "
+            "(llama-3.2-1b-bf16). Install vLLM and add its row (or set `backends_file: backends.yaml` and run "
+            "`swapgen backends detect`)",
             "6 things missing"]
+
+    def test_models_without_a_row_name_the_engine_they_fall_back_to(self, machine, capsys):
+        """A starter file with `backends: []`: the line names llama-server, not an internal slot, and
+        says to add a row; with `backends_file` set, `backends detect` is the plain way."""
+        add_model(machine / "models", "pub/Alpha-GGUF/Alpha-Q4_K_M.gguf")
+        settings = machine / "config-repo" / "swapgen.yaml"
+        settings.write_text("roots: [../models]\nvram_budget_gb: 22\nbackends: []\n")
+        rc, out, _ = run("doctor", capsys=capsys)
+        assert rc == 1 and out.splitlines()[3] == (
+            "  missing  engine llama-server (no backend row): llama-server is not on PATH; it would serve 1 model "
+            "(alpha-q4_k_m). Install it, add its row to `backends:`, or set `backends_file: backends.yaml` and run "
+            "`swapgen backends detect`")
+        settings.write_text(settings.read_text() + "backends_file: backends.yaml\n")
+        _, out, _ = run("doctor", capsys=capsys)
+        assert out.splitlines()[3].endswith("Install it, add its row to `backends:`, or run `swapgen backends detect`")
+
+    def test_an_empty_library_still_says_no_engine_is_installed(self, machine, capsys):
+        """Before the first model: the engine it will need is checked too, not only the roots."""
+        (machine / "models").mkdir()
+        (machine / "config-repo" / "swapgen.yaml").write_text("roots: [../models]\nvram_budget_gb: 22\nbackends: []\n")
+        rc, out, _ = run("doctor", capsys=capsys)
+        assert rc == 1 and out.splitlines()[3:] == [
+            "  missing  engine llama-server (no backend row): llama-server is not on PATH; it would serve no model "
+            "yet. Install it, add its row to `backends:`, or set `backends_file: backends.yaml` and run "
+            "`swapgen backends detect`",
+            "2 things missing"]
+        llama = engine(machine / "bin", "llama-server", LLAMA_CUDA)
+        rc, out, _ = run("doctor", capsys=capsys)
+        assert rc == 1 and out.splitlines()[3] == (
+            f"  ok       engine llama-server (no backend row): {llama} serves no model yet")
 
     def test_each_host_of_a_fleet_is_its_own_library(self, machine, capsys):
         for host in ("gpu-a", "gpu-b"):

@@ -19,6 +19,7 @@ from autogen.commands.checks import no_budget, under
 from autogen.commands.library import Library
 from autogen.emit.dispatch import needs_vllm
 from autogen.numfmt import counted, format_g
+from autogen.resolve.backends import legacy_exes
 from autogen.resolve.gpus import card_vram_gb
 from autogen.resolve.nodes import Fleet, fleet_of
 from autogen.settings.fleet import load_hosts
@@ -71,31 +72,45 @@ def _budget(settings: Settings) -> Finding:
                                    "sets less)")
 
 
-def _engine(backend_id: str, exe: str, ids: list[str]) -> Finding:
+def _detect_hint(settings: Settings) -> str:
+    """How `swapgen backends detect` applies here: it writes `backends_file`, which a starter file
+    does not set."""
+    return ("run `swapgen backends detect`" if settings.backends_file
+            else "set `backends_file: backends.yaml` and run `swapgen backends detect`")
+
+
+def _engine(settings: Settings, backend_id: str | None, exe: str, ids: list[str]) -> Finding:
+    """One engine: a registry row (`backend_id`), or the exe models fall back to without one (None)."""
     where = shutil.which(exe)
+    subject = f"engine {backend_id}" if backend_id is not None else f"engine {os.path.basename(exe)} (no backend row)"
     serves = f"{counted(len(ids), 'model')} ({_ids(ids)})" if ids else "no model yet"
     if where:
-        return Finding("ok", f"engine {backend_id}", f"{where} serves {serves}")
+        return Finding("ok", subject, f"{where} serves {serves}")
     what = "does not exist or is not executable" if os.sep in exe else "is not on PATH"
-    return Finding("missing", f"engine {backend_id}", f"{exe} {what}; it would serve {serves}. Install it, fix "
-                   "the row's path, or run `swapgen backends detect`")
+    fix = "fix the row's path" if backend_id is not None else "add its row to `backends:`"
+    return Finding("missing", subject, f"{exe} {what}; it would serve {serves}. Install it, {fix}, or "
+                   f"{_detect_hint(settings)}")
 
 
 def _engines(settings: Settings, library: Library | None) -> list[Finding]:
     """Each registry row, and each legacy exe a model falls back to, found on PATH or not (with
-    the models it serves); safetensors folders that no vLLM row can take."""
-    users: dict[tuple[str, str], list[str]] = {(row.id, row.path.strip()): [] for row in settings.backends}
+    the models it serves); safetensors folders that no vLLM row can take. With no row and no
+    model yet, whether llama-server is found: the first model will need it."""
+    users: dict[tuple[str | None, str], list[str]] = {(row.id, row.path.strip()): [] for row in settings.backends}
     need_vllm = []
     for job in library.jobs if library is not None else ():
         if needs_vllm(job):
             need_vllm.append(job.row.id)
         elif job.backend is not None and job.error is None:
-            users.setdefault((job.backend_id, job.backend.exe), []).append(job.row.id)
-    findings = [_engine(backend_id, exe, ids) for (backend_id, exe), ids in users.items()]
+            row_id = job.backend.row.id if job.backend.row is not None else None
+            users.setdefault((row_id, job.backend.exe), []).append(job.row.id)
+    if not users:
+        users[(None, legacy_exes(settings)["server_exe"])] = []
+    findings = [_engine(settings, backend_id, exe, ids) for (backend_id, exe), ids in users.items()]
     if need_vllm:
-        findings.append(Finding("missing", "engine vllm", f"no backend row of kind vllm, and "
-                                f"{counted(len(need_vllm), 'safetensors folder')} need one ({_ids(need_vllm)}). "
-                                "Install vLLM and add its row (or run `swapgen backends detect`)"))
+        findings.append(Finding("missing", "engine vllm", f"no backend row of kind vllm to serve "
+                                f"{counted(len(need_vllm), 'safetensors folder')} ({_ids(need_vllm)}). "
+                                f"Install vLLM and add its row (or {_detect_hint(settings)})"))
     return findings
 
 
