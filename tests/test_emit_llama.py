@@ -75,7 +75,7 @@ class TestChatArgv:
     def test_notes_explain_each_number(self):
         _, plan = only_entry(context())
         text = "\n".join(plan.notes)
-        for needle in ("KV full attention 5632.00 MiB: 32 layers × 45056 cells", "f16 KV: 48,640 tokens fit; "
+        for needle in ("KV full attention 5.50 GiB: 32 layers × 45056 cells", "f16 KV: 48,640 tokens fit; "
                        "131,072 would need 21.63 GiB of 11.50 GiB",
                        "compute buffer", "llama_context::sched_reserve", "runtime 0.30 GiB", "ctx 45056",
                        "placement: all 32 layers", "estimate: VRAM", "fit: -fit off, swapgen's sizing decides"):
@@ -243,17 +243,17 @@ class TestSlots:
     def test_no_parallel_flag_by_default_and_four_sequences_of_state(self):
         entry, plan = only_entry(stateful(context(), 64 << 20))
         assert "--parallel" not in entry.argv
-        assert any(n.startswith("recurrent state 256.00 MiB: 4 cells × 67108864 B") for n in plan.notes)
+        assert any(n.startswith("recurrent state 0.25 GiB: 4 cells × 67108864 B") for n in plan.notes)
 
     def test_a_chosen_slot_count_is_emitted_even_when_it_is_one(self):
         entry, plan = only_entry(stateful(context(settings=Settings(roots=("/m",), parallel=1)), 64 << 20))
         assert entry.argv[-2:] == ("--parallel", "1")
-        assert any("recurrent state 64.00 MiB: 1 cells" in n for n in plan.notes)
+        assert any("recurrent state 0.06 GiB: 1 cell × " in n for n in plan.notes)
 
     def test_extra_parallel_auto_keeps_the_four_sequences(self):
         entry, plan = only_entry(stateful(with_extra("-np", "-1"), 64 << 20))
         assert entry.argv[-2:] == ("-np", "-1") and "--parallel" not in entry.argv
-        assert any("recurrent state 256.00 MiB: 4 cells" in n for n in plan.notes)
+        assert any("recurrent state 0.25 GiB: 4 cells" in n for n in plan.notes)
 
     def test_state_is_inside_the_estimate(self):
         bare, _ = only_entry(context())
@@ -266,7 +266,7 @@ class TestFlashAttentionOff:
         entry, plan = only_entry(context(settings=Settings(roots=("/m",), flash_attn="off")))
         md = meta_dict(entry)
         assert md["ctx"] == 28672 and md["est_vram_gb"] <= 11.5  # 45056 with flash attention
-        assert any("scores 1792.00 MiB: flash attention off, 28672 × 512 × 32 heads × 4 B" in n for n in plan.notes)
+        assert any("scores 1.75 GiB: flash attention off, 28672 × 512 × 32 heads × 4 B" in n for n in plan.notes)
 
     def test_extra_flash_attention_off_charges_the_scores_too(self):
         entry, _ = only_entry(with_extra("-fa", "off"))
@@ -330,13 +330,15 @@ class TestProjector:
         entry, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
         assert entry.argv[-2:] == ("--mmproj", "/models/mmproj-f16.gguf")
         assert entry.capabilities.inputs == ("text", "image")
-        assert any("GPU, charged 1.80 GiB" in n for n in plan.notes)
+        projector = [n for n in plan.notes if "projector" in n]
+        assert projector == ["projector 1.80 GiB: on the GPU: its file and the CLIP compute buffer"], "said once"
 
     def test_tight_budget_moves_the_projector_to_the_cpu(self):
-        entry, _ = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
+        entry, plan = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))
         assert entry.argv[-3:] == ("--mmproj", "/models/mmproj-f16.gguf", "--no-mmproj-offload")
         assert entry.capabilities.inputs == ("text", "image")
         assert "projector mmproj-f16.gguf on the CPU" in entry.comment
+        assert [n for n in plan.notes if "projector" in n] == ["projector on the CPU (--no-mmproj-offload), not charged"]
 
     @pytest.mark.parametrize("mode, tail", [
         ("none", ("-ngl", "33", "-fit", "off")),

@@ -230,10 +230,16 @@ class TestEntryShape:
 
     def test_notes_give_every_number(self):
         notes = "\n".join(emit_vllm(make_ctx(version="0.11.0")).notes)
-        for text in ("card 24 GiB", "max-model-len 32768: sized to 6.5 GiB",
+        for text in ("max-model-len 32768: sized to 6.5 GiB",
                      "kv-cache-memory-bytes 6.85 GiB", "footprint 16.35 GiB", "gpu-memory-utilization 0.69",
-                     "est_vram_gb 16.56", "tool-call parser hermes", "vLLM version 0.11.0"):
+                     "estimate 16.56 GiB", "tool-call parser hermes", "vLLM version 0.11.0"):
             assert text in notes
+
+    def test_notes_leave_the_budget_and_card_to_the_report_head(self):
+        """`swapgen show` prints the budget and the card above the notes; the estimate is one line."""
+        notes = emit_vllm(make_ctx(version="0.11.0")).notes
+        assert not [n for n in notes if n.startswith(("card ", "budget ", "est_vram_gb"))]
+        assert len([n for n in notes if n.startswith("estimate ")]) == 1
 
     def test_missing_metadata_is_tolerated(self):
         entry = entry_of(attrs.evolve(make_ctx(), meta=None, kv=None))

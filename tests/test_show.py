@@ -4,6 +4,7 @@ in one table), for people and, with --json, for scripts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -34,20 +35,32 @@ def test_llama_model_shows_backend_kv_sizing_argv_and_fragment(library, capsys):
     rc, out, _ = show(library, "alpha-q4_k_m", capsys=capsys)
     assert rc == 0
     assert "backend   llama (engine llama; ★ of class llm) → /opt/llama/llama-server" in out
-    assert "bytes per token at f16" in out and "sizing" in out
+    assert "  KV cost   " in out and " KiB per token at f16" in out and "sizing" in out
     assert "      -c " in out and "      --port ${PORT}" in out
     assert '"alpha-q4_k_m":' in out and "cmd: |" in out
 
 
 def test_each_fact_once_in_one_unit(library, capsys):
-    """The KV derivation is printed once, under the KV cost, never again under `fit:`; sizes
-    are GiB, written as such."""
+    """The KV derivation is printed once, under the KV cost, never again under `fit:`, and the
+    bytes per token once, at its end; sizes are GiB, written as such, llama.cpp's cache and
+    compute lines too."""
     _, out, _ = show(library, "alpha-q4_k_m", capsys=capsys)
     report = out.split("  fragment")[0]
     derivation = [line for line in report.splitlines() if "× 2 B =" in line]
     assert len(derivation) == 1
-    assert " GB" not in report and "GiB" in report
+    per_token = derivation[0].split("= ")[1].split(" B")[0]
+    assert len(re.findall(rf"\b{per_token} B\b|\b{int(per_token):,} bytes", report)) == 1
+    assert " GB" not in report and "GiB" in report and not re.search(r"\d MiB", report)
+    assert "KV full attention " in report and "compute buffer " in report
     assert "budget    8 GiB (no card reading)" in report
+
+
+def test_a_vllm_report_says_the_card_the_budget_and_the_estimate_once(library, capsys):
+    _, out, _ = show(library, "llama-3.1-8b-instruct-q8_0", capsys=capsys)
+    report = out.split("  argv of")[0]
+    assert "budget    8 GiB (no card reading)" in report
+    assert not re.search(r"^    (card|budget|est_vram_gb) ", report, re.M)
+    assert len(re.findall(r"^    estimate ", report, re.M)) == 1
 
 
 def test_context_sentence_says_what_fits_and_what_more_would_need(library, capsys):

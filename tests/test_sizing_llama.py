@@ -341,7 +341,7 @@ class TestRecurrentState:
         s = size_llama(meta, cost, size=gib(4.583), budget=gib(11.5), knobs=knobs, runtime=CUDA)
         assert s.state == seqs * gib(0.25)
         assert s.est_vram == gib(4.583) + s.kv_total + fixed(CUDA) + s.compute + s.state <= gib(11.5)
-        assert f"recurrent state {seqs * 256:.2f} MiB: {seqs} cells" in "\n".join(s.notes)
+        assert f"recurrent state {seqs * 0.25:.2f} GiB: {seqs} cell{'s' if seqs > 1 else ''} × " in "\n".join(s.notes)
 
     def test_state_that_fills_the_budget_is_refused(self):
         meta = llama8b()

@@ -214,8 +214,9 @@ def _head_lines(data: dict) -> list[str]:
     if data["override"]:
         out.append(f"  override  match {data['override']!r}")
     if data["kv"] and data["kv"]["bytes_per_token"] is not None:
-        out.append(f"  KV cost   {data['kv']['bytes_per_token']:,} bytes per token at f16"
-                   + (f": {data['kv']['note']}" if data["kv"]["note"] else ""))
+        # the size once, in KiB; the derivation under it ends in the exact bytes (or says why none)
+        size = f"{data['kv']['note']} at f16" if data["kv"]["bytes_per_token"] else "none"
+        out.append(f"  KV cost   {size}")
         out.extend(f"            {line}" for line in data["kv"]["derivation"])
     elif data["kv"]:
         out.append(f"  KV cost   unknown: {data['kv']['note']}")

@@ -249,9 +249,8 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
                   estimate=estimate, estimator_gap=estimator_gap(meta, ctx.kv, choices.knobs, sizing.ctx,
                                                                  sizing.kv_type))
     notes = [*sizing.notes, fit_note(choices)]
-    if projector:
-        where = f"GPU, charged {gb(sizing.projector)} GiB" if on_gpu else "CPU (--no-mmproj-offload), not charged"
-        notes.append(f"projector {projector}: {where}")
+    if projector and not on_gpu:  # on the GPU, the sizing's charge line says so and what it costs
+        notes.append("projector on the CPU (--no-mmproj-offload), not charged")
     return entry, tuple(notes)
 
 

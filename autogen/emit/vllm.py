@@ -279,19 +279,17 @@ def _footprints(ctx: EmitContext, sizing: VllmSizing, argv: tuple[str, ...]) -> 
 
 
 def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_version: str) -> tuple[str, ...]:
-    """Every sizing number with its reason, for `swapgen show`: the sizing's facts, one line each."""
-    card = ctx.card_vram_gb
+    """Every sizing number with its reason, for `swapgen show`: the sizing's facts, one line each.
+    The budget and the card head the report (`show.budget_text`), so they are not repeated here."""
+    lines = [f"vLLM version {row_version or 'unknown (taken as current)'}"]
     if ctx.nodes is not None:
-        card_text = (f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
+        lines.append(f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
                      f"{sizing.pipeline_parallel}, sized per GPU)")
     elif ctx.devices:
         cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
-        card_text = f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)"
-    else:
-        card_text = f"card {f'{card:g} GiB' if card else 'not read'}"
-    lines = [f"vLLM version {row_version or 'unknown (taken as current)'}", card_text,
-             f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}"]
-    lines += [fact.line for fact in sizing.facts]
+        lines.append(f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)")
+    lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
+    lines += [fact.line for fact in sizing.facts if fact.name != "budget"]
     if sizing.state_bytes:
         per_seq = " for one sequence" if sizing.layout is None else ""
         lines.append(f"KV includes {gib(sizing.state_bytes):.3f} GiB of recurrent state{per_seq} "
@@ -305,6 +303,5 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
     if sizing.kv_cache_bytes is None:
         lines.append(f"no --kv-cache-memory-bytes: {sizing.kv_cache_note}")
     lines.append(f"gpu-memory-utilization {sizing.util_flag}: {sizing.util_note}")
-    lines.append(f"est_vram_gb {format_g(size_gb(sizing.est_vram))}")
     lines.append(f"tool-call parser {parser.parser or 'none'}: {parser.note}")
     return tuple(lines)
