@@ -121,6 +121,20 @@ class TestBudget:
         assert "22 GiB" in budget and ("per GPU" in budget or "on GPU" in budget)
 
 
+    def test_two_gpus_without_devices_say_the_card_reading_is_their_total(self, tmp_path, capsys):
+        """No `devices:`: the model is sized against the pooled reading, and the line says what it
+        is made of, not a 24 GiB card the machine does not have."""
+        add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+        settings = tmp_path / "swapgen.yaml"
+        settings.write_text(SETTINGS.replace("vram_budget_gb: 8\n", "vram_budget_gb: 22\n")
+                            .replace("card_vram_gb: 0\n", "")
+                            + "gpus:\n  - {index: 0, vram_gb: 12, name: A, vendor: nvidia}\n"
+                              "  - {index: 1, vram_gb: 12, name: B, vendor: nvidia}\n")
+        _, out, _ = show(settings, "alpha-q4_k_m", capsys=capsys)
+        budget = next(line for line in out.splitlines() if line.startswith("  budget"))
+        assert budget == "  budget    22 GiB (card reading 24 GiB: 2 GPUs of 12 + 12 GiB together)"
+
+
 class TestEngineEstimate:
     """`show` puts llama.cpp's own estimate (`llama-fit-params`) beside swapgen's when the
     backend row's build ships it."""

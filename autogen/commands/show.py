@@ -22,10 +22,11 @@ from autogen.footprint import MemoryRecord, Source, to_data
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB
 from autogen.resolve.backends import llama_router_exe
+from autogen.resolve.gpus import eligible, inventory
 from autogen.resolve.job import Job
 from autogen.router.fragments import render_plan
 from autogen.router.preset import preset_plan, render_section, render_skip
-from autogen.settings.schema import LLAMA_SERVER
+from autogen.settings.schema import LLAMA_SERVER, Gpu
 
 PARTS = ("model", "context", "compute")
 
@@ -60,9 +61,13 @@ def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord 
     return out
 
 
-def budget_text(job: Job) -> str:
-    """The budget as each GPU sees it, and what it adds up to over several."""
+def budget_text(job: Job, seen: tuple[Gpu, ...] = ()) -> str:
+    """The budget as each GPU sees it, and what it adds up to over several. `seen`: the host's
+    eligible GPUs, whose total is the card reading of a model placed on none of them."""
     card = f"card {job.card_vram_gb:g} GiB" if job.card_vram_gb else "no card reading"
+    if len(seen) > 1 and job.card_vram_gb == sum(g.vram_gb for g in seen):
+        card = (f"card reading {job.card_vram_gb:g} GiB: {len(seen)} GPUs of "
+                f"{' + '.join(f'{g.vram_gb:g}' for g in seen)} GiB together")
     gpus = job.nodes.gpus if job.nodes is not None else job.placement.gpus
     if len(gpus) <= 1:
         where = f" on GPU {gpus[0].index} ({gpus[0].vram_gb:g} GiB card)" if gpus else f" ({card})"
@@ -90,7 +95,7 @@ def report(library: Library, job: Job) -> dict:
                     "exe": job.backend.exe if job.backend else None},
         "override": job.override.match if job.override else None,
         "budget_gb": job.budget_gb,
-        "budget": budget_text(job),
+        "budget": budget_text(job, eligible(inventory(library.settings))),
         "card_vram_gb": job.card_vram_gb,
         "devices": {"ids": job.placement.label, "why": job.placement.why, "env": list(job.placement.env)}
         if job.placement.gpus else None,

@@ -286,8 +286,8 @@ def _notes(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, row_versi
         lines.append(f"nodes {ctx.nodes.label} (tensor parallel {sizing.tensor_parallel} × pipeline parallel "
                      f"{sizing.pipeline_parallel}, sized per GPU)")
     elif ctx.devices:
-        cards = ", ".join(f"{g.index}: {g.vram_gb:g} GiB" for g in ctx.devices)
-        lines.append(f"devices {cards} (tensor parallel {sizing.tensor_parallel}, sized per GPU)")
+        devices = ",".join(str(g.index) for g in ctx.devices)
+        lines.append(f"tensor parallel {sizing.tensor_parallel} over devices {devices}, sized per GPU")
     lines.append(f"max-model-len {sizing.max_model_len}: {sizing.ctx_note}")
     lines += [fact.line for fact in sizing.facts if fact.name != "budget"]
     if sizing.state_bytes:
