@@ -186,7 +186,7 @@ class TestKvCost:
                          value_length=64, recurrent_layers=1)
         cost = kv_cost(meta)
         assert cost.state_bytes_per_seq == 0
-        assert cost.derivation[-1] == "1 recurrent layers: state sizes not given, not charged"
+        assert cost.derivation[-1] == "1 recurrent layer: state sizes not given, not charged"
 
     def test_rwkv_state_is_token_shift_plus_wkv_heads(self):
         """llama.cpp `n_embd_r` = token_shift_count × n_embd, `n_embd_s` = n_embd × head_size."""

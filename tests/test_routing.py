@@ -18,6 +18,7 @@ from autogen.router import fragments
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.validate import main_validate, validate_text
 from tests import schema_facts
+from tests.builders import add_model
 from tests.runs import generate
 
 BASE = """\
@@ -244,3 +245,15 @@ def test_routing_reads_no_metadata_key(library, monkeypatch, target):
     for m, entry in doc["models"].items():
         keys = {k.removeprefix("renamed_") for k in entry.get("metadata", {})}
         assert keys == set(base["models"][m].get("metadata", {})), m
+
+
+def test_one_set_is_said_in_the_singular(tmp_path):
+    """Two small models share the card: the plan is one set, and the comment says so."""
+    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q4_K_M.gguf")
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text("roots: [models]\nvram_budget_gb: 22\ncard_vram_gb: 24\nrouting: auto\nbackends:\n"
+                        "  - {id: llama, kind: llama, path: llama-server, default: true}\n")
+    assert generate(settings)[0] == 0
+    config = (tmp_path / "config.yaml").read_text()
+    assert "# routing: auto: 1 set of models that fit together on " in config

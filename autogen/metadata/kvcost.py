@@ -27,6 +27,7 @@ from attrs import frozen
 
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
+from autogen.numfmt import counted
 
 #: bytes_per_token is stated at f16/bf16.
 F16_BYTES = 2
@@ -207,11 +208,11 @@ def _state(meta: ModelMeta) -> tuple[int, tuple[str, ...], tuple[int, int]]:
         how = f"conv ({kernel} - 1) × ({inner} + 2 × {groups} × {width}) + state {width} × {inner}"
     elements = conv + ssm
     if elements <= 0:
-        return 0, (f"{layers} recurrent layers: state sizes not given, not charged",), (0, 0)
+        return 0, (f"{counted(layers, 'recurrent layer')}: state sizes not given, not charged",), (0, 0)
     total = layers * elements * STATE_BYTES
     return total, (
         f"recurrent state per layer: {how} = {elements} elements",
-        f"{layers} recurrent layers × {elements} × {STATE_BYTES} B = {total} B per sequence"
+        f"{counted(layers, 'recurrent layer')} × {elements} × {STATE_BYTES} B = {total} B per sequence"
         " (constant in context length)",
     ), (conv, ssm)
 

@@ -21,6 +21,7 @@ from autogen.emit.served_paths import PathMap
 from autogen.errors import SwapgenError
 from autogen.footprint import Footprint
 from autogen.fsutil import write_if_changed
+from autogen.numfmt import counted
 from autogen.resolve.gpus import card_vram_gb, eligible, inventory
 from autogen.router.fragments import comment_text, quote, render_data, render_plan
 from autogen.router.matrix_dsl import compile_sets, expand
@@ -234,7 +235,7 @@ def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str]
     for message in plan.warnings:
         warn(f"routing: {message}")
     written = len(lines) - lines.index("        sets:") - 1
-    notes = [f"# routing: auto: {len(plan.sets)} sets of models that fit together on "
+    notes = [f"# routing: auto: {counted(len(plan.sets), 'set')} of models that fit together on "
              + ", ".join(f"{d.label} ({d.vram_gb:g} GiB" + (f", {d.shared_gb:g} GiB shared" if d.shared_gb
                                                           and d.shared_gb < d.vram_gb else "") + ")" for d in devices)
              + ("" if written == len(plan.sets) else f", written as {written} (one per group differing in one model)")
