@@ -138,8 +138,7 @@ class TestKvCost:
         assert cost.note == "16 KiB per token"
         assert cost.derivation == (
             "layers: attn_layer_period 8 offset 4: 4 of 32 layers keep KV",
-            "8 KV heads per attention layer, key 128 + value 128 per head",
-            "4 layers × 8 × (128 + 128) × 2 B = 16384 B per token",
+            "4 layers × 8 KV heads × (key 128 + value 128) × 2 B = 16384 B per token",
             "recurrent state per layer: conv (4 - 1) × (8192 + 2 × 0 × 16) + state 16 × 8192"
             " = 155648 elements",
             "28 recurrent layers × 155648 × 4 B = 17432576 B per sequence (constant in context length)",

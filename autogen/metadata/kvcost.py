@@ -129,8 +129,8 @@ def kv_cost(meta: ModelMeta) -> KvCost:
     uniform = {heads[i] for i in attention}
     if len(uniform) == 1:
         (n,) = uniform
-        lines.append(f"{n} KV heads per attention layer, key {k} + value {v} per head")
-        lines.append(f"{len(attention)} layers × {n} × ({k} + {v}) × {F16_BYTES} B = {total} B per token")
+        lines.append(f"{len(attention)} layers × {n} KV heads × (key {k} + value {v}) × {F16_BYTES} B "
+                     f"= {total} B per token")
     else:
         lines.append(f"KV heads per layer: {_run_lengths(heads)}; key {k} + value {v} per head")
         lines.append(f"{head_sum} heads in all × ({k} + {v}) × {F16_BYTES} B = {total} B per token")
