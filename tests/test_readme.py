@@ -371,6 +371,10 @@ def test_list_json_rows_have_the_keys_the_commands_page_names(tmp_path):
     assert set(rows[0]) <= documented, f"docs/commands.md does not name {sorted(set(rows[0]) - documented)}"
     for row in rows:
         assert list(row) == list(rows[0]), row
+    ignored = [r for r in rows if r["class"] == "ignored"]
+    assert all(r["engine"] is None and r["backend"] is None and r["role"] is None for r in ignored), ignored
+    served = [r for r in rows if r["task"] and not r["skipped"]]
+    assert all(r["engine"] and r["backend"] for r in served), served
 
 
 def test_sample_library_table_covers_every_model(tour):

@@ -58,8 +58,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             "task": graph.task_name(job.row.id),
             "class": job.role.value,
             "role": job.role.value,
-            "engine": job.engine,
-            "backend": job.backend_id,
+            "engine": job.backend.engine if job.backend else None,
+            "backend": job.backend_id if job.backend else None,
             "why": job.backend.why if job.backend else "",
             "path": job.row.path,
             "manifest": job.row.manifest,
@@ -72,8 +72,8 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
         })
     for item in library.discovery.ignored:
         kind = "attached" if item.attached else "ignored"
-        out.append({"id": None, "host": host, "task": None, "class": kind, "role": None, "engine": "-",
-                    "backend": "-", "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
+        out.append({"id": None, "host": host, "task": None, "class": kind, "role": None, "engine": None,
+                    "backend": None, "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
                     "skipped": item.reason,
                     "download": None, "memory": {}, "start_errors": {}})
     return out
@@ -98,8 +98,8 @@ def table(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no models found\n"
     cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
-            ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"]),
-            ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"]),
+            ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"] or "-"),
+            ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"] or "-"),
             ("status", lambda r: "SKIPPED" if r["task"] and r["skipped"] else r["class"] if not r["task"] else "ok"),
             ("memory", lambda r: "+".join(sorted(set(r["memory"].values()))) or "-")]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
