@@ -64,6 +64,77 @@ class TestNames:
         assert adapter_name("/l/sql-lora/") == "sql-lora"
 
 
+def projector(path, width, *, mmproj_type=True):
+    """A projector as convert_hf_to_gguf writes one: arch clip, `general.type = mmproj`, and the
+    text model's width as `clip.vision.projection_dim`; `mmproj_type=False` is the older
+    image-encoder converter's file, whose projection_dim is CLIP's own (768)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    kv = {"clip.has_vision_encoder": True, "clip.projector_type": "gemma3",
+          "clip.vision.projection_dim": width if mmproj_type else 768}
+    if mmproj_type:
+        kv["general.type"] = "mmproj"
+    return write_gguf(path, "clip", kv=kv, tensors=[("v.patch_embd.weight", (14, 14, 3, 64), Q.F16),
+                                                   ("mm.input_projection.weight", (64, width), Q.F16)])
+
+
+class TestProjectors:
+    """A projector goes to the models of its folder it fits: llama-server refuses a projector of
+    another width ("mismatch between text model (n_embd = …) and mmproj")."""
+
+    def test_a_flat_folder_gives_each_vision_model_its_own_projector(self, tmp_path):
+        m = tmp_path / "models"
+        chat(m / "gemma-3-4b-it-Q4_K_M.gguf", arch="gemma3", embd=256)
+        chat(m / "gemma-3-12b-it-Q4_K_M.gguf", arch="gemma3", embd=384)
+        chat(m / "Qwen3-8B-Q4_K_M.gguf", embd=512)
+        small, big = projector(m / "mmproj-gemma-3-4b-it-F16.gguf", 256), projector(m / "mmproj-gemma-3-12b-it-F16.gguf", 384)
+        found, rows = paired(tmp_path)
+        assert rows["gemma-3-4b-it-q4_k_m"].mmproj == str(small) and str(small) in rows["gemma-3-4b-it-q4_k_m"].inputs
+        assert rows["gemma-3-12b-it-q4_k_m"].mmproj == str(big) and str(small) not in rows["gemma-3-12b-it-q4_k_m"].inputs
+        assert rows["qwen3-8b-q4_k_m"].mmproj is None  # a text model no projector fits
+        assert listed(found) == {"mmproj-gemma-3-4b-it-F16.gguf": ("projector of gemma-3-4b-it-q4_k_m", True),
+                                 "mmproj-gemma-3-12b-it-F16.gguf": ("projector of gemma-3-12b-it-q4_k_m", True)}
+
+    def test_of_projectors_that_fit_the_name_closest_to_the_models_wins(self, tmp_path):
+        """llama.cpp's own download cache keeps every repo's files side by side, prefixed."""
+        m = tmp_path / "models"
+        chat(m / "unsloth_Qwen2.5-VL-7B-Instruct-GGUF_Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", arch="qwen2vl")
+        chat(m / "ggml-org_Qwen2.5-VL-72B-Instruct-GGUF_Qwen2.5-VL-72B-Instruct-Q4_K_M.gguf", arch="qwen2vl")
+        seven = projector(m / "unsloth_Qwen2.5-VL-7B-Instruct-GGUF_mmproj-F16.gguf", 256)
+        seventy = projector(m / "ggml-org_Qwen2.5-VL-72B-Instruct-GGUF_mmproj-Qwen2.5-VL-72B-Instruct-f16.gguf", 256)
+        _, rows = paired(tmp_path)
+        by_name = {Path(r.path).name.split("_")[0]: r.mmproj for r in rows.values()}
+        assert by_name == {"unsloth": str(seven), "ggml-org": str(seventy)}
+
+    def test_several_quants_of_one_projector_pair_the_last_in_name_order(self, tmp_path):
+        m = tmp_path / "models/unsloth/gemma-3-4b-it-GGUF"
+        chat(m / "gemma-3-4b-it-Q4_K_M.gguf", arch="gemma3", embd=256)
+        projector(m / "mmproj-BF16.gguf", 256)
+        last = projector(m / "mmproj-F32.gguf", 256)
+        found, rows = paired(tmp_path)
+        assert rows["gemma-3-4b-it-q4_k_m"].mmproj == str(last)
+        assert listed(found)["mmproj-BF16.gguf"] == (
+            "projector not paired: each model beside it takes another projector (the name closest to its own, else the "
+            "last in name order)", False)
+
+    def test_a_projector_of_another_width_is_listed_saying_so(self, tmp_path):
+        m = tmp_path / "models/acme/Vision-GGUF"
+        chat(m / "Vision-7B-Q4_K_M.gguf", arch="gemma3", embd=256)
+        projector(m / "mmproj-Vision-27B-F16.gguf", 512)
+        found, rows = paired(tmp_path)
+        assert rows["vision-7b-q4_k_m"].mmproj is None
+        assert listed(found) == {"mmproj-Vision-27B-F16.gguf": (
+            "projector for a text model 512 wide (its projection_dim), and no model beside it has that embedding "
+            "length (256), not served", False)}
+
+    def test_an_older_projector_whose_width_is_clips_pairs_as_before(self, tmp_path):
+        """The old image-encoder converter wrote CLIP's projection_dim and no general.type: not a width to check."""
+        m = tmp_path / "models/cjpais/llava-GGUF"
+        chat(m / "llava-v1.6-mistral-7b.Q4_K_M.gguf", arch="llama", embd=256)
+        old = projector(m / "mmproj-model-f16.gguf", 256, mmproj_type=False)
+        _, rows = paired(tmp_path)
+        assert rows["llava-v1.6-mistral-7b-q4_k_m"].mmproj == str(old)
+
+
 class TestLora:
     def test_a_lora_goes_to_the_base_its_header_names_with_its_shape(self, tmp_path):
         chat(tmp_path / "models/bartowski/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")

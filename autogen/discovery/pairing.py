@@ -1,5 +1,13 @@
-"""What pairs models of a library with each other once their headers are read: LoRA adapters
-with their bases, and speculative-decoding drafts with the models they speed up.
+"""What pairs models of a library with each other once their headers are read: projectors with
+the models of their folder, LoRA adapters with their bases, and speculative-decoding drafts with
+the models they speed up.
+
+- A projector feeds a text model exactly as wide as its output (llama-server refuses another:
+  tools/mtmd/mtmd.cpp, "mismatch between text model (n_embd = …) and mmproj"), so of the
+  projectors of a model's folder only those of its width, or of a width not known, are its
+  candidates; of these, the one whose name shares the longest start with the model's (a folder
+  of several vision models, `mmproj-gemma-3-4b-it-F16.gguf` beside `gemma-3-4b-it-Q4_K_M.gguf`),
+  then the last in name order.
 
 - A LoRA GGUF goes to the models llama.cpp would accept it on (src/llama-adapter.cpp refuses
   another architecture, and tensors of another shape): the same architecture, its `lora_a`
@@ -28,6 +36,51 @@ from autogen.discovery.naming import clean_id, quant_from_name, repo_name
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.metadata.model_meta import ModelMeta
+
+
+@attrs.frozen
+class FolderProjector:
+    """A projector file of a folder, in name order among its folder's.
+
+    Example: FolderProjector(path="/m/g/mmproj-F16.gguf", size_bytes=851_000_000, width=2560).
+    """
+
+    path: str
+    size_bytes: int
+    #: `ModelMeta.projector_width`: the text model width it feeds; 0 = not known.
+    width: int
+
+
+def _projector_key(path: str) -> str:
+    """A projector's name without the word mmproj, as a name key: what it says of its model."""
+    return name_key(re.sub(r"(?i)mmproj", "", os.path.basename(path).rpartition(".")[0]))
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many characters `a` and `b` share from their start."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def choose_projector(model_path: str, width: int, projectors: Sequence[FolderProjector]) -> FolderProjector | None:
+    """The projector of the model at `model_path` (`width`: its embedding length, 0 when not
+    known) among the projectors of its folder, in name order (module docstring)."""
+    key = name_key(os.path.basename(model_path).rpartition(".")[0])
+    fitting = [(i, p) for i, p in enumerate(projectors) if not p.width or not width or p.width == width]
+    if not fitting:
+        return None
+    return max(fitting, key=lambda ip: (_shared_start(key, _projector_key(ip[1].path)), ip[0]))[1]
+
+
+def unpaired_projector(projector: FolderProjector, widths: Sequence[int]) -> str:
+    """Why a projector of a folder serves none of its models (`widths`: theirs)."""
+    if not widths:
+        return "with no model beside it, not served"
+    if projector.width and all(w and w != projector.width for w in widths):
+        return (f"for a text model {projector.width} wide (its projection_dim), and no model beside it has that "
+                f"embedding length ({', '.join(map(str, sorted(set(widths))))}), not served")
+    return "not paired: each model beside it takes another projector (the name closest to its own, else the last " \
+           "in name order)"
+
 
 #: A draft has at most this share of its target's parameters (block_count × embedding²).
 DRAFT_SHARE = 4

@@ -43,6 +43,7 @@ from autogen.discovery.ollama_store import (
     is_store,
     scan_store,
 )
+from autogen.discovery.pairing import FolderProjector, choose_projector, unpaired_projector
 from autogen.discovery.rows import Download, ModelRow
 from autogen.discovery.rules import (
     GGML_MAGICS,
@@ -118,7 +119,7 @@ class _Walker:
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.downloads: list[tuple[ModelRow, Download]] = []
         self.adapters: list[AdapterFile] = []
-        #: (path, what) of each projector, draft and codec file, and the one its folder pairs.
+        #: (path, what, the reason shown when no model takes it) of each projector, draft and codec.
         self.sidecars: list[tuple[str, str, str]] = []
         #: Folder key → (the path it was walked as, the root it was walked under).
         self.visited: dict[tuple[int, int], tuple[str, str]] = {}
@@ -320,14 +321,19 @@ class _Walker:
         rules); models become rows, sidecars pair with the folder's models."""
         stats = {e.path: st for e, st in files}
         publisher, repo = _folder_names(folder)
-        candidates, paired, foreign = self._classified(files, stats, publisher, repo)
+        candidates, paired, projectors, foreign = self._classified(files, stats, publisher, repo)
         self._foreign(folder, foreign, stats, publisher, repo)
-        mmproj, draft, codec = (paired.get(v) for v in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC))
-        for path, _, what in filter(None, (mmproj, draft, codec)):
-            self.sidecars.append((path, what, ""))
-        sidecars = tuple(p[0] for p in (mmproj, draft, codec) if p)
-        for name, st, info in candidates:
+        draft, codec = (paired.get(v) for v in (Verdict.DRAFT, Verdict.CODEC))
+        for path, _, what in filter(None, (draft, codec)):
+            self.sidecars.append((path, what, f"{what} with no model beside it, not served"))
+        widths = [info.meta.embedding_length if info is not None and info.meta is not None else 0
+                  for _, _, info in candidates]
+        for projector in projectors:
+            self.sidecars.append((projector.path, "projector", f"projector {unpaired_projector(projector, widths)}"))
+        sidecars = tuple(p[0] for p in (draft, codec) if p)
+        for (name, st, info), width in zip(candidates, widths, strict=True):
             path = os.path.join(folder, name)
+            mmproj = choose_projector(path, width, projectors)
             shard = SHARD_NAME.search(name)
             id_name = name[: shard.start()] + ".gguf" if shard else name
             shards: tuple[str, ...] = ()
@@ -340,9 +346,10 @@ class _Walker:
             model_id, quant = gguf_ids(id_name, repo)
             row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
                            size_bytes=sum(stats[s].st_size for s in present), publisher=publisher, repo=repo,
-                           shards=shards, missing_shards=missing, mmproj=mmproj[0] if mmproj else None,
-                           mmproj_bytes=mmproj[1] if mmproj else 0, draft=draft[0] if draft else None,
-                           codec=codec[0] if codec else None, inputs=tuple(dict.fromkeys(present + sidecars)))
+                           shards=shards, missing_shards=missing, mmproj=mmproj.path if mmproj else None,
+                           mmproj_bytes=mmproj.size_bytes if mmproj else 0, draft=draft[0] if draft else None,
+                           codec=codec[0] if codec else None,
+                           inputs=tuple(dict.fromkeys(present + ((mmproj.path,) if mmproj else ()) + sidecars)))
             self._add(row, st, stats)
             reason = self._gguf_reason(row, info, stats)
             if reason is None and info is not None:
@@ -353,12 +360,13 @@ class _Walker:
     def _classified(self, files: list[tuple[os.DirEntry, os.stat_result]], stats: dict[str, os.stat_result],
                     publisher: str, repo: str):
         """(models: (file name, stat, header) each, a split set's shard 1 or, headless, its lowest
-        shard; the sidecar each verdict pairs; foreign weights by format). SAM models, LoRA
-        adapters and dropped files are recorded on the way."""
+        shard; the draft and the codec the folder pairs; its projectors, in name order; foreign
+        weights by format). SAM models, LoRA adapters and dropped files are recorded on the way."""
         names = {e.name for e, _ in files}
         candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
         headless: dict[str, tuple[str, os.stat_result]] = {}
         paired: dict[Verdict, tuple[str, int, str]] = {}
+        projectors: list[FolderProjector] = []
         foreign: dict[str, list[tuple[os.DirEntry, os.stat_result]]] = {}
         for entry, st in files:
             facts = FileFacts(entry.name, read_magic=lambda e=entry: _magic(e.path),
@@ -367,9 +375,14 @@ class _Walker:
             verdict = rule.verdict
             if verdict is Verdict.MODEL:
                 candidates.append((entry.name, st, info))
-            elif verdict in (Verdict.PROJECTOR, Verdict.DRAFT, Verdict.CODEC):
+            elif verdict is Verdict.PROJECTOR:
+                width = info.meta.projector_width if info is not None and info.meta is not None else 0
+                projectors.append(FolderProjector(path=entry.path, size_bytes=st.st_size, width=width))
+            elif verdict in (Verdict.DRAFT, Verdict.CODEC):
                 if verdict in paired:  # the last in name order pairs (MTP and DFlash share one slot)
-                    self.sidecars.append((paired[verdict][0], paired[verdict][2], entry.path))
+                    what = paired[verdict][2]
+                    self.sidecars.append((paired[verdict][0], what, f"{what}, not paired: another {what} of this "
+                                                                     "folder is (the last in name order)"))
                 paired[verdict] = (entry.path, st.st_size, rule.what)
             elif verdict is Verdict.SHARD:
                 shard = SHARD_NAME.search(entry.name)
@@ -388,7 +401,7 @@ class _Walker:
                 arch = info.arch.lower() if info is not None else ""
                 self.ignored.append(Ignored(entry.path, rule.what.format(arch=arch) + ", not a model"))
         candidates += [(name, st, None) for name, st in headless.values()]
-        return candidates, paired, foreign
+        return candidates, paired, projectors, foreign
 
     def _keep_meta(self, row: ModelRow, read: HeaderInfo) -> str | None:
         """Keep the row's metadata for the stages after discovery; why it has none, else None."""
@@ -567,11 +580,9 @@ def _sidecar_reasons(sidecars: list[tuple[str, str, str]], rows: list[ModelRow])
         for path in {row.mmproj, row.draft, row.codec} - {None}:
             users.setdefault(path, []).append(row.id)
     out = []
-    for path, what, displaced in sidecars:
-        if displaced:
-            out.append(Ignored(path, f"{what}, not paired: another {what} of this folder is (the last in name order)"))
-        elif path in users:
+    for path, what, unused in sidecars:
+        if path in users:
             out.append(Ignored(path, f"{what} of {', '.join(sorted(users[path]))}", attached=True))
         else:
-            out.append(Ignored(path, f"{what} with no model beside it, not served"))
+            out.append(Ignored(path, unused))
     return tuple(out)

@@ -108,6 +108,12 @@ class Keys:
     class Clip:
         PROJECTOR_TYPE = "clip.projector_type"
 
+    class ClipVision:
+        PROJECTION_DIM = "clip.vision.projection_dim"
+
+    class ClipAudio:
+        PROJECTION_DIM = "clip.audio.projection_dim"
+
 
 class GGUFType:
     """`general.type` values (gguf.GGUFType): what a file is before what its architecture is."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autogen.metadata.gguf_header import GGUFError, GGUFHeader
-from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, CONTROL_VECTOR_HINT, GGMLType, Keys
+from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, CONTROL_VECTOR_HINT, GGMLType, GGUFType, Keys
 from autogen.metadata.model_meta import ModelMeta
 
 __all__ = ["meta_from_gguf"]
@@ -137,6 +137,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         chat_template_scanned=header.chat_template_markers is not None,
         has_baked_encoders=header.has_baked_encoders,
         vision_tensor_count=header.vision_tensor_count,
+        projector_width=_projector_width(kv),
         leading_dense_blocks=_positive_int(key(Keys.LLM.LEADING_DENSE_BLOCK_COUNT)),
         key_length_swa=_positive_int(key(Keys.Attention.KEY_LENGTH_SWA)),
         value_length_swa=_positive_int(key(Keys.Attention.VALUE_LENGTH_SWA)),
@@ -150,6 +151,14 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         wkv_head_size=ssm[4],
         token_shift_count=ssm[5],
     )
+
+
+def _projector_width(kv) -> int:
+    """`ModelMeta.projector_width`: the text width a `general.type = mmproj` file declares."""
+    if _text(kv.get(Keys.General.TYPE)).strip().lower() != GGUFType.MMPROJ:
+        return 0
+    return (_positive_int(kv.get(Keys.ClipVision.PROJECTION_DIM))
+            or _positive_int(kv.get(Keys.ClipAudio.PROJECTION_DIM)))
 
 
 #: `general.base_model.N` entries read (the count is the file's word; a hostile one is capped).

@@ -114,6 +114,13 @@ class ModelMeta:
     #: GGUF tensors of a vision tower or projector (`v.*`, `mm.*`); in a model file (not a
     #: projector) they are a tower packed in, which llama-server refuses.
     vision_tensor_count: int = 0
+    #: A projector's output width: the embedding length of the text model it feeds, which
+    #: llama-server requires to match (tools/mtmd/mtmd.cpp: "mismatch between text model
+    #: (n_embd = …) and mmproj"). Read only from a `general.type = mmproj` file, whose
+    #: `clip.vision.projection_dim` (else `clip.audio.projection_dim`) convert_hf_to_gguf sets
+    #: to the text model's hidden size; the older image-encoder converter wrote CLIP's own
+    #: projection there. 0 = unknown.
+    projector_width: int = 0
     #: Per-head key / value widths on sliding-window layers when they differ from the full
     #: layers' (Gemma 4: GGUF `key_length_swa` 256 vs `key_length` 512; HF `head_dim` vs
     #: `global_head_dim`); 0 = the same as key_length / value_length.
