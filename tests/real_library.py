@@ -22,6 +22,8 @@ QWEN_TOKENS = [f"Ġq{i:04d}" for i in range(384)]
 ALMOST_QWEN_TOKENS = [*QWEN_TOKENS[:-1], "Ġimpostor"]
 LLAMA_TOKENS = [f"Ġl{i:04d}" for i in range(384)]
 GEMMA_TOKENS = [f"▁g{i:04d}" for i in range(384)]
+#: Gemma 2's vocabulary is not Gemma 3's (256000 tokens against 262144).
+GEMMA2_TOKENS = [f"▁h{i:04d}" for i in range(384)]
 QWEN, LLAMA, GEMMA = ("gpt2", "qwen2"), ("gpt2", "llama-bpe"), ("llama", "default")
 TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{{ tools }}{% endif %}"
 SETTINGS = """roots: [models]
@@ -122,7 +124,7 @@ def build(root: Path) -> dict[str, str]:
 
     # generic file names: the repo folder names them
     chat(put("second-state/gemma-2-9b-it-GGUF/model-Q4_K_M.gguf", "gemma-2-9b-it-q4_k_m"), "gemma2", blocks=4,
-         embd=128, tokens=GEMMA_TOKENS, tokenizer=GEMMA)
+         embd=128, tokens=GEMMA2_TOKENS, tokenizer=GEMMA)
     chat(put("QuantFactory/Phi-3-mini-4k-instruct-GGUF/ggml-model-q4_0.gguf", "phi-3-mini-4k-instruct-q4_0"),
          "phi3", blocks=4, embd=128, tokens=LLAMA_TOKENS, tokenizer=LLAMA)
 
@@ -183,7 +185,7 @@ def newcomers(root: Path) -> dict[str, str]:
     """Files that arrive later: a generic name another repo's model already has, a new quant, a
     smaller model sorting first. Returns what each must become."""
     m = root / "models"
-    chat(m / "aaa-mirror/gemma-2-9b-it-GGUF/model-Q4_K_M.gguf", "gemma2", blocks=4, embd=128, tokens=GEMMA_TOKENS,
+    chat(m / "aaa-mirror/gemma-2-9b-it-GGUF/model-Q4_K_M.gguf", "gemma2", blocks=4, embd=128, tokens=GEMMA2_TOKENS,
          tokenizer=GEMMA)
     chat(m / "bartowski/Qwen_Qwen3-8B-GGUF/Qwen_Qwen3-8B-Q6_K.gguf", "qwen3", blocks=8, embd=256, name="Qwen3 8B")
     chat(m / "bartowski/Qwen_Qwen3-0.6B-GGUF/Qwen_Qwen3-0.6B-BF16.gguf", "qwen3", blocks=4, embd=64)

@@ -14,10 +14,10 @@ from ruamel.yaml import YAML
 from autogen.cmdline import split_command
 from autogen.commands import listing, tasks
 from autogen.discovery.naming import load_ledger
-from autogen.discovery.pairing import adapter_name, family, pair_adapters, pair_drafts
+from autogen.discovery.pairing import adapter_name, family, lineage, pair_adapters, pair_drafts
 from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache
-from tests.gguf_fixtures import Q, write_gguf, write_lora
+from tests.gguf_fixtures import Q, write_gguf, write_lora, write_split_set
 from tests.hf_fixtures import LLAMA_CONFIG, write_config, write_safetensors
 from tests.runs import generate
 from tests.shared import TOOLS, VLLM_VENV
@@ -53,6 +53,11 @@ def listed(found) -> dict[str, tuple[str, bool]]:
 
 
 class TestNames:
+    @pytest.mark.parametrize("fam, words", [("qwen_qwen3", {"qwen"}), ("meta-llama-3.1", {"meta", "llama"}),
+                                            ("meta-llama_llama-3.2", {"llama"}), ("", set())])
+    def test_a_familys_lineage_is_its_words_past_a_publisher_prefix(self, fam, words):
+        assert lineage(fam) == words
+
     @pytest.mark.parametrize("model_id, fam", [("qwen3-32b-q4_k_m", "qwen3"), ("qwen2.5-coder-0.5b-instruct-q8_0",
                                                                                 "qwen2.5-coder"),
                                                ("smollm2-135m-instruct-q8_0", "smollm2"), ("phi-4-q4_k_m", "")])
@@ -261,6 +266,40 @@ class TestDrafts:
         chat(tmp_path / "models/q/Qwen3-4B-Q4_K_M.gguf", blocks=8, embd=192)  # 56% of its parameters
         _, rows = paired(tmp_path)
         assert rows["qwen3-8b-q4_k_m"].spec_draft is None
+
+    def test_a_related_family_drafts_elsewhere_the_same_family_first(self, tmp_path):
+        """Llama 3.2 1B is the usual draft of Llama 3.1 8B; bartowski spells Qwen's models `Qwen_Qwen3-…`."""
+        m = tmp_path / "models"
+        llama = {"tokens": LLAMA_TOKENS, "tokenizer": ("gpt2", "llama-bpe"), "arch": "llama"}
+        chat(m / "bartowski/Meta-Llama-3.1-8B-Instruct-GGUF/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf", **llama)
+        small = chat(m / "bartowski/Llama-3.2-1B-Instruct-GGUF/Llama-3.2-1B-Instruct-Q8_0.gguf", blocks=4, embd=64,
+                     **llama)
+        chat(m / "Qwen/Qwen3-4B-GGUF/Qwen3-4B-Q4_K_M.gguf")
+        tiny = chat(m / "bartowski/Qwen_Qwen3-0.6B-GGUF/Qwen_Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        same = chat(m / "unsloth/Qwen3-1.7B-GGUF/Qwen3-1.7B-Q8_0.gguf", blocks=4, embd=96)
+        _, rows = paired(tmp_path)
+        draft = rows["meta-llama-3.1-8b-instruct-q4_k_m"].spec_draft
+        assert draft.path == str(small) and draft.why.endswith(", related family llama-3.2")
+        assert rows["qwen3-4b-q4_k_m"].spec_draft.path == str(same)  # its own family before a related one
+        same.unlink()
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-4b-q4_k_m"].spec_draft.path == str(tiny)
+
+    def test_a_split_set_takes_a_draft_and_is_none(self, tmp_path):
+        folder = tmp_path / "models/unsloth/Qwen3-235B-A22B-GGUF/Q4_K_M"
+        folder.mkdir(parents=True)
+        kv = {"{arch}.block_count": 8, "{arch}.context_length": 8192, "{arch}.embedding_length": 512,
+              "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 2,
+              "tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "qwen2", "tokenizer.ggml.tokens": QWEN_TOKENS}
+        tensors = [("token_embd.weight", (512, len(QWEN_TOKENS)), Q.Q8_0)]
+        tensors += [(f"blk.{i}.attn_q.weight", (512, 512), Q.Q8_0) for i in range(8)]
+        write_split_set(folder, "Qwen3-235B-A22B-Q4_K_M", "qwen3", shards=2, kv=kv, tensors=tensors)
+        small = chat(tmp_path / "models/unsloth/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-235b-a22b-q4_k_m"].spec_draft.path == str(small)
+        chat(tmp_path / "models/Qwen3-1000B-Q4_K_M.gguf", blocks=64, embd=1024)  # the set is never a draft itself
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-1000b-q4_k_m"].spec_draft.path == str(small)
 
     def test_a_same_vocabulary_model_of_another_family_elsewhere_is_no_draft(self, tmp_path):
         chat(tmp_path / "models/a/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)

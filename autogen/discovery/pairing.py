@@ -18,7 +18,9 @@ the models they speed up.
   serves it with `--lora-modules` on that entry).
 - A draft shares the model's vocabulary exactly: the same tokenizer model and pre-tokenizer,
   token count and token list (its digest; never the width alone), is at most a quarter of
-  its size in parameters, and sits in the same folder or family. Never another.
+  its size in parameters, is one file, and sits in the same folder, family or a related one
+  (a word in common: Llama 3.2 for Llama 3.1). Never another. The model it speeds up may be
+  a split set.
 
 Everything not paired is listed with the reason.
 """
@@ -101,6 +103,13 @@ def family(model_id: str) -> str:
         if i and SIZE_PART.match(part):
             return "-".join(parts[:i])
     return ""
+
+
+def lineage(fam: str) -> frozenset[str]:
+    """The words of a family, with a publisher's `Org_` prefix gone: `qwen_qwen3` → {qwen},
+    `meta-llama-3.1` → {meta, llama}. Two families that share one are related: Llama 3.2 1B
+    drafts for Llama 3.1 8B, bartowski's `Qwen_Qwen3-0.6B` for Qwen's own `Qwen3-4B`."""
+    return frozenset(re.findall(r"[a-z]{3,}", fam.rpartition("_")[2]))
 
 
 def adapter_name(path: str) -> str:
@@ -271,24 +280,26 @@ def _can_draft(meta: ModelMeta) -> bool:
 
 
 def choose_draft(target: ModelRow, meta: ModelMeta, models: Sequence[tuple[ModelRow, ModelMeta]]) -> SpecDraft | None:
-    """The draft of `target`: same vocabulary, a quarter of its parameters at most, in its folder
-    or family; the same folder first, then the fewest parameters, then the largest file (the
-    better quant), then the path."""
+    """The draft of `target`: same vocabulary, a quarter of its parameters at most, one file (a
+    split set is never a draft), in its folder, its family or a related one (`lineage`); the
+    same folder first, then the same family, then the fewest parameters, then the largest file
+    (the better quant), then the path."""
     if not _can_draft(meta):
         return None
     folder, fam = os.path.dirname(target.path), family(target.id)
+    words = lineage(fam)
     found = []
     for row, other in models:
-        if (row.path == target.path or row.format != "gguf" or not _can_draft(other)
+        if (row.path == target.path or row.format != "gguf" or row.shards or not _can_draft(other)
                 or _params(other) * DRAFT_SHARE > _params(meta) or not same_vocabulary(meta, other)):
             continue
-        beside = os.path.dirname(row.path) == folder
-        if beside or (fam and family(row.id) == fam):
-            found.append((not beside, _params(other), -row.size_bytes, row.path, row, beside))
+        beside, theirs = os.path.dirname(row.path) == folder, family(row.id)
+        if beside or (fam and theirs == fam) or words & lineage(theirs):
+            found.append((0 if beside else 1 if theirs == fam else 2, _params(other), -row.size_bytes, row.path, row))
     if not found:
         return None
-    *_, row, beside = min(found, key=lambda f: f[:4])
-    where = "same folder" if beside else f"family {fam}"
+    rank, *_, row = min(found, key=lambda f: f[:4])
+    where = ("same folder", f"family {fam}", f"related family {family(row.id)}")[rank]
     return SpecDraft(path=row.path, model_id=row.id, size_bytes=row.size_bytes,
                      why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
 
@@ -304,12 +315,12 @@ def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> 
     for row in discovery.models:
         meta = metas.get(row.id)
         if meta is not None and row.id not in discovery.row_errors and not row.shards and _can_draft(meta):
-            groups.setdefault(_vocabulary_key(meta), []).append((row, meta))
+            groups.setdefault(_vocabulary_key(meta), []).append((row, meta))  # the drafts a model may take
     out = []
     for row in discovery.models:
         meta = metas.get(row.id)
         group = groups.get(_vocabulary_key(meta), ()) if meta is not None and _can_draft(meta) else ()
-        draft = choose_draft(row, meta, group) if len(group) > 1 and row.id not in discovery.row_errors else None
+        draft = choose_draft(row, meta, group) if group and row.id not in discovery.row_errors else None
         if draft is not None:
             row = attrs.evolve(row, spec_draft=draft, inputs=(*row.inputs, draft.path))
         out.append(row)
