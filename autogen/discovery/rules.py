@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
+import struct
 from collections.abc import Callable
 
 from attrs import frozen
@@ -51,13 +52,14 @@ class Verdict(enum.StrEnum):
 @frozen
 class FileFacts:
     """What the rules look at: the name, and, read at most once and only when a header rule
-    asks, the GGUF header (`header`) or a `.bin`'s first bytes (`magic`)."""
+    asks, the GGUF header (`header`) or a `.bin`'s first bytes (`start`)."""
 
     name: str
     #: Reads the GGUF header through the metadata cache (never called for other files).
     read_header: Callable[[], HeaderInfo]
-    #: Reads a `.bin` file's first 4 bytes (b"" when unreadable).
-    read_magic: Callable[[], bytes]
+    #: Reads a `.bin` file's first `START_BYTES` bytes: a GGML magic and hyperparameters (b""
+    #: when unreadable).
+    read_start: Callable[[], bytes]
 
     @property
     def lower(self) -> str:
@@ -102,6 +104,27 @@ ONNX_SUFFIX = ".onnx"
 #: convert_llama_ggml_to_gguf.py `GGMLFormat`: 'ggml', 'ggmf', 'ggjt'; 'ggla' for old LoRAs).
 GGML_MAGICS = {b"lmgg": "ggml", b"fmgg": "ggmf", b"tjgg": "ggjt", b"algg": "ggla"}
 
+#: What `FileFacts.read_start` reads: the magic and the first six hyperparameters.
+START_BYTES = 28
+#: whisper.cpp's GGML models (src/whisper.cpp `whisper_model_load`): the `ggml` magic, then
+#: int32 hyperparameters n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer,
+#: n_text_ctx, …; every Whisper has an audio context of 1500 frames and a text context of 448.
+WHISPER_CONTEXTS = (1500, 448)
+
+
+def ggml_magic(start: bytes) -> str:
+    """The pre-GGUF format a file's first bytes name ("ggml", "ggjt", …), or ""."""
+    return GGML_MAGICS.get(start[:4], "")
+
+
+def is_whisper(start: bytes) -> bool:
+    """A whisper.cpp model: the `ggml` magic and Whisper's two context lengths."""
+    if len(start) < START_BYTES or ggml_magic(start) != "ggml":
+        return False
+    audio_ctx, text_ctx = struct.unpack_from("<i", start, 8)[0], struct.unpack_from("<i", start, 24)[0]
+    return (audio_ctx, text_ctx) == WHISPER_CONTEXTS
+
+
 #: GGUF architectures of text encoders: never served, never paired.
 ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
 #: The architecture of a projector (llama.cpp tools/mtmd/clip.cpp reads `clip.*` keys).
@@ -144,8 +167,11 @@ RULES: tuple[Rule, ...] = (
          lambda f, h: _arch(h) in ENCODER_ARCHS, Verdict.DROPPED, "text encoder (arch {arch})"),
     Rule("header", "A GGUF without tensors that is not a shard of a set holds only a vocabulary.",
          _no_tensors, Verdict.DROPPED, VOCAB_ONLY),
+    Rule("header", "A .bin file that starts with the ggml magic and Whisper's context lengths (audio 1500, text 448) "
+                   "is a whisper.cpp model.",
+         lambda f, h: f.lower.endswith(".bin") and is_whisper(f.read_start()), Verdict.FOREIGN, "whisper"),
     Rule("header", "A .bin file that starts with a GGML magic (ggml, ggmf, ggjt, ggla) is pre-GGUF GGML weights.",
-         lambda f, h: f.lower.endswith(".bin") and f.read_magic() in GGML_MAGICS, Verdict.FOREIGN, "ggml"),
+         lambda f, h: f.lower.endswith(".bin") and ggml_magic(f.read_start()) != "", Verdict.FOREIGN, "ggml"),
     Rule("name", "A .ggml file named for SAM 2/3, EdgeTAM or Hiera is a SAM checkpoint.",
          lambda f, h: f.lower.endswith(".ggml") and SAM_NAME.search(f.name) is not None, Verdict.SAM, "SAM"),
     Rule("name", "An .onnx file is an ONNX export.",

@@ -46,13 +46,14 @@ from autogen.discovery.ollama_store import (
 from autogen.discovery.pairing import FolderProjector, choose_projector, unpaired_projector
 from autogen.discovery.rows import Download, ModelRow
 from autogen.discovery.rules import (
-    GGML_MAGICS,
     PROJECTOR_ARCH,
     SHARD_NAME,
+    START_BYTES,
     VOCAB_ONLY,
     FileFacts,
     Verdict,
     classify,
+    ggml_magic,
 )
 from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
 from autogen.metadata.model_meta import ModelMeta
@@ -80,10 +81,11 @@ PEFT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 Signer = Callable[[str, int, int], str]
 
 
-def _magic(path: str) -> bytes:
+def _start(path: str) -> bytes:
+    """A `.bin` file's first bytes (`rules.FileFacts.read_start`)."""
     try:
         with open(path, "rb") as f:
-            return f.read(4)
+            return f.read(START_BYTES)
     except OSError:
         return b""
 
@@ -369,7 +371,7 @@ class _Walker:
         projectors: list[FolderProjector] = []
         foreign: dict[str, list[tuple[os.DirEntry, os.stat_result]]] = {}
         for entry, st in files:
-            facts = FileFacts(entry.name, read_magic=lambda e=entry: _magic(e.path),
+            facts = FileFacts(entry.name, read_start=lambda e=entry: _start(e.path),
                               read_header=lambda e=entry, s=st: self.probe(e.path, s.st_size, s.st_mtime_ns))
             rule, info = classify(facts)
             verdict = rule.verdict
@@ -412,15 +414,17 @@ class _Walker:
 
     def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
                  stats: dict[str, os.stat_result], publisher: str, repo: str) -> None:
-        """Weights in a format no configured engine loads (`metadata.formats`): a GGML `.bin` is
-        a row of its own; an ONNX or OpenVINO export is one row for its folder (named after the
-        repo when the folder is its `onnx/` or `openvino/` part)."""
-        for entry, st in found.pop("ggml", []):
-            model_id, quant = gguf_ids(entry.name, repo)
-            evidence = f"magic {GGML_MAGICS[_magic(entry.path)]}" if _magic(entry.path) in GGML_MAGICS else "magic"
-            self._add(ModelRow(id=model_id, format="ggml", path=entry.path, quant=quant, size_bytes=st.st_size,
-                               publisher=publisher, repo=repo, inputs=(entry.path,), foreign_format="ggml",
-                               foreign_evidence=evidence), st, stats)
+        """Weights in a format no configured engine loads (`metadata.formats`): a GGML `.bin` (a
+        whisper.cpp model too) is a row of its own; an ONNX or OpenVINO export is one row for its
+        folder (named after the repo when the folder is its `onnx/` or `openvino/` part)."""
+        for key, evidence in (("ggml", "magic {magic}"), ("whisper", "magic {magic}, audio context 1500, text "
+                                                                     "context 448")):
+            for entry, st in found.pop(key, []):
+                model_id, quant = gguf_ids(entry.name, repo)
+                self._add(ModelRow(id=model_id, format="ggml", path=entry.path, quant=quant, size_bytes=st.st_size,
+                                   publisher=publisher, repo=repo, inputs=(entry.path,), foreign_format=key,
+                                   foreign_evidence=evidence.format(magic=ggml_magic(_start(entry.path)))),
+                          st, stats)
         for key, entries in sorted(found.items()):
             name = repo if repo.lower() not in ("onnx", "openvino") else os.path.basename(os.path.dirname(folder))
             shown = names_text([e.name for e, _ in entries])
@@ -438,7 +442,7 @@ class _Walker:
         publisher, repo = _folder_names(folder)
         for entry in broken:
             name = entry.name
-            facts = FileFacts(name, read_header=lambda: HeaderInfo(error="broken symlink"), read_magic=lambda: b"")
+            facts = FileFacts(name, read_header=lambda: HeaderInfo(error="broken symlink"), read_start=lambda: b"")
             if not name.lower().endswith(".gguf") or classify(facts)[0].verdict is not Verdict.MODEL \
                     or SHARD_NAME.search(name):  # a shard's set names it missing; a sidecar is a warning
                 continue
