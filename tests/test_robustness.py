@@ -223,6 +223,16 @@ class TestOneBadModel:
         assert served(library) == ["alpha-q4_k_m", "beta-q8_0"]
         assert cli.main(["--settings", str(library / "swapgen.yaml"), "list"]) == 0
 
+    def test_a_newline_in_a_file_name_keeps_the_listing_one_line_per_model(self, library, capsys):
+        add_model(library / "models", "pub/X/new\nline-Q4_0.gguf")
+        assert run(library) == 0
+        capsys.readouterr()
+        assert run(library, "list") == 0
+        out = capsys.readouterr().out.splitlines()
+        (line,) = [x for x in out if "line-Q4_0.gguf" in x]
+        assert line.startswith("new-line-q4_0 ") and "pub/X/new\\nline-Q4_0.gguf  (path " in line
+        assert len(out) == 1 + 3 + 1  # the header, three models, the count
+
 
 class TestOutput:
     def test_a_symlinked_config_keeps_its_link_and_its_mode(self, library):

@@ -94,6 +94,14 @@ def _progress(download: dict[str, float | None] | None) -> str:
     return f"; {have:.2f} of {want:.2f} GiB on disk" if want else f"; {have:.2f} GiB on disk so far"
 
 
+def printable(text: str) -> str:
+    """`text` with each character a terminal would not print (a newline in a file name) escaped,
+    so that a listing keeps one line per model."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def table(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no models found\n"
@@ -106,7 +114,7 @@ def table(items: list[dict[str, Any]]) -> str:
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
     for r in items:
         cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths, strict=False))
-        where = r["manifest"] or r["path"]
+        where = printable(r["manifest"] or r["path"])
         tail = where + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
         tail += "".join(f"  ({entry} failed to start under calibrate: {line})"
                         for entry, line in sorted(r["start_errors"].items()))
