@@ -21,6 +21,7 @@ from autogen.settings.load import load_settings
 from autogen.settings.schema import Override, PathMapping, Settings
 from tests.builders import SETTINGS, add_model
 from tests.guide_pages import code_blocks, page, yaml_blocks
+from tests.real_library import chat, hub_gguf
 from tests.runs import generate
 
 EXE = "/app/llama-server"
@@ -282,6 +283,28 @@ class TestContainerLayout:
         assert rc != 0 and not (tmp_path / "config.yaml").exists()
         assert (f"path_map: model 'extra-q4_0': {tmp_path}/elsewhere/E-GGUF/Extra-Q4_0.gguf is outside every "
                 f"mapped folder; map a folder above it, or serve it as it is with `{tmp_path}/elsewhere: keep`") in err
+
+    def test_a_file_reached_twice_is_served_by_the_path_the_container_opens(self, tmp_path, capsys):
+        """LM Studio's links into the hub cache are absolute host paths; the cache's own snapshot
+        links are relative. The same file is served through the second, never refused."""
+        hub, lms = tmp_path / "host/hub", tmp_path / "host/lmstudio/models"
+        link = hub_gguf(hub, "Qwen/Qwen3-4B-GGUF", "Qwen3-4B-Q4_K_M.gguf",
+                        lambda p: chat(p, "qwen3", blocks=6, embd=192))
+        lm = lms / "lmstudio-community/Qwen3-4B-GGUF/Qwen3-4B-Q4_K_M.gguf"
+        lm.parent.mkdir(parents=True)
+        lm.symlink_to(link.resolve())
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS.replace("roots: [models]", "roots: [host/lmstudio/models, host/hub]")
+                                               + "path_map:\n  host/lmstudio/models: /lmstudio\n  host/hub: /hub\n")
+        rc, graph = generate(tmp_path / "swapgen.yaml")
+        assert rc == 0
+        (row,) = graph.library.discovery.models
+        assert row.path == str(link)
+        assert "-m /hub/models--Qwen--Qwen3-4B-GGUF/snapshots/abc123/Qwen3-4B-Q4_K_M.gguf" in (
+            tmp_path / "config.yaml").read_text()
+        (same,) = [i for i in graph.library.discovery.ignored if i.path == str(lm)]
+        assert same.reason == f"same file as {link}" and same.attached
+        (tmp_path / "swapgen.yaml").write_text(SETTINGS.replace("roots: [models]", "roots: [host/lmstudio/models, host/hub]"))
+        assert generate(tmp_path / "swapgen.yaml")[1].library.discovery.models[0].path == str(lm)  # no map: found first
 
     def test_a_llama_server_preset_is_served_too(self, library):
         """`target: llama-server`: the router in the container reads the same served paths."""

@@ -179,8 +179,9 @@ class Library:
         path_map = path_map if path_map is not None else PathMap.of(settings)
         cache = MetaCache(settings.cache_dir)
         previous = load_ledger(settings.cache_dir)
+        opens = (lambda path: path_map.unreachable(path) is None) if path_map is not None else None
         discovery = discover(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, previous,
-                             cache.hf_meta)
+                             cache.hf_meta, prefer=opens)
         # the walk read each model's metadata and hands it on (a row it could not read has an error)
         errors = dict(discovery.row_errors)
         metas: dict[str, ModelMeta | None] = {row.id: discovery.metas.get(row.path) if row.id not in errors else None

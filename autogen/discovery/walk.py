@@ -532,13 +532,17 @@ def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
 
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
              sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
-             previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta) -> Discovery:
+             previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta,
+             prefer: Callable[[str], bool] | None = None) -> Discovery:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
     its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
     input's head there, for the doit file checker; `previous` is the last run's id ledger (a
     file keeps the id it had). Roots that nest are reported once, as overlapping, and every
     folder is walked once; a file reached twice (a symlink, LM Studio's links into the hub
-    cache) is one model, its other path listed as the same file."""
+    cache) is one model, its other path listed as the same file: the first path found, or the
+    first that `prefer` accepts (with a `path_map`, one the container can open: LM Studio's
+    absolute links into the hub cache lead out of the container's view, the cache's own
+    snapshot links do not)."""
     walker = _Walker(probe, config, sign, safetensors, hf_meta)
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
@@ -554,6 +558,8 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
     for row, key, mtime in zip(walker.rows, walker.row_keys, walker.row_times, strict=True):
         times[row.path] = mtime
         kept = unique.setdefault(key, row)
+        if kept is not row and prefer is not None and not prefer(kept.path) and prefer(row.path):
+            unique[key], kept, row = row, row, kept
         if kept is not row:
             walker.ignored.append(Ignored(row.path, f"same file as {kept.path}", attached=True))
     previous = previous or Ledger()
