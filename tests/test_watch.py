@@ -274,6 +274,16 @@ class TestParts:
         assert not needs_polling("/mnt/nas2", mounts)
         assert mount_types(str(tmp_path / "absent")) == []
 
+    def test_a_network_share_mounted_inside_a_root_makes_it_polled(self, tmp_path):
+        """No event arrives for what another machine writes to the share, wherever it is mounted."""
+        info = tmp_path / "mountinfo"
+        info.write_text("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+                        "40 22 0:50 / /srv/models/nas rw,relatime shared:1 - nfs4 nas:/models rw\n"
+                        "42 22 8:17 / /srv/models/usb rw - fuseblk /dev/sdb1 rw\n")
+        mounts = mount_types(str(info))
+        assert needs_polling("/srv/models", mounts) and needs_polling("/srv", mounts)
+        assert not needs_polling("/srv/models/usb", mounts) and not needs_polling("/srv/models2", mounts)
+
     def test_the_plan_follows_the_settings(self, tmp_path):
         (tmp_path / "a").mkdir()
         settings = Settings(roots=(str(tmp_path / "a"), str(tmp_path / "b")), cache_dir=str(tmp_path / "cache"),

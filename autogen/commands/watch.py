@@ -72,13 +72,23 @@ def mount_types(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]
 
 
 def needs_polling(path: str, mounts: list[tuple[str, str]]) -> bool:
-    """The mount that holds `path` is a network or FUSE file system (`fuse.sshfs`, `nfs4`, …);
-    `fuseblk` is a local disk through FUSE (ntfs-3g), where local writes raise events."""
+    """The mount that holds `path`, or one mounted below it (a NAS share inside the models
+    folder), is a network or FUSE file system (`fuse.sshfs`, `nfs4`, …): a watch on the folder
+    gets no event for what changes there. `fuseblk` is a local disk through FUSE (ntfs-3g),
+    where local writes raise events."""
     real = os.path.realpath(path)
-    for point, fstype in mounts:
-        if real == point or real.startswith(point.rstrip("/") + "/"):
-            return fstype.split(".")[0] in POLLED_FILE_SYSTEMS
-    return False
+
+    def polled(fstype: str) -> bool:
+        return fstype.split(".")[0] in POLLED_FILE_SYSTEMS
+
+    holder = next((fstype for point, fstype in mounts if _inside(real, point)), "")
+    return polled(holder) or any(point != real and _inside(point, real) and polled(fstype)
+                                 for point, fstype in mounts)
+
+
+def _inside(path: str, folder: str) -> bool:
+    """`path` is `folder` or lies below it, on whole path components."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
 @frozen
