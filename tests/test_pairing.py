@@ -40,11 +40,13 @@ def chat(path, *, blocks=8, embd=256, tokens=QWEN_TOKENS, tokenizer=QWEN, arch="
                       chat_template="{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}{% endif %}", **kw)
 
 
-def paired(tmp_path):
+def paired(tmp_path, previous=None):
+    """Discovery and pairing as a run does them; `previous`: the last run's ledger (`found.ledger`)."""
     cache = MetaCache(str(tmp_path / "cache"))
-    found = discover((str(tmp_path / "models"),), cache.gguf, cache.config, safetensors=cache.safetensors)
+    found = discover((str(tmp_path / "models"),), cache.gguf, cache.config, safetensors=cache.safetensors,
+                     previous=previous)
     metas = {r.id: cache.meta(r.path, hf=r.format == "hf") for r in found.models if r.id not in found.row_errors}
-    found = pair_drafts(pair_adapters(found, metas, cache.meta), metas)
+    found = pair_drafts(pair_adapters(found, metas, cache.meta, previous=previous), metas)
     return found, {r.id: r for r in found.models}
 
 
@@ -175,6 +177,25 @@ class TestLora:
         _, rows = paired(tmp_path)
         assert [a.name for a in rows["qwen3-8b-q4_k_m"].loras] == ["my-lora"] and rows["qwen3-8b-q8_0"].loras == ()
 
+    def test_loras_of_one_base_that_share_a_file_name_are_each_offered_and_keep_their_ids(self, tmp_path):
+        """convert_lora_to_gguf names its output after the model card (`Qwen3-8B-F16-LoRA.gguf`), so
+        two adapters of one base share a name in their own folders: each gets a profile, and one
+        that arrives later, sorting first, moves neither."""
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")
+        base = ("Qwen3 8B", "Qwen", "https://huggingface.co/Qwen/Qwen3-8B")
+        sql = write_lora(tmp_path / "models/loras/sql/Qwen3-8B-F16-LoRA.gguf", "qwen3", blocks=8, embd=256, base=base)
+        poet = write_lora(tmp_path / "models/loras/poet/Qwen3-8B-F16-LoRA.gguf", "qwen3", blocks=8, embd=256,
+                          base=base)
+        found, rows = paired(tmp_path)
+        names = {a.path: a.name for a in rows["qwen3-8b-q4_k_m"].loras}
+        assert names == {str(poet): "qwen3-8b-f16-lora", str(sql): "qwen3-8b-f16-lora-sql"}
+        assert listed(found)["Qwen3-8B-F16-LoRA.gguf"][1]  # both attached, each saying its own profile
+        assert {i.reason.rsplit(" ", 1)[1] for i in found.ignored} == {"qwen3-8b-q4_k_m+qwen3-8b-f16-lora",
+                                                                      "qwen3-8b-q4_k_m+qwen3-8b-f16-lora-sql"}
+        early = write_lora(tmp_path / "models/loras/art/Qwen3-8B-F16-LoRA.gguf", "qwen3", blocks=8, embd=256, base=base)
+        _, rows = paired(tmp_path, previous=found.ledger)
+        assert {a.path: a.name for a in rows["qwen3-8b-q4_k_m"].loras} == {**names, str(early): "qwen3-8b-f16-lora-art"}
+
     def test_a_lora_alone_is_listed_as_ignored_saying_why(self, tmp_path):
         write_lora(tmp_path / "models/loras/orphan-LoRA.gguf", "qwen3", blocks=8, embd=256)
         found, _ = paired(tmp_path)
@@ -213,8 +234,9 @@ class TestPeft:
             "PEFT LoRA adapter (rank 24) for llama-3.1-8b-instruct-bf16: served as LoRA module sql-lora of "
             "llama-3.1-8b-instruct-bf16", True)
 
-    def test_a_module_name_two_adapters_share_is_qualified_by_its_base(self, tmp_path):
-        """llama-swap routes a module by alias: two bases' `sql-lora` become `<base>+sql-lora`, one adapter each."""
+    def test_a_module_name_names_one_adapter_and_stays_with_it(self, tmp_path):
+        """llama-swap routes a module by alias, library-wide: the first `sql-lora` keeps the name,
+        the next take `<base>+sql-lora`, then the folder's name; one arriving later moves none."""
         hf_base(tmp_path)
         other = tmp_path / "models/Qwen/Qwen3-8B"
         write_config(other, {**LLAMA_CONFIG, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
@@ -223,11 +245,16 @@ class TestPeft:
         peft(tmp_path / "models/loras/b/sql-lora", "Qwen/Qwen3-8B")
         peft(tmp_path / "models/loras/c/sql-lora", "Qwen/Qwen3-8B")
         found, rows = paired(tmp_path)
-        assert [a.name for a in rows["llama-3.1-8b-instruct-bf16"].loras] == ["llama-3.1-8b-instruct-bf16+sql-lora"]
-        assert [a.name for a in rows["qwen3-8b-bf16"].loras] == ["qwen3-8b-bf16+sql-lora"]
+        assert [a.name for a in rows["llama-3.1-8b-instruct-bf16"].loras] == ["sql-lora"]
+        assert [a.name for a in rows["qwen3-8b-bf16"].loras] == ["qwen3-8b-bf16+sql-lora", "sql-lora-c"]
         reasons = {Path(i.path).parent.name: (i.reason, i.attached) for i in found.ignored}
-        assert reasons["c"] == ("PEFT LoRA adapter (rank 16) for qwen3-8b-bf16: another adapter of qwen3-8b-bf16 is named "
-                                "sql-lora too; rename its folder to serve it", False)
+        assert reasons["c"] == ("PEFT LoRA adapter (rank 16) for qwen3-8b-bf16: served as LoRA module sql-lora-c of "
+                                "qwen3-8b-bf16", True)
+        peft(tmp_path / "models/loras/0/sql-lora", "meta-llama/Llama-3.1-8B-Instruct")  # sorts first
+        _, rows = paired(tmp_path, previous=found.ledger)
+        assert [a.name for a in rows["llama-3.1-8b-instruct-bf16"].loras] == ["llama-3.1-8b-instruct-bf16+sql-lora",
+                                                                               "sql-lora"]
+        assert {a.path.split("/")[-2]: a.name for a in rows["llama-3.1-8b-instruct-bf16"].loras}["a"] == "sql-lora"
 
     def test_a_peft_folder_without_its_base_is_listed(self, tmp_path):
         peft(tmp_path / "models/loras/sql-lora", "meta-llama/Llama-3.1-70B-Instruct")
@@ -346,6 +373,24 @@ class TestEmitted:
         assert cmd[cmd.index("--spec-type") + 1] == "draft-simple"
         assert (cmd[cmd.index("--spec-draft-n-max") + 1], cmd[cmd.index("--spec-draft-n-min") + 1]) == ("3", "0")
         assert drafted["metadata"]["est_vram_gb"] > base["metadata"]["est_vram_gb"]
+
+    def test_a_profile_id_stays_with_its_lora_and_a_renamed_one_is_said(self, tmp_path, capfd):
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")
+        base = ("Qwen3 8B", "Qwen", "https://huggingface.co/Qwen/Qwen3-8B")
+        first = write_lora(tmp_path / "models/loras/zz/Qwen3-8B-F16-LoRA.gguf", "qwen3", blocks=8, embd=256, base=base)
+        config_of(tmp_path)
+        write_lora(tmp_path / "models/loras/aa/Qwen3-8B-F16-LoRA.gguf", "qwen3", blocks=8, embd=256, base=base)
+        config, _ = config_of(tmp_path)
+        cmd = argv(config["models"]["qwen3-8b-q4_k_m+qwen3-8b-f16-lora"])
+        assert cmd[cmd.index("--lora") + 1] == str(first)
+        assert "qwen3-8b-q4_k_m+qwen3-8b-f16-lora-aa" in config["models"]
+        capfd.readouterr()
+        first.rename(first.with_name("Qwen3-8B-sql-F16-LoRA.gguf"))
+        config, _ = config_of(tmp_path)
+        assert "qwen3-8b-q4_k_m+qwen3-8b-sql-f16-lora" in config["models"]
+        assert (f"swapgen: warning: id 'qwen3-8b-f16-lora' is now 'qwen3-8b-sql-f16-lora': {first} was renamed to "
+                f"{first.with_name('Qwen3-8B-sql-F16-LoRA.gguf')}; clients that use the old id must change"
+                in capfd.readouterr().err)
 
     def test_an_override_turns_the_draft_off_or_pins_one_and_a_mismatch_is_refused(self, tmp_path):
         chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)

@@ -188,7 +188,8 @@ class Library:
                                               for row in discovery.models}
         discovery = attrs.evolve(discovery, metas={})  # handed on; the load memo keeps the resolution's
         discovery = pair_adapters(discovery, metas, lambda path: _meta_or_none(cache, path),
-                                  lambda row: None if row.id in errors else engine_for(settings, row, metas[row.id]))
+                                  lambda row: None if row.id in errors else engine_for(settings, row, metas[row.id]),
+                                  previous)
         discovery = pair_drafts(discovery, metas)
         jobs: list[Job] = []
         drafts: dict[str, DraftModel] = {}

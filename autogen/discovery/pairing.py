@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
+import xxhash
 
-from autogen.discovery.naming import clean_id, quant_from_name, repo_name
+from autogen.discovery.naming import Ledger, clean_id, id_changes, quant_from_name, repo_name
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
+from autogen.ids import slugify
 from autogen.metadata.model_meta import ModelMeta
 
 
@@ -183,16 +184,70 @@ def _peft_bases(adapter: AdapterFile, rows: Sequence[ModelRow]) -> tuple[list[Mo
     return [], f"its base {base} is not in the library as a Hugging Face folder (vLLM serves it on that base)"
 
 
+@attrs.frozen
+class _Claim:
+    """An adapter that found its bases, before it is named: what it is, its record, its bases, and
+    where its name must be unique (each base's profiles for a GGUF LoRA, every module alias for
+    PEFT, which llama-swap routes library-wide)."""
+
+    what: str
+    record: Adapter
+    bases: tuple[ModelRow, ...]
+    scopes: tuple[str, ...]
+    candidates: tuple[str, ...]
+
+
+def name_candidates(path: str, name: str, base_id: str = "") -> tuple[str, ...]:
+    """The names an adapter may take, each made from its own path: its name, then (a PEFT
+    module) qualified by its base as a GGUF LoRA's profile is, then with its folder's name, then
+    with a hash of its path; never a counter that depends on which other adapters exist."""
+    folder = slugify(os.path.basename(os.path.dirname(path.rstrip("/"))))
+    out = [name, *([f"{base_id}+{name}"] if base_id else []), *([f"{name}-{folder}"] if folder else [])]
+    out.append(f"{name}-{xxhash.xxh3_64_hexdigest(path.encode('utf-8', 'surrogatepass'))[:8]}")
+    return tuple(dict.fromkeys(out))
+
+
+def _assign_names(claims: Sequence[_Claim], previous: Mapping[str, str]) -> list[str]:
+    """Each claim's name, unique in its scopes: the name it had on the previous run (`previous`:
+    path → name) while still one of its candidates, else its first free candidate, in path
+    order. So an adapter that arrives never takes or moves another's name."""
+    taken: set[tuple[str, str]] = set()
+    chosen: dict[int, str] = {}
+    order = sorted(range(len(claims)), key=lambda i: claims[i].record.path)
+
+    def free(claim: _Claim, name: str) -> bool:
+        return all((scope, name) not in taken for scope in claim.scopes)
+
+    for keep_held in (True, False):
+        for i in order:
+            claim = claims[i]
+            held = previous.get(claim.record.path)
+            options = ([held] if held in claim.candidates else []) if keep_held else list(claim.candidates)
+            name = next((n for n in options if i not in chosen and free(claim, n)), None)
+            n = 2
+            while name is None and not keep_held and i not in chosen:  # only a hash made to collide
+                name = f"{claim.candidates[-1]}-{n}" if free(claim, f"{claim.candidates[-1]}-{n}") else None
+                n += 1
+            if name is not None:
+                chosen[i] = name
+                taken.update((scope, name) for scope in claim.scopes)
+    return [chosen[i] for i in range(len(claims))]
+
+
 def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
                   adapter_meta: Callable[[str], ModelMeta | None],
-                  engine_of: Callable[[ModelRow], str | None] = lambda row: "llama") -> Discovery:
+                  engine_of: Callable[[ModelRow], str | None] = lambda row: "llama",
+                  previous: Ledger | None = None) -> Discovery:
     """Each adapter on its bases (`ModelRow.loras`), or listed with why not. `engine_of`: the
-    engine that serves a model (None: none does), for a GGUF LoRA, which only llama-server loads."""
+    engine that serves a model (None: none does), for a GGUF LoRA, which only llama-server loads.
+    `previous`: the last run's id ledger, where each adapter's name is kept as a model's id is
+    (`_assign_names`); the ledger handed on records the names given, and which ids changed."""
     rows = {row.id: row for row in discovery.models}
     models = [(row, meta) for row in discovery.models if (meta := metas.get(row.id)) is not None
               and row.id not in discovery.row_errors]
     ignored = list(discovery.ignored)
-    modules: list[tuple[str, Adapter, ModelRow]] = []
+    claims: list[_Claim] = []
+    keys: dict[str, tuple[int, int, int]] = {}
     for adapter in discovery.adapters:
         name = adapter_name(adapter.path)
         if adapter.kind == "peft":
@@ -212,40 +267,34 @@ def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
         if not bases:
             ignored.append(Ignored(adapter.path, f"{what}: {why}; llama-server and vLLM load an adapter only with "
                                                  "its base model"))
-        elif record.kind == "peft":
-            modules.append((what, record, bases[0]))
+            continue
+        peft = record.kind == "peft"
+        scopes = ("lora modules",) if peft else tuple(f"profiles of {b.id}" for b in bases)
+        claims.append(_Claim(what, record, tuple(bases), scopes,
+                             name_candidates(adapter.path, name, bases[0].id if peft else "")))
+        keys[adapter.path] = adapter.key
+    names = _assign_names(claims, previous.ids if previous is not None else {})
+    for claim, name in zip(claims, names, strict=True):
+        record = attrs.evolve(claim.record, name=name)
+        for base in claim.bases:
+            rows[base.id] = _with_adapter(rows[base.id], record)
+        if record.kind == "peft":
+            base = claim.bases[0]
+            said = f"served as LoRA module {name} of {base.id}"
         else:
-            for base in bases:
-                rows[base.id] = _with_adapter(rows[base.id], record)
-            offered = ", ".join(f"{b.id}+{name}" for b in bases)
-            ignored.append(Ignored(adapter.path, f"{what} for {', '.join(b.id for b in bases)}: offered as {offered}",
-                                   attached=True))
-    _add_modules(rows, ignored, modules)
-    return attrs.evolve(discovery, models=tuple(rows[r.id] for r in discovery.models), ignored=tuple(ignored))
+            said = "offered as " + ", ".join(f"{b.id}+{name}" for b in claim.bases)
+        ignored.append(Ignored(record.path, f"{claim.what} for {', '.join(b.id for b in claim.bases)}: {said}",
+                               attached=True))
+    ledger = Ledger({**discovery.ledger.entries,
+                     **{c.record.path: (name, *keys[c.record.path]) for c, name in zip(claims, names, strict=True)}})
+    changes = tuple(id_changes(previous, ledger)) if previous is not None and previous.entries \
+        else discovery.id_changes
+    return attrs.evolve(discovery, models=tuple(rows[r.id] for r in discovery.models), ignored=tuple(ignored),
+                        ledger=ledger, id_changes=changes)
 
 
 def _with_adapter(row: ModelRow, adapter: Adapter) -> ModelRow:
     return attrs.evolve(row, loras=(*row.loras, adapter), inputs=(*row.inputs, *_adapter_inputs(adapter)))
-
-
-def _add_modules(rows: dict[str, ModelRow], ignored: list[Ignored], modules: list[tuple[str, Adapter, ModelRow]],
-                 ) -> None:
-    """PEFT adapters onto their vLLM bases as LoRA modules. A module's name is what clients ask
-    for, and llama-swap routes it by alias, so it must name one adapter in the library: a name
-    several adapters share is qualified by the base (`<base>+<name>`, as a GGUF LoRA's profile),
-    and a second adapter of one base under one name is listed, not served."""
-    shared = Counter(record.name for _, record, _ in modules)
-    taken: set[str] = set()
-    for what, record, base in sorted(modules, key=lambda m: m[1].path):
-        name = record.name if shared[record.name] == 1 else f"{base.id}+{record.name}"
-        if name in taken:
-            ignored.append(Ignored(record.path, f"{what} for {base.id}: another adapter of {base.id} is named "
-                                                f"{record.name} too; rename its folder to serve it"))
-            continue
-        taken.add(name)
-        rows[base.id] = _with_adapter(rows[base.id], attrs.evolve(record, name=name))
-        ignored.append(Ignored(record.path, f"{what} for {base.id}: served as LoRA module {name} of {base.id}",
-                               attached=True))
 
 
 def _adapter_inputs(adapter: Adapter) -> tuple[str, ...]:

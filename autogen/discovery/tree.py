@@ -56,6 +56,9 @@ class AdapterFile:
     #: PEFT: `base_model_name_or_path` of adapter_config.json; GGUF: read from its header later.
     base_name: str = ""
     rank: int = 0
+    #: (st_dev, st_ino, st_mtime_ns) of the file (a PEFT folder's weights): what the id ledger
+    #: tells a renamed adapter by, as it does a model (`naming.Ledger`).
+    key: tuple[int, int, int] = (0, 0, 0)
 
 
 @frozen

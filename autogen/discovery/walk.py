@@ -90,6 +90,11 @@ def _start(path: str) -> bytes:
         return b""
 
 
+def _key(st: os.stat_result) -> tuple[int, int, int]:
+    """What the id ledger knows a file by (`naming.Ledger`)."""
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
 def _folder_names(folder: str) -> tuple[str, str]:
     """(publisher, repo) of a folder: the `models--owner--repo` names in the HF cache, else the
     parent's and the folder's own names."""
@@ -268,7 +273,7 @@ class _Walker:
             self.ignored.append(Ignored(folder, f"PEFT adapter: {info.error}"))
             return True
         self.adapters.append(AdapterFile(path=folder, kind="peft", size_bytes=weights[1].st_size,
-                                         base_name=info.adapter_base, rank=info.adapter_rank))
+                                         base_name=info.adapter_base, rank=info.adapter_rank, key=_key(weights[1])))
         return True
 
     def _ollama_store(self, folder: str) -> None:
@@ -392,7 +397,7 @@ class _Walker:
                 if first not in names:
                     headless.setdefault(first, (entry.name, st))  # files come sorted: the lowest shard
             elif verdict is Verdict.LORA:
-                self.adapters.append(AdapterFile(path=entry.path, kind="gguf", size_bytes=st.st_size))
+                self.adapters.append(AdapterFile(path=entry.path, kind="gguf", size_bytes=st.st_size, key=_key(st)))
             elif verdict is Verdict.SAM:
                 stem = clean_id(entry.name[: -len(".ggml")].replace("_", "-"))
                 self._add(ModelRow(id=stem, format="sam", path=entry.path, size_bytes=st.st_size,
