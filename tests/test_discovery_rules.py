@@ -142,6 +142,20 @@ class TestForeignFormats:
         assert (row.id, row.foreign_format) == ("qwen3-0.6b-bf16-mlx", "mlx")
         assert "__metadata__ format mlx" in row.foreign_evidence
 
+    def test_an_exl2_folder_without_quant_method_is_told_by_its_tensors(self, tmp_path):
+        """exllamav2 writes quant_method into config.json only when it compiles a full folder (-cf)."""
+        folder = tmp_path / "models/someone/Llama-3.1-8B-Instruct-4.65bpw-h6-exl2"
+        write_config(folder)  # the source model's config.json, copied by hand
+        header = json.dumps({"__metadata__": {"format": "pt"},
+                             **{f"model.layers.0.self_attn.q_proj.{t}": {"dtype": "I32", "shape": [2],
+                                                                         "data_offsets": [8 * i, 8 * i + 8]}
+                                for i, t in enumerate(("q_weight", "q_invperm", "q_scale"))}}).encode()
+        (folder / "output.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 24)
+        (row,) = run(tmp_path).models
+        assert (row.id, row.foreign_format, row.quant) == ("llama-3.1-8b-instruct-4.65bpw-h6-exl2", "exl2", "EXL2")
+        assert foreign_reason(row.foreign_format, row.foreign_evidence).startswith(
+            "EXL2 weights (tensors named *.q_invperm, as exllamav2 writes them): served by ExLlamaV2 (TabbyAPI)")
+
     def test_onnx_and_openvino_exports_are_one_row_per_folder(self, tmp_path):
         onnx = tmp_path / "models/onnx-community/Qwen3-0.6B-ONNX/onnx"
         onnx.mkdir(parents=True)

@@ -68,6 +68,7 @@ from autogen.metadata.probes import (
     read_hf_meta,
     read_safetensors_info,
 )
+from autogen.metadata.safetensors_header import EXL2_TENSOR_SUFFIX
 from autogen.numfmt import GIB
 
 __all__ = ["SHARD_NAME", "VOCAB_ONLY", "discover", "gguf_ids", "quant_from_name"]
@@ -245,6 +246,8 @@ class _Walker:
         foreign, evidence = info.foreign, info.foreign_evidence
         if not foreign and "mlx" in check.formats:
             foreign, evidence, quant = "mlx", "safetensors __metadata__ format mlx", "MLX"
+        elif not foreign and "exl2" in check.formats:
+            foreign, evidence, quant = "exl2", f"tensors named *{EXL2_TENSOR_SUFFIX}, as exllamav2 writes them", "EXL2"
         row = self._add(ModelRow(id=with_quant(clean_id(base), quant), format="hf", path=folder, quant=quant,
                                  size_bytes=check.have_bytes, publisher=publisher, repo=base,
                                  inputs=tuple(sorted(inputs)), foreign_format=foreign, foreign_evidence=evidence),

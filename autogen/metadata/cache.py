@@ -36,7 +36,7 @@ from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, re
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
-_FORMAT = (f"5:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+_FORMAT = (f"6:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
            + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo))
            + ":" + ",".join(a.name for a in attrs.fields(HeaderInfo)))
 

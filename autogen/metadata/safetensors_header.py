@@ -36,8 +36,16 @@ class SafetensorsSize:
     expected_size: int
     tensor_count: int = 0
     #: `__metadata__.format`: who wrote the file ("pt" for transformers, "mlx" for MLX, whose
-    #: weights only mlx-lm loads); "" when absent.
+    #: weights only mlx-lm loads); "exl2" whatever it says when the tensors are exllamav2's
+    #: (`EXL2_TENSOR_SUFFIX`); "" when absent.
     weights_format: str = ""
+
+
+#: exllamav2's quantized layers store the inverse of their row permutation under this name
+#: (exllamav2 `linear.py`: `q_invperm`, beside `q_weight`, `q_scale`, `q_groups`); no format vLLM
+#: loads writes it. exllamav2's converter adds `quant_method: exl2` to config.json only with
+#: `-cf`, so many EXL2 folders say what they are by their tensors alone.
+EXL2_TENSOR_SUFFIX = ".q_invperm"
 
 
 def read_safetensors_size(path: str) -> SafetensorsSize:
@@ -63,7 +71,7 @@ def read_safetensors_size(path: str) -> SafetensorsSize:
         raise ModelError(f"{path}: not a safetensors file (its {length}-byte header is not JSON)") from None
     if not isinstance(header, dict):
         raise ModelError(f"{path}: not a safetensors file (its header is not a JSON object)")
-    end, count, weights_format = 0, 0, ""
+    end, count, weights_format, exl2 = 0, 0, "", False
     for name, info in header.items():
         if name == METADATA_KEY:
             found = info.get("format") if isinstance(info, dict) else None
@@ -74,8 +82,9 @@ def read_safetensors_size(path: str) -> SafetensorsSize:
                 or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
             raise ModelError(f"{path}: not a safetensors file (tensor {name!r} has no valid data_offsets)")
         end, count = max(end, offsets[1]), count + 1
+        exl2 = exl2 or name.endswith(EXL2_TENSOR_SUFFIX)
     return SafetensorsSize(expected_size=LENGTH_BYTES + length + end, tensor_count=count,
-                           weights_format=weights_format)
+                           weights_format="exl2" if exl2 else weights_format)
 
 
 #: The index vLLM reads (transformers `SAFE_WEIGHTS_INDEX_NAME`): with it, vLLM loads only the
