@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
-from autogen.commands import listing, tasks
+from autogen.commands import cli, listing, tasks
 from autogen.discovery.naming import load_ledger
 from autogen.discovery.pairing import adapter_name, family, lineage, pair_adapters, pair_drafts
 from autogen.discovery.walk import discover
@@ -373,6 +373,15 @@ class TestEmitted:
         assert cmd[cmd.index("--spec-type") + 1] == "draft-simple"
         assert (cmd[cmd.index("--spec-draft-n-max") + 1], cmd[cmd.index("--spec-draft-n-min") + 1]) == ("3", "0")
         assert drafted["metadata"]["est_vram_gb"] > base["metadata"]["est_vram_gb"]
+
+    def test_show_finds_a_lora_profile_by_its_id(self, tmp_path, capsys):
+        chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")
+        write_lora(tmp_path / "models/q/Qwen3-8B-sql-LoRA-F16.gguf", "qwen3", blocks=8, embd=256)
+        config_of(tmp_path)
+        capsys.readouterr()
+        assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "show", "qwen3-8b-q4_k_m+qwen3-8b-sql-lora"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("qwen3-8b-q4_k_m  (llm)") and "argv of qwen3-8b-q4_k_m+qwen3-8b-sql-lora" in out
 
     def test_a_profile_id_stays_with_its_lora_and_a_renamed_one_is_said(self, tmp_path, capfd):
         chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", name="Qwen3 8B")

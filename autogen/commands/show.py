@@ -35,8 +35,9 @@ def _find(library: Library, model_id: str):
     for job in library.jobs:
         if job.row.id == model_id:
             return job
-    for job in library.jobs:  # a profile id such as <id>-64k
-        if model_id.startswith(job.row.id + "-") and any(e.id == model_id for e in library.plan(job).entries):
+    for job in library.jobs:  # a profile id such as <id>-64k, <id>-draft or <id>+<LoRA adapter>
+        if model_id.startswith((job.row.id + "-", job.row.id + "+")) \
+                and any(e.id == model_id for e in library.plan(job).entries):
             return job
     return None
 
