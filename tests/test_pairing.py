@@ -27,11 +27,13 @@ LLAMA_TOKENS = [f"Ġl{i:04d}" for i in range(512)]
 QWEN = ("gpt2", "qwen2")
 
 
-def chat(path, *, blocks=8, embd=256, tokens=QWEN_TOKENS, tokenizer=QWEN, arch="qwen3", name="", **kw):
-    """A chat GGUF with a real attention layout and tokenizer."""
+def chat(path, *, blocks=8, embd=256, tokens=QWEN_TOKENS, tokenizer=QWEN, arch="qwen3", name="", special=None,
+         **kw):
+    """A chat GGUF with a real attention layout and tokenizer; `special`: its BOS/EOS keys."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     kv = {"{arch}.block_count": blocks, "{arch}.context_length": 8192, "{arch}.embedding_length": embd,
-          "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 2, "{arch}.feed_forward_length": 4 * embd}
+          "{arch}.attention.head_count": 4, "{arch}.attention.head_count_kv": 2, "{arch}.feed_forward_length": 4 * embd,
+          **(special or {})}
     if name:
         kv["general.name"] = name
     tensors = [("token_embd.weight", (embd, len(tokens)), Q.Q8_0)]
@@ -281,12 +283,24 @@ class TestDrafts:
         dict(tokenizer=("gpt2", "llama-bpe")),  # same tokens, another pre-tokenizer
         dict(tokens=QWEN_TOKENS[:-1]),  # one token fewer
         dict(tokens=LLAMA_TOKENS, tokenizer=("gpt2", "llama-bpe"), arch="llama"),
+        # the same tokens, another BOS added: llama-server refuses the pair ("draft model bos tokens must match")
+        dict(special={"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.bos_token_id": 7}),
     ])
     def test_never_a_draft_with_another_vocabulary(self, tmp_path, other):
         chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512)
         chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64, **other)
         _, rows = paired(tmp_path)
         assert rows["qwen3-32b-q4_k_m"].spec_draft is None
+
+    def test_the_same_bos_and_eos_draft_and_the_reason_says_them(self, tmp_path):
+        special = {"tokenizer.ggml.add_bos_token": True, "tokenizer.ggml.bos_token_id": 1,
+                   "tokenizer.ggml.add_eos_token": False, "tokenizer.ggml.eos_token_id": 2}
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, special=special)
+        chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64,
+             special={**special, "tokenizer.ggml.eos_token_id": 3})  # an EOS never added is not compared
+        _, rows = paired(tmp_path)
+        assert rows["qwen3-32b-q4_k_m"].spec_draft.why == (
+            "same vocabulary (gpt2/qwen2, 512 tokens, adds BOS 1, adds no EOS, identical token list), same folder")
 
     def test_a_model_too_close_in_size_is_no_draft(self, tmp_path):
         chat(tmp_path / "models/q/Qwen3-8B-Q4_K_M.gguf", blocks=8, embd=256)

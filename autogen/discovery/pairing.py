@@ -309,15 +309,21 @@ def _adapter_inputs(adapter: Adapter) -> tuple[str, ...]:
 
 def same_vocabulary(a: ModelMeta, b: ModelMeta) -> bool:
     """The same tokenizer: model, pre-tokenizer, token count and token list (the digest of its
-    bytes). Files without a token list never match."""
-    return (bool(a.vocab_digest) and a.vocab_digest == b.vocab_digest and a.vocab_size == b.vocab_size
-            and a.tokenizer_model == b.tokenizer_model and a.tokenizer_pre == b.tokenizer_pre)
+    bytes), and the same added BOS and EOS, which llama-server checks too before it drafts.
+    Files without a token list never match."""
+    return bool(a.vocab_digest) and _vocabulary_key(a) == _vocabulary_key(b)
 
 
 def vocabulary_text(meta: ModelMeta) -> str:
-    """"gpt2/qwen2, 151936 tokens"."""
+    """"gpt2/qwen2, 151936 tokens", then what the header says of BOS and EOS: "adds BOS 128000",
+    "adds no EOS"."""
     tokenizer = "/".join(p for p in (meta.tokenizer_model, meta.tokenizer_pre) if p) or "unnamed tokenizer"
-    return f"{tokenizer}, {meta.vocab_size} tokens"
+    parts = [tokenizer, f"{meta.vocab_size} tokens"]
+    for name, (added, token) in zip(("BOS", "EOS"), (meta.special_tokens[:2], meta.special_tokens[2:]),
+                                    strict=False) if meta.special_tokens else ():
+        if added is not None:
+            parts.append(f"adds {name} {token}" if added else f"adds no {name}")
+    return ", ".join(parts)
 
 
 def _params(meta: ModelMeta) -> int:
@@ -353,14 +359,14 @@ def choose_draft(target: ModelRow, meta: ModelMeta, models: Sequence[tuple[Model
                      why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
 
 
-def _vocabulary_key(meta: ModelMeta) -> tuple[str, int, str, str]:
-    return meta.vocab_digest, meta.vocab_size, meta.tokenizer_model, meta.tokenizer_pre
+def _vocabulary_key(meta: ModelMeta) -> tuple:
+    return meta.vocab_digest, meta.vocab_size, meta.tokenizer_model, meta.tokenizer_pre, meta.special_tokens
 
 
 def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> Discovery:
     """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model.
     Models are grouped by vocabulary first, so a library costs one pass, not one per pair."""
-    groups: dict[tuple[str, int, str, str], list[tuple[ModelRow, ModelMeta]]] = {}
+    groups: dict[tuple, list[tuple[ModelRow, ModelMeta]]] = {}
     for row in discovery.models:
         meta = metas.get(row.id)
         if meta is not None and row.id not in discovery.row_errors and not row.shards and _can_draft(meta):

@@ -100,6 +100,10 @@ class Keys:
         PRE           = "tokenizer.ggml.pre"
         LIST          = "tokenizer.ggml.tokens"
         CHAT_TEMPLATE = "tokenizer.chat_template"
+        BOS_ID        = "tokenizer.ggml.bos_token_id"
+        EOS_ID        = "tokenizer.ggml.eos_token_id"
+        ADD_BOS       = "tokenizer.ggml.add_bos_token"
+        ADD_EOS       = "tokenizer.ggml.add_eos_token"
 
     class Adapter:
         TYPE       = "adapter.type"

@@ -107,6 +107,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         tokenizer_model=_text(kv.get(Keys.Tokenizer.MODEL)),
         tokenizer_pre=_text(kv.get(Keys.Tokenizer.PRE)),
         vocab_digest=header.vocab_digest,
+        special_tokens=_special_tokens(kv) if header.vocab_digest else (),
         context_length=_positive_int(key(Keys.LLM.CONTEXT_LENGTH)),
         block_count=block_count,
         embedding_length=embedding,
@@ -151,6 +152,13 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         wkv_head_size=ssm[4],
         token_shift_count=ssm[5],
     )
+
+
+def _special_tokens(kv) -> tuple[bool | int | None, ...]:
+    """`ModelMeta.special_tokens`: whether BOS and EOS are added, and which ids they are when so."""
+    add_bos, add_eos = kv.get(Keys.Tokenizer.ADD_BOS), kv.get(Keys.Tokenizer.ADD_EOS)
+    return (add_bos, kv.get(Keys.Tokenizer.BOS_ID) if add_bos else None,
+            add_eos, kv.get(Keys.Tokenizer.EOS_ID) if add_eos else None)
 
 
 def _projector_width(kv) -> int:

@@ -84,6 +84,10 @@ class ModelMeta:
     tokenizer_model: str = ""
     tokenizer_pre: str = ""
     vocab_digest: str = ""
+    #: What llama-server also compares before it runs a draft beside a model (common/speculative.cpp
+    #: `common_speculative_are_compatible`): `add_bos_token`, the BOS id when it is added,
+    #: `add_eos_token`, the EOS id when it is added; each as the header has it (None: absent).
+    special_tokens: tuple[bool | int | None, ...] = ()
     #: The file carries a chat template.
     has_chat_template: bool = False
     #: Declared tensor bytes (GGUF tensor infos, all of them); 0 when unknown.
