@@ -142,6 +142,25 @@ class TestGguf:
         assert (found.downloads["half-f16"].have_bytes, grown.downloads["half-f16"].have_bytes) == (1 << 30, 3 << 29)
         assert grown.downloads["half-f16"].want_bytes > 2 << 30
 
+    @pytest.mark.parametrize("marker", [".aria2", ".st"])
+    def test_a_preallocated_download_is_incomplete_while_its_downloader_writes_it(self, tmp_path, marker):
+        """aria2c and axel give the file its full size first: its header and size look whole."""
+        path = model(tmp_path / "models/d/Big-Q4_0.gguf")
+        (tmp_path / f"models/d/Big-Q4_0.gguf{marker}").write_bytes(b"\0" * 64)
+        found = run(tmp_path)
+        assert found.row_errors == {"big-q4_0": f"download in progress: Big-Q4_0.gguf{marker} beside Big-Q4_0.gguf "
+                                                "says its downloader is still writing it"}
+        folder = tmp_path / "models/hf/Llama-3-8B"
+        hf_folder(folder, LLAMA_CONFIG, weights=("model-00001-of-00002.safetensors",
+                                                 "model-00002-of-00002.safetensors"))
+        (folder / f"model-00002-of-00002.safetensors{marker}").write_bytes(b"\0" * 64)
+        os.unlink(f"{path}{marker}")
+        found = run(tmp_path)
+        assert "big-q4_0" not in found.row_errors
+        assert found.row_errors["llama-3-8b-bf16"] == (
+            f"download in progress: model-00002-of-00002.safetensors{marker} beside model-00002-of-00002.safetensors "
+            "says its downloader is still writing it")
+
     def test_hostile_names_keep_exact_paths(self, tmp_path):
         names = ["a b'c\"d-Q4_0.gguf", "$HOME-${PORT}-Q4_0.gguf", "ünïcödé-Q4_0.gguf", "-dash-Q4_0.gguf"]
         paths = [model(tmp_path / "models/x" / n) for n in names]

@@ -5,7 +5,9 @@ The files needed are the ones `model.safetensors.index.json` names (its `weight_
 else every `*.safetensors` in the folder, a `-0000k-of-0000n` set counting all n of its names.
 Each must exist and be at least as long as its header says (`safetensors_header`); only the
 header is read. A broken symlink (an HF cache snapshot whose blob is gone) or a `*.incomplete`
-blob of the repo makes the folder incomplete too. The reason names the files and never the
+blob of the repo makes the folder incomplete too, and so does a downloader's control file
+beside a weight file (`DOWNLOAD_MARKERS`: the file is preallocated at its full size, so its
+size says nothing while it is written). The reason names the files and never the
 bytes downloaded so far, so it stays the same while a download grows; the progress is a
 `Download` that `swapgen list` shows.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from attrs import Factory, define, frozen
 
@@ -26,6 +28,11 @@ from autogen.numfmt import GIB
 
 SAFETENSORS = ".safetensors"
 SHARD_NAME = re.compile(r"(?i)^(.*)-(\d{5})-of-(\d{5})\.safetensors$")
+#: Files a downloader keeps beside one it is still writing, and removes when it is done:
+#: aria2c's control file (`<file>.aria2`) and axel's state file (`<file>.st`). Both allocate the
+#: whole file first (aria2c's default `--file-allocation=prealloc`), so a file still being
+#: written already has its full size and a whole header.
+DOWNLOAD_MARKERS = (".aria2", ".st")
 #: Names listed in a reason; the rest are counted ("and 158 more").
 SHOWN_NAMES = 4
 
@@ -34,6 +41,17 @@ def names_text(names: Sequence[str]) -> str:
     """"a, b, c" or "a, b, c, d and 3 more"."""
     shown = ", ".join(names[:SHOWN_NAMES])
     return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+
+
+def still_written(files: Iterable[str], present: Container[str]) -> str | None:
+    """Why one of `files` is still being written (a downloader's control file beside it, among
+    `present`, which names files as `files` does); None when none is."""
+    for file in files:
+        for marker in DOWNLOAD_MARKERS:
+            if file + marker in present:
+                return (f"download in progress: {os.path.basename(file)}{marker} beside "
+                        f"{os.path.basename(file)} says its downloader is still writing it")
+    return None
 
 
 def incomplete_text(missing: Sequence[str], short: Sequence[str], total: int, want_bytes: int) -> str:
@@ -154,6 +172,8 @@ def check_weights(folder: str, stats: Mapping[str, os.stat_result], broken: Sequ
         # stable while bytes arrive: the index's total, else the headers' sizes once every file is there
         expected = index_total if index_total else want if not missing else 0
         reasons.append(incomplete_text(missing, short, len(names), expected))
+    if (writing := still_written(names, stats)) is not None:
+        reasons.append(writing)
     downloading = sum(size for _, size in incomplete)
     if incomplete:
         shown = names_text([os.path.join("blobs", os.path.basename(p)) for p, _ in incomplete])

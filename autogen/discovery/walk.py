@@ -16,7 +16,7 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text
+from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text, still_written
 from autogen.discovery.hub_cache import (
     hf_cache_repo,
     incomplete_blobs,
@@ -470,7 +470,11 @@ class _Walker:
         any file shorter than its header says (every shard's header is probed: a download cut
         short in shard 3 leaves shard 1 whole), or no tensors at all (a vocabulary-only file).
         An incomplete download's reason gives the size expected, never the bytes so far (they
-        go to `downloads`), so the config is not rewritten while it grows."""
+        go to `downloads`), so the config is not rewritten while it grows. A downloader's control
+        file beside a file (`hf_weights.DOWNLOAD_MARKERS`) says it is still written, whatever its
+        size and header say."""
+        if (writing := still_written(row.shards or (row.path,), stats)) is not None:
+            return writing
         if info is not None and info.error is not None:
             return info.error
         if row.missing_shards:
