@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
+from autogen.commands import cli
 from autogen.discovery.rules import RULES, Verdict
 from autogen.metadata.formats import foreign_reason
 from tests.gguf_fixtures import Q, write_gguf, write_lora
@@ -221,6 +222,19 @@ class TestACustomBackendClaimsAForeignFormat:
         text = self.config(tmp_path)
         assert ('# SKIPPED "llama-3.1-8b-instruct-exl2": EXL2 weights (quant_method exl2): served by ExLlamaV2 '
                 "(TabbyAPI), not by llama.cpp or vLLM; an override may pin a backend row of kind custom") in text
+
+    def test_the_list_names_no_engine_for_it_until_a_custom_row_claims_it(self, tmp_path, capsys):
+        self.exl2(tmp_path)
+        self.config(tmp_path)
+        capsys.readouterr()
+        assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "list", "--json"]) == 0
+        (row,) = [r for r in json.loads(capsys.readouterr().out) if r["id"]]
+        assert (row["engine"], row["backend"]) == (None, None) and row["skipped"].startswith("EXL2 weights")
+        self.config(tmp_path, 'overrides:\n  - {match: "*exl2*", backend: tabby, extra_args: [--port, "${PORT}"]}\n')
+        capsys.readouterr()
+        assert cli.main(["--settings", str(tmp_path / "swapgen.yaml"), "list", "--json"]) == 0
+        (row,) = [r for r in json.loads(capsys.readouterr().out) if r["id"]]
+        assert row["backend"] == "tabby" and row["skipped"] is None
 
     def test_a_custom_pin_serves_it_with_the_users_command(self, tmp_path):
         folder = self.exl2(tmp_path)

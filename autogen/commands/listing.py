@@ -18,6 +18,7 @@ from typing import Any
 from autogen.commands.tasks import TaskGraph
 from autogen.discovery.rows import Download
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
+from autogen.engines import Engine
 from autogen.numfmt import size_gb
 from autogen.router.assemble import Fragment
 
@@ -52,15 +53,17 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
                     skip = summary["skips"][0][1]
         if job.override is not None and job.override.skip:
             skip, entries = SKIPPED_BY_OVERRIDE, []
+        # weights no engine swapgen knows loads: no engine serves them unless a custom row claims them
+        serves = job.backend is not None and not (job.row.foreign_format and job.engine in set(Engine))
         out.append({
             "id": job.row.id,
             "host": host,
             "task": graph.task_name(job.row.id),
             "class": job.role.value,
             "role": job.role.value,
-            "engine": job.backend.engine if job.backend else None,
-            "backend": job.backend_id if job.backend else None,
-            "why": job.backend.why if job.backend else "",
+            "engine": job.backend.engine if serves else None,
+            "backend": job.backend_id if serves else None,
+            "why": job.backend.why if serves else "",
             "path": job.row.path,
             "manifest": job.row.manifest,
             "size_gb": size_gb(job.row.size_bytes),
