@@ -200,19 +200,56 @@ class TestFailures:
         assert swapgen(lib, "calibrate", "alpha-q4_k_m") == 0
         assert len(pids(lib)) == 2 and not any(alive(p) for p in pids(lib))
 
-    @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM)])
+    @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 128 + signal.SIGTERM),
+                                           (signal.SIGHUP, 128 + signal.SIGHUP)])
     def test_an_interrupted_calibration_leaves_no_process(self, lib, sig, code):
-        env = {**os.environ, "FAKE_MODE": "hang"}
-        script = ("import sys; from autogen.commands import cli, engine_process; engine_process.GRACE_S = 1.0; "
-                  f"sys.exit(cli.main(['--settings', {str(lib / 'swapgen.yaml')!r}, 'calibrate', 'alpha-q4_k_m']))")
-        proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=lib)
-        deadline = time.monotonic() + 60
-        while len(pids(lib)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(pids(lib)) == 2
+        """Ctrl-C, `kill`, or the terminal closing (SIGHUP): the engine, in a session of its own,
+        would not get the signal itself."""
+        proc = calibrating(lib)
         proc.send_signal(sig)
         assert proc.wait(60) == code
         assert not any(alive(p) for p in pids(lib))
+
+    def test_ctrl_c_twice_still_stops_the_engine(self, lib):
+        """The second Ctrl-C lands while the first stops an engine that ignores SIGTERM: it waits
+        until the engine is killed."""
+        proc = calibrating(lib)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert not any(alive(p) for p in pids(lib))
+
+    def test_ctrl_c_while_the_engine_is_being_created(self, lib, monkeypatch):
+        """Ctrl-C that lands as the engine's process is created (before swapgen holds it) still
+        stops it."""
+        started = []
+        real_popen = engine_process.subprocess.Popen
+
+        def popen_then_ctrl_c(*args, **kwargs):
+            proc = real_popen(*args, **kwargs)
+            started.append(proc.pid)
+            signal.raise_signal(signal.SIGINT)
+            return proc
+
+        monkeypatch.setattr(engine_process.subprocess, "Popen", popen_then_ctrl_c)
+        monkeypatch.setenv("FAKE_MODE", "hang")
+        assert swapgen(lib, "calibrate", "alpha-q4_k_m") == 130
+        assert started and not alive(started[0])
+
+
+def calibrating(lib: Path) -> subprocess.Popen:
+    """`swapgen calibrate` in a process of its own, once its engine (which ignores SIGTERM) and
+    that engine's child are running."""
+    env = {**os.environ, "FAKE_MODE": "hang"}
+    script = ("import sys; from autogen.commands import cli, engine_process; engine_process.GRACE_S = 1.0; "
+              f"sys.exit(cli.main(['--settings', {str(lib / 'swapgen.yaml')!r}, 'calibrate', 'alpha-q4_k_m']))")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=lib)
+    deadline = time.monotonic() + 60
+    while len(pids(lib)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(pids(lib)) == 2
+    return proc
 
 
 SERVER = os.environ.get("LLAMA_SERVER", "")

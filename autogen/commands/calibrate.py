@@ -44,20 +44,24 @@ VERBOSITY = ("LLAMA_ARG_LOG_VERBOSITY", "4")
 
 
 @contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM while an engine runs stops it as Ctrl-C does (`tasks.Terminated`)."""
+def _stops_like_ctrl_c() -> Iterator[None]:
+    """SIGTERM, and SIGHUP (the terminal closed) unless it is ignored (`nohup`), stop the engine
+    that runs as Ctrl-C does (`tasks.Terminated`), instead of ending swapgen with the engine, in a
+    session of its own, still running."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Terminated()
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    caught = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
+    previous = {s: signal.signal(s, handler) for s in caught}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler_before in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler_before is None else handler_before)
 
 
 def selected(library: Library, ids: Sequence[str]) -> list[tuple[Job, Entry]]:
@@ -199,7 +203,7 @@ def main(library: Library, ids: Sequence[str], timeout: float | None = None) -> 
     limit = timeout if timeout is not None else float(library.settings.health_check_timeout)
     figures: EngineFigures = library.engine
     failed = 0
-    with _sigterm_interrupts():
+    with _stops_like_ctrl_c():
         for n, (job, entry) in enumerate(chosen, 1):
             print(f"[{n}/{len(chosen)}] {entry.id}: starting {os.path.basename(entry.argv[0])} …", flush=True)
             measured = measure(library, job, entry, limit)

@@ -7,7 +7,6 @@ import argparse
 import gc
 import json
 import os
-import signal
 import sys
 from types import ModuleType
 
@@ -258,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     except SwapgenError as exc:
         print(f"swapgen: {exc}", file=sys.stderr)
         return 1
-    except tasks.Terminated:
-        return 128 + signal.SIGTERM
+    except tasks.Terminated as exc:
+        return 128 + exc.signum
     except KeyboardInterrupt:
         return 130
     except (BrokenPipeError, tasks.ClosedPipe):  # `swapgen list | head`: the reader has what it wanted

@@ -6,6 +6,11 @@ workers, and anything a wrapper script starts, are in it. Stopping sends SIGTERM
 (llama-server then prints its memory breakdown and exits; vLLM shuts its workers down), waits
 `GRACE_S`, then SIGKILLs whatever of the group is left. `Engine` is a context manager: leaving it
 for any reason, an exception, Ctrl-C or SIGTERM included, stops the group.
+
+Starting and stopping are not cut in half by a signal (`held_signals`): Ctrl-C that lands while the
+engine's process is being created is held until its group is known (then the engine is stopped
+before the interrupt goes on), and a second Ctrl-C while the engine is being stopped waits until
+the group is gone, SIGKILL included.
 """
 
 from __future__ import annotations
@@ -15,14 +20,36 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 #: Seconds between SIGTERM and SIGKILL.
 GRACE_S = 15.0
 POLL_S = 0.25
+#: What stops a calibration: Ctrl-C, `kill`, a closed terminal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def held_signals() -> Iterator[list[int]]:
+    """`STOP_SIGNALS` that arrive inside the block are held, then handed to their own handlers on
+    leaving it (the first one): nothing is left half started (running, its group not yet known)
+    or half stopped (SIGTERM sent, SIGKILL not). Yields the signals held so far."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in STOP_SIGNALS}
+    try:
+        yield held
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_DFL if handler is None else handler)
+        if held:
+            signal.raise_signal(held[0])
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -40,9 +67,12 @@ class Engine:
 
     def __enter__(self) -> Engine:
         os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, start_new_session=True)
+        with held_signals() as held:
+            with open(self.log_path, "wb") as log:
+                self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, env=self.env, start_new_session=True)
+            if held:  # interrupted while starting: `__exit__` will not run, so stop it here
+                self.stop()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -85,18 +115,19 @@ class Engine:
         if self.proc is None:
             return
         pgid = self.proc.pid
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline and (self.exited is None or self._group_alive(pgid)):
-            time.sleep(POLL_S)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(GRACE_S)
-        deadline = time.monotonic() + GRACE_S
-        while self._group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(POLL_S)
+        with held_signals():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGTERM)
+            deadline = time.monotonic() + GRACE_S
+            while time.monotonic() < deadline and (self.exited is None or self._group_alive(pgid)):
+                time.sleep(POLL_S)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(GRACE_S)
+            deadline = time.monotonic() + GRACE_S
+            while self._group_alive(pgid) and time.monotonic() < deadline:
+                time.sleep(POLL_S)
 
     @staticmethod
     def _group_alive(pgid: int) -> bool:

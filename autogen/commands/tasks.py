@@ -62,7 +62,12 @@ DOIT_STATE = "doit-state.sqlite3"
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: doit stops the same way (it saves
-    its state for the tasks that finished) and the run lock is released."""
+    its state for the tasks that finished) and the run lock is released. `signum` is the signal
+    (a calibration stops on SIGHUP too), for the exit status 128 + signum."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _raise_terminated(signum, frame):
