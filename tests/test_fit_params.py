@@ -58,8 +58,16 @@ class TestCall:
         assert call.argv == ("/opt/llama/bin/llama-fit-params", "-m", "/models/Qwen3 8B.gguf", "-c", "32768",
                              "-ngl", "49", "--n-cpu-moe", "12", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
                              "--parallel", "2", "-sm", "layer", "-ts", "24,12", "-ot", "exps=CPU", "--swa-full",
-                             "-nkvo", "--fit-print", "on")
+                             "-nkvo", "--no-repack", "--fit-print", "on")
         assert call.env == ("CUDA_VISIBLE_DEVICES=0,1",) and call.unified_slots == 0
+
+    @pytest.mark.parametrize("given", [(), ("--repack",), ("-nr",), ("--no-repack",)])
+    def test_asked_without_repacking_so_the_host_row_counts_every_weight(self, given):
+        """llama-fit-params leaves weights in the CPU's repack buffers out of its figures; repacked
+        or not, they take the same bytes."""
+        call = estimator_call("fp", [*HEAD, "-c", "8192", "--parallel", "1", *given, "-ngl", "0"])
+        assert call.argv == ("fp", "-m", "/models/Qwen3 8B.gguf", "-c", "8192", "--parallel", "1", "-ngl", "0",
+                             "--no-repack", "--fit-print", "on")
 
     def test_auto_slots_are_asked_as_one_sequence_of_the_same_cells(self):
         """llama-server without --parallel runs 4 sequences over one unified KV pool; the estimator
@@ -149,3 +157,26 @@ def test_the_real_cpu_build_prints_what_the_parser_reads(tiny_model):
     figures = parse(proc.stdout)
     assert proc.returncode == 0 and figures is not None and figures.host_only
     assert figures.devices[0].context == 4 << 20  # 4096 cells × 2 layers × 2 KV heads × 64 × 2 (K, V) × 2 B
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(REAL_ESTIMATOR is None, reason=not_set_up("llama-fit-params beside $LLAMA_SERVER"))
+def test_the_real_cpu_build_counts_every_weight_of_a_repacked_model(tmp_path):
+    """A Q4_K model (sparse: llama-fit-params reads no weight) asked as swapgen asks: its Host row
+    holds all its weights, which llama.cpp otherwise leaves in an uncounted repack buffer."""
+    from tests.gguf_fixtures import Q, llama_tensors, tensor_nbytes, write_gguf  # noqa: PLC0415
+
+    blocks, embd, vocab, ffn = 4, 1024, 2048, 4096
+    tensors = llama_tensors(blocks, embd, vocab, ffn) + [(f"blk.{i}.ffn_norm.weight", (embd,), Q.F32)
+                                                         for i in range(blocks)]
+    model = write_gguf(tmp_path / "Repacked-Q4_K_M.gguf", "llama", vocab=vocab, tensors=tensors, kv={
+        "{arch}.block_count": blocks, "{arch}.context_length": 4096, "{arch}.embedding_length": embd,
+        "{arch}.attention.head_count": 8, "{arch}.attention.head_count_kv": 2, "{arch}.feed_forward_length": ffn,
+        "{arch}.attention.layer_norm_rms_epsilon": 1e-5})
+    call = estimator_call(str(REAL_ESTIMATOR), [str(REAL), "-m", str(model), "-c", "4096", "-ngl", "0"])
+    figures, error = run(call)
+    assert error == "" and figures is not None and figures.host_only
+    weights = sum(tensor_nbytes(dims, qtype) for _, dims, qtype in tensors)
+    assert figures.devices[0].model >= weights - MIB  # whole MiB, rounded down
+    without = run(EstimatorCall(argv=tuple(a for a in call.argv if a != "--no-repack"), env=()))[0]
+    assert without is not None and without.devices[0].model < weights / 2  # what llama.cpp's own default shows

@@ -19,6 +19,12 @@ that the estimator cannot be told (common/arg.cpp registers those flags for othe
   other sequences are priced by llama.cpp's rules (`footprint.Gap`, from the emitter).
 - **the projector and the draft model** (`--mmproj`, `-md`): the estimator loads neither; their
   charge stays swapgen's (the footprint's `unseen`).
+- **the repacked weights.** On the CPU, llama.cpp keeps weights of the types it can repack
+  (Q4_0, Q4_K, IQ4_NL, …) in a repack buffer of the same size, whose device is neither the host
+  nor one of the model's devices, so llama-fit-params b11434 leaves them out of its figures
+  (common/fit.cpp `common_get_device_memory_data_impl`): a Q4_K model on a CPU build reports its
+  token embeddings and output matrix alone, not its layers. The call asks with `--no-repack`, under which the
+  same weights are counted in the Host row (a device's own figures do not change).
 - **n_outputs_max**: the estimator reserves logits for n_batch outputs, llama-server for its
   slots (tools/server/server-context.cpp), so its compute figure is the higher by up to
   n_vocab × (n_ubatch − slots) × 4 bytes. No flag sets it; the estimator's figure is kept.
@@ -47,14 +53,17 @@ ESTIMATOR_FLAGS: dict[str, bool] = {
                      "--n-cpu-ffn", "-ngl", "--gpu-layers", "--n-gpu-layers", "-sm", "--split-mode", "-ts",
                      "--tensor-split", "-mg", "--main-gpu", "--override-kv", "--rpc", "--lora", "--lora-scaled",
                      "-lm", "--load-mode"), True),
-    **dict.fromkeys(("--swa-full", "-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--repack", "-nr",
-                     "--no-repack", "--no-host", "-cmoe", "--cpu-moe", "--op-offload", "--no-op-offload"), False),
+    **dict.fromkeys(("--swa-full", "-kvo", "--kv-offload", "-nkvo", "--no-kv-offload", "--no-host", "-cmoe",
+                     "--cpu-moe", "--op-offload", "--no-op-offload"), False),
 }
 #: llama-server flags that take a value (so the walk skips it) but mean nothing to the estimator.
 _VALUE_FLAGS_SKIPPED = frozenset({"--host", "--port", "-t", "--threads", "-mm", "--mmproj", "-mmu", "--mmproj-url",
                                   "-md", "--model-draft", "--spec-draft-model", "-fit", "--fit", "--pooling",
                                   "-a", "--alias", "--api-key", "--chat-template", "--jinja-template"})
 _UNIFIED = frozenset({"-kvu", "--kv-unified"})
+#: The call's own spelling of the repack switch (module docstring), replacing the command's.
+_REPACK = frozenset({"--repack", "-nr", "--no-repack"})
+NO_REPACK = "--no-repack"
 _PARALLEL = frozenset({"-np", "--parallel"})
 #: llama-server's slots without `--parallel` (tools/server/server.cpp).
 SERVER_AUTO_SLOTS = 4
@@ -84,12 +93,16 @@ def estimator_call(estimator: str, argv: Sequence[str], env: Sequence[str] = ())
         if arg in _PARALLEL and i + 1 < len(argv):
             parallel = argv[i + 1]
         unified = unified or arg in _UNIFIED
+        if arg in _REPACK:
+            i += 1
+            continue
         takes_value = ESTIMATOR_FLAGS.get(arg)
         if takes_value is not None:
             out += [arg, argv[i + 1]] if takes_value and i + 1 < len(argv) else [arg]
             i += 2 if takes_value else 1
             continue
         i += 2 if arg in _VALUE_FLAGS_SKIPPED else 1
+    out.append(NO_REPACK)
     slots = SERVER_AUTO_SLOTS if parallel in (None, "-1") else int(parallel) if parallel.isdigit() else 1
     unified_slots = 0
     if (parallel in (None, "-1") or unified) and slots > 1:
