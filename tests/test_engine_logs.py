@@ -96,6 +96,15 @@ class TestLlamaError:
         ("0.00.019.391 E srv    load_model: failed to load model, '/x.gguf'\n",
          "load_model: failed to load model, '/x.gguf'"),
         ("0.00.019.391 I srv    load_model: loading model\n", ""),
+        # the projector's memory probe fails first, and the server goes on until the projector loads
+        ("0.00.006.411 E mtmd_get_memory_usage: error: Failed to load CLIP model from /m/mmproj.gguf\n"
+         "0.00.018.084 E clip_init: failed to load model '/m/mmproj.gguf': Key not found: clip.vision.embedding_length\n"
+         "0.00.018.247 E mtmd_init_from_file: error: Failed to load CLIP model from /m/mmproj.gguf\n"
+         "0.00.018.264 E srv    load_model: failed to load multimodal model, '/m/mmproj.gguf'\n"
+         "0.00.019.102 E srv  llama_server: exiting due to model loading error\n",
+         "clip_init: failed to load model '/m/mmproj.gguf': Key not found: clip.vision.embedding_length"),
+        ("0.00.006.411 E mtmd_get_memory_usage: error: Failed to load CLIP model from /m/mmproj.gguf\n",
+         "mtmd_get_memory_usage: error: Failed to load CLIP model from /m/mmproj.gguf"),
     ])
     def test_first_error_that_is_not_an_echo(self, log, line):
         assert llama_error(log) == line

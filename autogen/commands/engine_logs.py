@@ -36,6 +36,9 @@ _PART = {"model": "model", "LoRA": "model", "KV": "context", "RS": "context", "c
          "output": "output"}
 #: Lines of an error level that only say a later line's news (llama.cpp's own fit failing first).
 _ECHOES = ("common_fit_params:", "exiting due to", "cleaning up before exit")
+#: Error lines of a probe the server goes on after (the projector's memory, read before the model
+#: loads: tools/mtmd `mtmd_get_memory_usage`); when the load then fails, a later line says why.
+_PROBES = ("mtmd_get_memory_usage:",)
 
 _VLLM_WORKER = re.compile(r"^\((\S+) pid=(\d+)\)")
 _VLLM_LOADED = re.compile(r"Model loading took ([\d.]+) GiB memory")
@@ -85,13 +88,18 @@ def llama_report(text: str) -> MemoryRecord | None:
 
 def llama_error(text: str) -> str:
     """The engine's own line on why it stopped: the first error-level line that is not an echo,
-    or an argument error ("error: invalid argument: --x")."""
+    or an argument error ("error: invalid argument: --x"); a probe's line only when no other says
+    more."""
+    probe = ""
     for line in text.splitlines():
         m = _LEVEL.match(line)
         body = line[m.end():].strip() if m else line.strip()
         if ((m and m.group(1) == "E") or body.startswith("error:")) and not any(e in body for e in _ECHOES):
-            return re.sub(r"^(srv|cmn|res)\s+", "", body)
-    return ""
+            body = re.sub(r"^(srv|cmn|res)\s+", "", body)
+            if not body.startswith(_PROBES):
+                return body
+            probe = probe or body
+    return probe
 
 
 @frozen
