@@ -369,6 +369,20 @@ def argv(entry) -> list[str]:
 
 
 class TestEmitted:
+    @pytest.mark.parametrize("name, value", [
+        ("Qwen3-32B-sql,v2-LoRA-F16.gguf", '"{folder}/Qwen3-32B-sql,v2-LoRA-F16.gguf"'),
+        ("Qwen3-32B-sql-v2-LoRA-F16.gguf", "{folder}/Qwen3-32B-sql-v2-LoRA-F16.gguf"),
+    ])
+    def test_a_lora_file_name_with_a_comma_is_one_quoted_field(self, tmp_path, name, value):
+        """llama-server reads `--lora` as comma-separated fields (quoted ones kept whole)."""
+        chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, name="Qwen3 32B")
+        write_lora(tmp_path / "models/q" / name, "qwen3", blocks=16, embd=512, rank=16,
+                   base=("Qwen3 32B", "Qwen", "https://huggingface.co/Qwen/Qwen3-32B"))
+        config, _ = config_of(tmp_path)
+        (entry,) = (m for mid, m in config["models"].items() if "+" in mid)
+        cmd = split_command(entry["cmd"])
+        assert cmd[cmd.index("--lora") + 1] == value.format(folder=tmp_path / "models" / "q")
+
     def test_lora_and_draft_profiles_run_what_they_say(self, tmp_path):
         chat(tmp_path / "models/q/Qwen3-32B-Q4_K_M.gguf", blocks=16, embd=512, name="Qwen3 32B")
         draft = chat(tmp_path / "models/q/Qwen3-0.6B-Q8_0.gguf", blocks=4, embd=64)

@@ -231,12 +231,21 @@ def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def lora_value(path: str) -> str:
+    """`--lora`'s value for one adapter file. llama-server splits the value at commas unless a
+    field is quoted (common/arg.cpp `parse_csv_row`), so a file name with a comma, or starting with
+    a double quote, is written as one quoted field (`"/m/style,v2.gguf"`)."""
+    if "," in path or path.startswith('"'):
+        return '"' + path.replace('"', '""') + '"'
+    return path
+
+
 def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
     ov = ctx.override or Override(match="*")
     inherited = split_equals(ov.extra_args)
     if profile.kind == LORA:
-        lora = attrs.evolve(ov, extra_args=(*inherited, "--lora", profile.adapter.path))
+        lora = attrs.evolve(ov, extra_args=(*inherited, "--lora", lora_value(profile.adapter.path)))
         row = attrs.evolve(ctx.row, size_bytes=ctx.row.size_bytes + profile.adapter.size_bytes)
         return attrs.evolve(ctx, row=row, override=lora)
     if profile.kind == DRAFT:
