@@ -17,7 +17,7 @@ from autogen.errors import SettingsError
 from autogen.router.llama_options import recorded_table
 from autogen.router.preset_check import check_preset_text
 from autogen.settings.load import load_settings
-from tests.builders import SETTINGS
+from tests.builders import SETTINGS, add_model
 from tests.hf_fixtures import write_config, write_safetensors
 
 PRESET = SETTINGS + "target: llama-server\n"
@@ -89,6 +89,21 @@ def test_models_no_llama_server_serves_are_listed_with_the_reason(library):
     assert f'; SKIPPED "llama-3.2-3b-instruct-bf16": {reason}\n' in (library / "models.ini").read_text()
     rows = json.loads(run(settings, "list", "--json")[1])
     assert {r["id"]: r["skipped"] for r in rows}["llama-3.2-3b-instruct-bf16"] == reason
+
+
+@pytest.mark.parametrize("name, end", [("Gamma#2-Q4_K_M.gguf", "#"), ("Gamma;2-Q4_K_M.gguf", ";")])
+def test_a_model_the_preset_cannot_carry_is_listed_by_the_run(library, name, end):
+    """llama.cpp's preset reader ends a value at `;` or `#`: the llama-swap config serves such a
+    file, the preset cannot, and the run says so as it does for the models of other engines."""
+    add_model(library / "models", f"pub/G-GGUF/{name}")
+    settings = library / "swapgen.yaml"
+    settings.write_text(PRESET)
+    rc, out, _ = run(settings)
+    reason = (f"not in the preset: -m '{library / 'models' / 'pub' / 'G-GGUF' / name}': llama.cpp's preset "
+              f"reader ends a value at {end!r}; rename the file or drop the argument")
+    assert rc == 0
+    assert f'swapgen: not in models.ini: "gamma-2-q4_k_m": {reason}' in out.splitlines()
+    assert f'; SKIPPED "gamma-2-q4_k_m": {reason}\n' in (library / "models.ini").read_text()
 
 
 def test_aliases_preloads_and_unload_timeout_carry_over(library):

@@ -169,8 +169,9 @@ def section_of(entry: Entry, router_exe: str, table: OptionTable | None = None) 
 
 
 def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[Section, ...], tuple[Skip, ...]]:
-    """(the plan as the preset serves it, its sections, the entries left out because no
-    llama-server serves them). Entries a preset cannot carry become skips with the reason."""
+    """(the plan as the preset serves it, its sections, the entries it leaves out: those no
+    llama-server serves, and those a preset cannot carry, each with the reason). The run lists
+    the last, so no entry the llama-swap config would serve goes missing unsaid."""
     if not plan.entries:
         return plan, (), ()
     if engine != Engine.LLAMA:  # the router runs llama-server only
@@ -179,14 +180,14 @@ def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[S
         left = tuple(Skip(e.id, f"a {engine_name} model: llama.cpp's router starts llama-server only "
                                 "(target: llama-swap serves it)") for e in plan.entries)
         return attrs.evolve(plan, entries=(), skips=plan.skips + left), (), left
-    kept, sections, skips = [], [], list(plan.skips)
+    kept, sections, left = [], [], []
     for entry in plan.entries:
         try:
             sections.append(section_of(entry, router_exe))
             kept.append(entry)
         except PresetError as exc:
-            skips.append(Skip(entry.id, f"not in the preset: {exc}"))
-    return attrs.evolve(plan, entries=tuple(kept), skips=tuple(skips)), tuple(sections), ()
+            left.append(Skip(entry.id, f"not in the preset: {exc}"))
+    return attrs.evolve(plan, entries=tuple(kept), skips=plan.skips + tuple(left)), tuple(sections), tuple(left)
 
 
 def render_skip(skip: Skip) -> str:
