@@ -124,7 +124,9 @@ def test_a_failed_assembly_keeps_the_previous_preset(library):
     settings.write_text(PRESET + "llama_swap:\n  hooks: {on_startup: {preload: [gamma]}}\n")
     rc, _, err = run(settings)
     assert rc == 1
-    assert "llama_swap.hooks.on_startup.preload[0]: 'gamma' is not a section of the preset" in err
+    line = PRESET.count("\n") + 2  # the settings file's line that names it
+    assert (f"  {settings}:{line}: llama_swap.hooks.on_startup.preload[0]: 'gamma' is not a section of the "
+            "preset (a model id or alias it writes)") in err.splitlines()
     assert (library / "models.ini").read_bytes() == before
 
 

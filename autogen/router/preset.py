@@ -57,6 +57,15 @@ class PresetError(ModelError):
     """An entry a models preset cannot carry; the reason becomes its `; SKIPPED` line."""
 
 
+class PresetSettingsError(SwapgenError):
+    """Settings the preset cannot follow, one `place: message` per problem (`llama_swap.hooks.
+    on_startup.preload[0]: …`), for the caller to show at their lines in the settings file."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
 @frozen
 class Section:
     """One `[id]` of the preset, before the keys every section shares move to `[*]`.
@@ -239,7 +248,7 @@ def _preloads(settings_block: dict[str, Any], sections: Sequence[Section]) -> se
             unknown.append(f"llama_swap.hooks.on_startup.preload[{i}]: {name!r} is not a section of the preset "
                            "(a model id or alias it writes)")
     if unknown:
-        raise SwapgenError("\n".join(unknown))
+        raise PresetSettingsError(unknown)
     return chosen
 
 
@@ -288,8 +297,9 @@ def render_preset(header: str, sections: Sequence[Section], skip_blocks: Sequenc
     written = {s.id for s in sections}
     n = models_max([x for x in loads if x.entry_id in written], devices)
     if len(preload) > n:
-        raise SwapgenError(f"llama_swap.hooks.on_startup.preload: {len(preload)} models to load at start, but only "
-                           f"{n} fit on the cards together (--models-max {n}); llama-server refuses to start")
+        raise PresetSettingsError([f"llama_swap.hooks.on_startup.preload: {len(preload)} models to load at start, but "
+                                   f"only {n} fit on the cards together (--models-max {n}); llama-server refuses to "
+                                   "start"])
     command = start_command(router_exe, output, n, _router_env(sections))
     shared = _shared(finished)
     blocks = [(s.id, render_section(s, shared)) for s in finished] + list(skip_blocks)
