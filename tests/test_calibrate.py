@@ -17,6 +17,7 @@ import pytest
 
 from autogen.commands import cli, engine_process
 from tests.builders import add_model
+from tests.gguf_fixtures import write_lora
 from tests.shared import not_set_up
 
 #: A fake engine: llama-server's (or vLLM's) memory lines, then /health on --port; FAKE_MODE makes
@@ -169,6 +170,14 @@ class TestMeasure:
         engine = lib / "bin" / "vllm"
         engine.write_text(engine.read_text() + "\n# rebuilt\n")  # stale figures are never used
         assert swapgen(lib) == 0 and command(lib, "vee-q4_k_m") == first
+
+    def test_a_profile_is_measured_by_its_own_id(self, lib, capsys):
+        """A LoRA profile's id is `<model>+<adapter>`; naming it measures that entry alone."""
+        write_lora(lib / "models/pub/A-GGUF/alpha-sql-LoRA-F16.gguf", blocks=4, embd=256)
+        assert swapgen(lib, "calibrate", "alpha-q4_k_m+alpha-sql-lora") == 0
+        out = capsys.readouterr().out
+        assert "[1/1] alpha-q4_k_m+alpha-sql-lora: starting" in out
+        assert "--lora" in (lib / "pids.argv").read_text().split("\n")
 
     def test_unknown_id_is_refused(self, lib, capsys):
         assert swapgen(lib, "calibrate", "nope") == 1

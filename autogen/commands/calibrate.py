@@ -73,7 +73,8 @@ def selected(library: Library, ids: Sequence[str]) -> list[tuple[Job, Entry]]:
     seen: set[str] = set()
     for job in library.jobs:
         model = job.row.id
-        if wanted and not (model in wanted or any(i.startswith(model + "-") for i in wanted)):
+        # a profile's id extends its model's: `-<name>`, `-draft`, `+<LoRA adapter>`
+        if wanted and not (model in wanted or any(i.startswith((model + "-", model + "+")) for i in wanted)):
             continue
         if job.engine not in MEASURED_ENGINES or job.error is not None:
             if model in wanted:
