@@ -33,6 +33,8 @@ from autogen.commands import cli
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
 from tests.hf_fixtures import write_config, write_safetensors
 from tests.shared import not_set_up
+from tests.test_llama_server_real import write_real_lora
+from tests.tiny_model import write_tiny
 
 E2E_WORK = Path(os.environ.get("E2E_WORK") or Path(os.environ.get("TMPDIR") or "/tmp") / "llama-e2e")
 SERVER = os.environ.get("LLAMA_SERVER") or str(E2E_WORK / "bin" / "llama-server")
@@ -170,6 +172,61 @@ def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
         for pid in instances:  # an instance the router did not stop is stopped by its PID too
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+
+
+def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path):
+    """File names with `=`, `[`, unicode and a comma (a LoRA: llama-server splits `--lora` at
+    commas), a draft pairing, and a file the preset cannot name (`#`): every section the router
+    lists has the llama-swap entry's arguments and answers; the `#` file is listed by the run."""
+    models = tmp_path / "models"
+    for rel in ("odd/we=ird[1]-F32.gguf", "uni/Modèle Ünï-F32.gguf", "odd/hash#tag-F32.gguf", "pub/Styled-F32.gguf"):
+        (models / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(tiny_model, models / rel)
+    write_real_lora(models / "pub" / "sty,le-LoRA-F32.gguf")
+    (tmp_path / "drafts").mkdir()
+    draft = write_tiny(tmp_path / "drafts" / "tiny-draft-F32.gguf", seed=1)
+    outputs = {}
+    for target, output in (("llama-swap", "config.yaml"), ("llama-server", "models.ini")):
+        settings = tmp_path / f"{target}.yaml"
+        settings.write_text(
+            f"roots: [models]\ntarget: {target}\noutput: {output}\ncache_dir: cache-{target}\nvram_budget_gb: 2\n"
+            "card_vram_gb: 0\nthreads: 2\n"
+            f"backends:\n  - {{id: llama-cpu, kind: llama, path: {json.dumps(SERVER)}, variant: cpu, default: true}}\n"
+            f"overrides:\n  - {{match: '*we=ird*', draft: {json.dumps(str(draft))}}}\n")
+        outputs[target] = generate(settings)
+    assert 'not in models.ini: "hash-tag-f32": not in the preset: ' in outputs["llama-server"]
+    config = YAML(typ="safe").load((tmp_path / "config.yaml").read_text())
+    served = {mid: model for mid, model in config["models"].items() if mid != "hash-tag-f32"}
+    assert {"we-ird-1-f32-draft", "styled-f32+sty-le-lora", "modèle-ünï-f32"} <= set(served)
+    command = next(line.split("router: ", 1)[1] for line in outputs["llama-server"].splitlines()
+                   if "start llama.cpp's router" in line)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = tmp_path / "router.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
+    instances: set[int] = set()
+    try:
+        listed = {m["id"]: m for m in models_when_ready(proc, base, log, set())}
+        assert set(listed) == set(served)
+        for mid, model in sorted(served.items()):
+            assert arguments(listed[mid]["status"]["args"]) == arguments(split_command(model["cmd"])), mid
+            reply = request(f"{base}/v1/chat/completions", {
+                "model": mid, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}, timeout=120)
+            assert reply["model"] == mid and reply["choices"][0]["message"]["content"] is not None, mid
+            instances.update(children(proc.pid))
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid in instances:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert proc.returncode == 0, log.read_text()[-3000:]
