@@ -131,6 +131,19 @@ class TestRun:
         assert run(EstimatorCall(argv=(estimator,), env=())) == (
             None, "llama-fit-params exited 1: error: invalid argument: -q")
 
+    def test_failure_says_why_before_the_exception_it_ends_with(self, tmp_path):
+        """llama-fit-params b11434 logs the cause, then aborts on an uncaught exception that only
+        says "failed to load model" (recorded on the CPU build: a GGUF without ffn_norm)."""
+        estimator = fake_estimator(tmp_path, (
+            "echo \"0.00.106.442 E llama_model_load: error loading model: check_tensor_dims: tensor "
+            "'blk.0.ffn_norm.weight' not found\" >&2\n"
+            "echo \"0.00.106.640 E llama_model_load_from_file_impl: failed to load model\" >&2\n"
+            "echo \"terminate called after throwing an instance of 'std::runtime_error'\" >&2\n"
+            "echo \"  what():  failed to load model\" >&2\nexit 134\n"))
+        assert run(EstimatorCall(argv=(estimator,), env=())) == (
+            None, "llama-fit-params exited 134: llama_model_load: error loading model: check_tensor_dims: tensor "
+                  "'blk.0.ffn_norm.weight' not found")
+
     def test_answers_are_kept_and_a_new_binary_asks_again(self, tmp_path):
         estimator = fake_estimator(tmp_path, 'echo "Host 1 2 3 "\n')
         cache = AnswerCache(str(tmp_path / "cache"))

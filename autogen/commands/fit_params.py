@@ -41,6 +41,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.commands.engine_binaries import ESTIMATOR, identity
+from autogen.commands.engine_logs import llama_error
 from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, from_data, to_data
 from autogen.fsutil import write_if_changed
 
@@ -145,7 +146,8 @@ def parse(text: str) -> MemoryRecord | None:
 
 
 def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[MemoryRecord | None, str]:
-    """(figures, "") or (None, the estimator's own last error line)."""
+    """(figures, "") or (None, the estimator's own line on why it failed: its first error line that
+    says more than a later one, as llama-server's (`engine_logs.llama_error`), else its last line)."""
     import subprocess  # noqa: PLC0415 - lazy: a run that asks nothing does not pay for it
 
     env = {**os.environ, **dict(e.split("=", 1) for e in call.env if "=" in e)}
@@ -156,8 +158,8 @@ def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[MemoryRecord |
         return None, f"{ESTIMATOR} did not run: {exc}"
     figures = parse(proc.stdout)
     if proc.returncode != 0 or figures is None:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return None, f"{ESTIMATOR} exited {proc.returncode}: {tail.strip()}"
+        why = llama_error(proc.stderr) or (proc.stderr.strip().splitlines() or ["no output"])[-1].strip()
+        return None, f"{ESTIMATOR} exited {proc.returncode}: {why}"
     return figures, ""
 
 
