@@ -129,6 +129,31 @@ def models_when_ready(proc: subprocess.Popen, base: str, log: Path, wanted: set[
     pytest.fail(f"the router did not load {sorted(wanted)} within {START_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
 
 
+@contextlib.contextmanager
+def router(command: str, cwd: Path):
+    """The router started with the command the run printed, on 127.0.0.1: yields (process, base
+    URL, log, the instances seen), then stops it by its PID, and any instance it left by theirs."""
+    port = free_port()
+    log = cwd / "router.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+    instances: set[int] = set()
+    try:
+        yield proc, f"http://127.0.0.1:{port}", log, instances
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for pid in instances:  # an instance the router did not stop is stopped by its PID too
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 0, log.read_text()[-3000:]
+
+
 def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
     yaml_settings = library(tmp_path, tiny_model, "llama-swap")
     generate(yaml_settings)
@@ -142,14 +167,7 @@ def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
 
     served = {mid: model for mid, model in config["models"].items() if "llama-server" in model["cmd"]}
     assert set(served) == {"tiny-random-f32", "tiny-random-f32-4k", "small-chat-q8_0"}
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "router.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-    instances: list[int] = []
-    try:
+    with router(command, tmp_path) as (proc, base, log, instances):
         listed = {m["id"]: m for m in models_when_ready(proc, base, log, {"tiny-random-f32"})}
         assert set(listed) == set(served)  # every section, and nothing else (the vLLM model is left out)
         for mid, model in served.items():
@@ -162,19 +180,8 @@ def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
         request(f"{base}/v1/chat/completions", {
             "model": "small-chat-q8_0", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]},
             timeout=120)
-        instances = children(proc.pid)
+        instances.update(children(proc.pid))
         assert len(instances) == 2
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for pid in instances:  # an instance the router did not stop is stopped by its PID too
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    assert proc.returncode == 0, log.read_text()[-3000:]
 
 
 def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path):
@@ -203,14 +210,7 @@ def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path
     assert {"we-ird-1-f32-draft", "styled-f32+sty-le-lora", "modèle-ünï-f32"} <= set(served)
     command = next(line.split("router: ", 1)[1] for line in outputs["llama-server"].splitlines()
                    if "start llama.cpp's router" in line)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = tmp_path / "router.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=tmp_path)
-    instances: set[int] = set()
-    try:
+    with router(command, tmp_path) as (proc, base, log, instances):
         listed = {m["id"]: m for m in models_when_ready(proc, base, log, set())}
         assert set(listed) == set(served)
         for mid, model in sorted(served.items()):
@@ -219,14 +219,3 @@ def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path
                 "model": mid, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}, timeout=120)
             assert reply["model"] == mid and reply["choices"][0]["message"]["content"] is not None, mid
             instances.update(children(proc.pid))
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        for pid in instances:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    assert proc.returncode == 0, log.read_text()[-3000:]
