@@ -130,14 +130,14 @@ def models_when_ready(proc: subprocess.Popen, base: str, log: Path, wanted: set[
 
 
 @contextlib.contextmanager
-def router(command: str, cwd: Path):
+def router(command: str, cwd: Path, env: dict[str, str] | None = None):
     """The router started with the command the run printed, on 127.0.0.1: yields (process, base
     URL, log, the instances seen), then stops it by its PID, and any instance it left by theirs."""
     port = free_port()
     log = cwd / "router.log"
     with log.open("w") as out:
         proc = subprocess.Popen([*shlex.split(command), "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+                                stdout=out, stderr=subprocess.STDOUT, cwd=cwd, env={**os.environ, **(env or {})})
     instances: set[int] = set()
     try:
         yield proc, f"http://127.0.0.1:{port}", log, instances
@@ -219,3 +219,22 @@ def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path
                 "model": mid, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}, timeout=120)
             assert reply["model"] == mid and reply["choices"][0]["message"]["content"] is not None, mid
             instances.update(children(proc.pid))
+
+
+def test_models_of_llama_cpps_own_cache_keep_llama_cpps_fit(tiny_model, tmp_path):
+    """The router also lists every GGUF of the Hugging Face cache (`LLAMA_CACHE`) and gives it the
+    preset's `[*]`: no context, offload or fit switch made for the preset's models reaches it."""
+    settings = library(tmp_path, tiny_model, "llama-server")
+    command = next(line.split("router: ", 1)[1] for line in generate(settings).splitlines()
+                   if "start llama.cpp's router" in line)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hf-cache" / "models--pub--Cached-GGUF"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    shutil.copyfile(tiny_model, repo / "snapshots" / commit / "Cached-Q8_0.gguf")
+    with router(command, tmp_path, {"LLAMA_CACHE": str(tmp_path / "hf-cache")}) as (proc, base, log, _):
+        listed = {m["id"]: m for m in models_when_ready(proc, base, log, {"tiny-random-f32"})}
+        cached = arguments(listed["pub/Cached-GGUF:Q8_0"]["status"]["args"])
+    assert cached["hf-repo"] == "pub/Cached-GGUF:Q8_0"
+    assert not {"ctx-size", "n-gpu-layers", "fit", "flash-attn"} & set(cached), cached

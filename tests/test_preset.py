@@ -159,20 +159,28 @@ def render(sections, settings_block=None, loads=None, skips=()):
 
 class TestRenderPreset:
     def test_shared_keys_go_to_star_and_the_rest_stays_in_sorted_sections(self):
-        preset = render([section("b", ("ctx-size", "8192"), ("fit", "off")),
-                         section("a", ("ctx-size", "4096"), ("fit", "off"))], skips=[("ab", '; SKIPPED "ab": x\n')])
+        preset = render([section("b", ("ctx-size", "8192"), ("threads", "8")),
+                         section("a", ("ctx-size", "4096"), ("threads", "8"))], skips=[("ab", '; SKIPPED "ab": x\n')])
         assert preset.text == (
             "; head\n"
             "; Start llama.cpp's router on it: /opt/llama/bin/llama-server --models-preset /srv/models.ini "
             "--models-max 2\n"
             "; --models-max 2: any 2 of these models fit together on GPU 0 (24 GiB)\n"
             "version = 1\n\n"
-            "[*]\nfit = off\n\n"
+            "[*]\nthreads = 8\n\n"
             "[a]\nmodel = /m/a.gguf\nctx-size = 4096\n\n"
             '; SKIPPED "ab": x\n'
             "[b]\nmodel = /m/b.gguf\nctx-size = 8192\n\n")
         assert preset.models_max == 2  # two 5 GiB entries: both fit, and there are only 2
         assert check_preset_text(preset.text) == []
+
+    def test_keys_that_size_a_model_stay_in_its_section(self):
+        """`[*]` reaches the models of llama.cpp's own download cache too: a context, an offload, a
+        fit switch or a device made for these models must not start those."""
+        sized = (("ctx-size", "8192"), ("n-gpu-layers", "99"), ("fit", "off"), ("device", "CUDA0"),
+                 ("cache-type-k", "q8_0"), ("flash-attn", "on"), ("parallel", "2"))
+        text = render([section("a", *sized), section("b", *sized)]).text
+        assert "[*]" not in text and all(text.count(f"{k} = {v}\n") == 2 for k, v in sized)
 
     def test_one_section_keeps_all_its_keys(self):
         assert "[*]" not in render([section("a", ("fit", "off"))]).text

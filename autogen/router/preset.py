@@ -19,11 +19,14 @@ What a preset cannot say stops that entry, with the reason (`PresetError`):
 
 Assembly (`render_preset`) puts the keys every section shares in `[*]`, marks the settings'
 preloads `load-on-startup`, and counts `--models-max`: the largest N such that any N of the
-written entries fit on the cards together.
+written entries fit on the cards together. `[*]` never takes a key that sizes a model: llama.cpp
+applies it to the models of its own download cache too (`server_models::load_models` cascades it
+over them), which would then start with a context and offload made for another model.
 """
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -37,6 +40,7 @@ from autogen.errors import ModelError, SwapgenError
 from autogen.router.fragments import comment_text, quote
 from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, OptionTable, recorded_table
 from autogen.router.matrix_plan import Device, Load, capacity, demand, shared_capacity
+from autogen.sizing.llama_args import FLAG_KNOBS
 
 #: The router binds each instance itself: dropped from the command line (`update_args`).
 ROUTER_SETS = frozenset({"LLAMA_ARG_HOST", "LLAMA_ARG_PORT"})
@@ -47,6 +51,16 @@ DEVICE_NAMES = {"CUDA_VISIBLE_DEVICES": "CUDA", "HIP_VISIBLE_DEVICES": "ROCm", "
 DEVICE_ENV = "LLAMA_ARG_DEVICE"
 #: Keys that name one model: never moved to `[*]`, even when every section has the same.
 OWN_KEYS = frozenset({"model", "alias", "load-on-startup"})
+
+
+@functools.cache
+def sizing_keys() -> frozenset[str]:
+    """The preset keys of the flags swapgen sizes a model with (`sizing.llama_args.FLAG_KNOBS`,
+    all but the thread count, which is the host's) and of its devices: never moved to `[*]`
+    (module docstring)."""
+    table = recorded_table()
+    return frozenset({table.by_env[DEVICE_ENV].key, *(table.by_flag[flag].key for flag, knob in FLAG_KNOBS.items()
+                                                       if knob != "threads" and flag in table.by_flag)})
 #: llama.cpp's preset-only keys swapgen writes (`common_params_add_preset_options`).
 LOAD_ON_STARTUP, STOP_TIMEOUT = "load-on-startup", "stop-timeout"
 #: What ends a value in llama.cpp's preset reader (its `eol-start`: a comment or the line end).
@@ -264,10 +278,12 @@ def _router_env(sections: Iterable[Section]) -> tuple[str, ...]:
 
 
 def _shared(sections: Sequence[Section]) -> dict[str, str]:
-    """The keys every section has with one value (two sections or more), in the first's order."""
+    """The keys every section has with one value (two sections or more), in the first's order,
+    but a model's own and those that size it."""
     if len(sections) < 2:
         return {}
-    shared = {k: v for k, v in sections[0].keys if k not in OWN_KEYS}
+    kept = OWN_KEYS | sizing_keys()
+    shared = {k: v for k, v in sections[0].keys if k not in kept}
     for s in sections[1:]:
         own = dict(s.keys)
         shared = {k: v for k, v in shared.items() if own.get(k) == v}
