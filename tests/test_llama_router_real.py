@@ -11,6 +11,7 @@ instance it left.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import json
@@ -19,10 +20,12 @@ import shlex
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 import urllib.error
 import urllib.request
+import zlib
 from pathlib import Path
 
 import pytest
@@ -34,7 +37,7 @@ from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
 from tests.hf_fixtures import write_config, write_safetensors
 from tests.shared import not_set_up
 from tests.test_llama_server_real import write_real_lora
-from tests.tiny_model import write_tiny
+from tests.tiny_model import write_tiny, write_tiny_projector
 
 E2E_WORK = Path(os.environ.get("E2E_WORK") or Path(os.environ.get("TMPDIR") or "/tmp") / "llama-e2e")
 SERVER = os.environ.get("LLAMA_SERVER") or str(E2E_WORK / "bin" / "llama-server")
@@ -184,15 +187,31 @@ def test_the_generated_preset_runs_llama_cpps_router(tiny_model, tmp_path):
         assert len(instances) == 2
 
 
-def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path):
+def image_url(side: int = 28) -> str:
+    """A `side` × `side` RGB gradient as a PNG data URL (an image the tiny projector reads)."""
+    rows = b"".join(b"\x00" + b"".join(bytes([x * 9 % 256, y * 9 % 256, 128]) for x in range(side))
+                    for y in range(side))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def test_hostile_names_adapters_drafts_and_projectors_reach_the_router(tiny_model, tmp_path):
     """File names with `=`, `[`, unicode and a comma (a LoRA: llama-server splits `--lora` at
-    commas), a draft pairing, and a file the preset cannot name (`#`): every section the router
-    lists has the llama-swap entry's arguments and answers; the `#` file is listed by the run."""
+    commas), a draft pairing, a vision projector, and a file the preset cannot name (`#`): every
+    section the router lists has the llama-swap entry's arguments and answers (the vision model
+    an image too); the `#` file is listed by the run."""
     models = tmp_path / "models"
-    for rel in ("odd/we=ird[1]-F32.gguf", "uni/Modèle Ünï-F32.gguf", "odd/hash#tag-F32.gguf", "pub/Styled-F32.gguf"):
+    for rel in ("odd/we=ird[1]-F32.gguf", "uni/Modèle Ünï-F32.gguf", "odd/hash#tag-F32.gguf", "pub/Styled-F32.gguf",
+                "vis/Visionary-F32.gguf"):
         (models / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(tiny_model, models / rel)
     write_real_lora(models / "pub" / "sty,le-LoRA-F32.gguf")
+    write_tiny_projector(models / "vis" / "mmproj-Visionary-F32.gguf")
     (tmp_path / "drafts").mkdir()
     draft = write_tiny(tmp_path / "drafts" / "tiny-draft-F32.gguf", seed=1)
     outputs = {}
@@ -207,7 +226,8 @@ def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path
     assert 'not in models.ini: "hash-tag-f32": not in the preset: ' in outputs["llama-server"]
     config = YAML(typ="safe").load((tmp_path / "config.yaml").read_text())
     served = {mid: model for mid, model in config["models"].items() if mid != "hash-tag-f32"}
-    assert {"we-ird-1-f32-draft", "styled-f32+sty-le-lora", "modèle-ünï-f32"} <= set(served)
+    assert {"we-ird-1-f32-draft", "styled-f32+sty-le-lora", "modèle-ünï-f32", "visionary-f32"} <= set(served)
+    assert "--mmproj" in split_command(served["visionary-f32"]["cmd"])
     command = next(line.split("router: ", 1)[1] for line in outputs["llama-server"].splitlines()
                    if "start llama.cpp's router" in line)
     with router(command, tmp_path) as (proc, base, log, instances):
@@ -219,6 +239,10 @@ def test_hostile_names_adapters_and_drafts_reach_the_router(tiny_model, tmp_path
                 "model": mid, "max_tokens": 4, "messages": [{"role": "user", "content": "Hi."}]}, timeout=120)
             assert reply["model"] == mid and reply["choices"][0]["message"]["content"] is not None, mid
             instances.update(children(proc.pid))
+        reply = request(f"{base}/v1/chat/completions", {"model": "visionary-f32", "max_tokens": 4, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "What is it?"},
+                                         {"type": "image_url", "image_url": {"url": image_url()}}]}]}, timeout=120)
+        assert reply["usage"]["prompt_tokens"] > 20  # the image's tokens came through the projector
 
 
 def test_models_of_llama_cpps_own_cache_keep_llama_cpps_fit(tiny_model, tmp_path):
