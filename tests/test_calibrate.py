@@ -193,7 +193,8 @@ class TestFailures:
         assert swapgen(lib) == 0
         capsys.readouterr()
         assert swapgen(lib, "list") == 0
-        assert f"alpha-q4_k_m failed to start under calibrate: {line}" in capsys.readouterr().out
+        listed = next(li for li in capsys.readouterr().out.splitlines() if li.startswith("alpha-q4_k_m "))
+        assert "  START FAILED  " in listed and f"alpha-q4_k_m failed to start under calibrate: {line}" in listed
         assert swapgen(lib, "list", "--json") == 0
         row = next(r for r in json.loads(capsys.readouterr().out) if r["id"] == "alpha-q4_k_m")
         assert row["start_errors"] == {"alpha-q4_k_m": line} and row["memory"] == {"alpha-q4_k_m": "estimate"}

@@ -105,13 +105,23 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+def _status(row: dict[str, Any]) -> str:
+    """`ok`; `SKIPPED`; `START FAILED` when `swapgen calibrate` saw an entry of it fail to start
+    (it stays in the config: the reason column has the engine's line); or an ignored row's class."""
+    if not row["task"]:
+        return str(row["class"])
+    if row["skipped"]:
+        return "SKIPPED"
+    return "START FAILED" if row["start_errors"] else "ok"
+
+
 def table(items: list[dict[str, Any]]) -> str:
     if not items:
         return "no models found\n"
     cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
             ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"] or "-"),
             ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"] or "-"),
-            ("status", lambda r: "SKIPPED" if r["task"] and r["skipped"] else r["class"] if not r["task"] else "ok"),
+            ("status", _status),
             ("memory", lambda r: "+".join(sorted(set(r["memory"].values()))) or "-")]
     widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
     lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
