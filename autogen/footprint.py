@@ -152,6 +152,17 @@ class MemoryRecord:
                             unseen=tuple(cut(_at(self.unseen, 0))), margin=tuple(cut(_at(self.margin, 0))))
 
 
+def flat_record(vram: int, weights_on_gpu: int, host: int) -> MemoryRecord:
+    """The memory record of an engine swapgen charges by a flat rule (sd-server, the speech and
+    segmentation servers): on the GPU its weights there and the rest of its charge as compute,
+    and what it keeps in host RAM. Example: flat_record(4 GiB, 3 GiB, 0) → GPU0 model 3 GiB,
+    compute 1 GiB."""
+    on_gpu = min(weights_on_gpu, vram)
+    devices = (DeviceMemory("GPU0", on_gpu, 0, vram - on_gpu),) if vram else ()
+    return MemoryRecord(source=Source.ESTIMATE, devices=devices,
+                        host=DeviceMemory(HOST_DEVICE, host, 0, 0) if host else None)
+
+
 @frozen
 class Gap:
     """What the command holds that the engine's estimator cannot be asked about, priced by

@@ -3,6 +3,7 @@ models plus the diffusion components, codecs and projectors that must never be s
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -140,6 +141,14 @@ def test_every_entry_keeps_to_llama_swap_keys_and_metadata(generated):
         assert meta["engine"] == engine and {"backend", "arch", "size_gb"} <= set(meta)
         cpu = model_id in ("kokoro_no_espeak-q8_0", "parakeet-tdt-0.6b-v3-q8_0", "sam2.1-hiera-tiny-f16")
         assert ("est_vram_gb" in meta) is not cpu
+        memory = meta["memory"]  # every entry says what it holds where, by its engine's flat rule
+        assert memory["source"] == "estimate", model_id
+        if cpu:
+            assert memory["devices"] == [] and memory["host_mib"] >= math.floor(meta["size_gb"] * 1024), model_id
+        else:
+            (gpu,) = memory["devices"]
+            total = sum(gpu[k] for k in ("model_mib", "context_mib", "compute_mib", "other_mib"))
+            assert abs(total - meta["est_vram_gb"] * 1024) <= 12, (model_id, memory)
         assert re.match(r"  # \S+ · \S+ · [\d.]+ GiB · \S", first_comment(text, model_id)), model_id
 
 

@@ -73,6 +73,21 @@ class TestWorkedExamples:
             assert absent not in argv
         assert "offload=false" in entry.comment[0]
 
+    def test_the_memory_record_says_where_the_weights_are(self):
+        """Offloaded (example A): weights, VAE and text encoders in RAM, the GPU's charge all
+        compute; on the GPU (example B's toggles): the weights and encoders there, nothing in RAM."""
+        offloaded = emit(context()).footprint.memory
+        assert offloaded.source == "estimate" and offloaded.devices[0].model == 0
+        assert offloaded.devices[0].compute == int(6.5 * GIB)
+        assert offloaded.host.model == int(6.5 * GIB) + SIZES["/c/ae.safetensors"] + SIZES["/c/clip_l.safetensors"] \
+            + SIZES["/c/t5xxl.gguf"]
+        ov = Override(match="*", te_on_cpu=False, offload_to_cpu=False)
+        entry = emit(context(override=ov, budget=16.0))
+        resident = int(6.5 * GIB) + SIZES["/c/ae.safetensors"] + SIZES["/c/clip_l.safetensors"] + SIZES["/c/t5xxl.gguf"]
+        (gpu,) = entry.footprint.memory.devices
+        assert gpu.model == resident and gpu.total == entry.footprint.vram and entry.footprint.memory.host is None
+        assert entry.estimate == entry.footprint.memory
+
     def test_example_c_sd15_full_checkpoint_loads_with_m_and_no_components(self):
         entry = emit(context("sd1", path="/models/sd15.gguf", size_gb=2.0, meta_kw={"has_baked_encoders": True}))
         assert "full checkpoint (-m): text encoders and VAE are baked in" in entry.comment

@@ -27,7 +27,7 @@ from autogen.discovery.rows import ModelRow
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import Footprint
+from autogen.footprint import Footprint, flat_record
 from autogen.numfmt import GIB, format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import AUDIOCPP_FAMILIES, is_ttscpp_model
@@ -58,9 +58,11 @@ def _comment(engine: str, arch: str, row: ModelRow, why: str) -> str:
 
 
 def _footprint(ctx: EmitContext, engine: str, est_vram_gb: float | None) -> Footprint:
-    """The entry's footprint: the flat VRAM rule's figure (GiB, two decimals) as bytes; None = CPU."""
+    """The entry's footprint: the flat VRAM rule's figure (GiB, two decimals) as bytes, with the
+    model file on the GPU; None = CPU, the file in host RAM."""
     vram = round(est_vram_gb * GIB) if est_vram_gb is not None else 0
-    return Footprint(engine=engine, vram=vram, disk=ctx.row.size_bytes)
+    size = ctx.row.size_bytes
+    return Footprint(engine=engine, vram=vram, disk=size, memory=flat_record(vram, size, 0 if vram else size))
 
 
 def _metadata(footprint: Footprint, ctx: EmitContext, arch: str,
@@ -76,7 +78,8 @@ def _entry(ctx: EmitContext, argv: tuple[str, ...], comment: list[str], footprin
            **kw) -> Entry:
     ov = ctx.override
     return Entry(id=ctx.row.id, argv=argv, comment=tuple(comment), ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted),
-                 footprint=footprint, metadata=_metadata(footprint, ctx, *extra_metadata), **kw)
+                 footprint=footprint, estimate=footprint.memory, metadata=_metadata(footprint, ctx, *extra_metadata),
+                 **kw)
 
 
 def _stem(path: str) -> str:

@@ -18,7 +18,7 @@ import re
 from autogen.cmdline import HOST
 from autogen.emit.entry import Capabilities, Entry, Plan
 from autogen.engines import ENGINES, Engine
-from autogen.footprint import Footprint
+from autogen.footprint import Footprint, flat_record
 from autogen.numfmt import format_g, size_gb
 from autogen.resolve.context import EmitContext
 
@@ -43,11 +43,11 @@ def emit_sam(ctx: EmitContext) -> Plan:
     size = size_gb(row.size_bytes)
     comment = [f"sam3_server · {arch} · {format_g(size)} GiB · SAM segmentation, {os.path.basename(row.path)}, "
                f"CPU (--no-gpu, no VRAM charge)"]
-    footprint = Footprint(engine="sam3_server", disk=row.size_bytes)
+    footprint = Footprint(engine="sam3_server", disk=row.size_bytes, memory=flat_record(0, 0, row.size_bytes))
     metadata = (("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
                 ("size_gb", footprint.disk_gb), ("segmentation", True))
     entry = Entry(id=row.id, argv=tuple(argv) + extra, comment=tuple(comment), metadata=metadata,
                   capabilities=Capabilities(inputs=("image",), outputs=("image",)), ttl=ctx.ttl,
                   check_endpoint="/health", unlisted=bool(ov and ov.unlisted), coexist_group="sam",
-                  footprint=footprint)
+                  footprint=footprint, estimate=footprint.memory)
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))

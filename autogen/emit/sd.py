@@ -29,7 +29,7 @@ from autogen.cmdline import HOST, unsafe_arg_reason
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
-from autogen.footprint import Footprint
+from autogen.footprint import Footprint, MemoryRecord, flat_record
 from autogen.numfmt import GIB, format_g, gib, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.resolve.roles import image_arch
@@ -250,14 +250,15 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
     comment = [f"sd-server · {arch or '?'} · {format_g(model_gb)} GiB · budget {format_g(budget)} GiB, "
                f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})",
                *_component_lines(row.id, arch, meta.has_baked_encoders, comps)]
-    footprint = Footprint(engine="sd-server", vram=round(budget * GIB), disk=row.size_bytes)
+    memory = _memory(round(budget * GIB), resident, comps, choices)
+    footprint = Footprint(engine="sd-server", vram=memory.vram, disk=row.size_bytes, memory=memory)
     metadata: list[tuple[str, MetaValue]] = [
         ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
         ("size_gb", footprint.disk_gb), ("est_vram_gb", footprint.vram_gb), ("max_vram", graph), ("offload", offload)]
     inputs = ("text", "image") if is_reference_edit(name) else ("text",)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=Capabilities(inputs=inputs, outputs=("image",)), ttl=ctx.ttl,
-                  check_endpoint="/", unlisted=bool(ov and ov.unlisted), footprint=footprint)
+                  check_endpoint="/", unlisted=bool(ov and ov.unlisted), footprint=footprint, estimate=memory)
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"budget {format_g(budget)} GiB = "
              + ("override vram_budget_gb" if ov is not None and ov.vram_budget_gb
@@ -266,6 +267,17 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
              + ("" if choices.vae_on_cpu else " + VAE") + ("" if choices.te_on_cpu else " + text encoders") + ")",
              f"components ({comps.arm}): " + (", ".join(f"{r}={p}" for r, p, _ in comps.present) or "none"))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
+
+
+def _memory(vram: int, resident: int, comps: Components, choices: SdChoices) -> MemoryRecord:
+    """The memory record: the resident weights on the GPU and the rest of the charge as compute;
+    in host RAM the components kept on the CPU, and under --offload-to-cpu the weights too (sd.cpp
+    keeps them in RAM and moves each stage's onto the GPU to run it)."""
+    kept_on_cpu = ((comps.bytes_of(frozenset({"vae"})) if choices.vae_on_cpu else 0)
+                   + (comps.bytes_of(_ENCODER_ROLES) if choices.te_on_cpu else 0))
+    if choices.offload:
+        return flat_record(vram, 0, kept_on_cpu + resident)
+    return flat_record(vram, resident, kept_on_cpu)
 
 
 def _component_lines(model_id: str, arch: str, baked: bool, comps: Components) -> list[str]:
