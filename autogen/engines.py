@@ -103,6 +103,16 @@ class EngineRow:
     #: Runs on one GPU unless tensor-parallel, with a fraction of each card's memory: placed on
     #: the largest card(s) without a pin, sized against the card reading, and able to span hosts.
     per_card: bool = False
+    #: `swapgen calibrate` starts its entries and reads the memory its log reports, and sizing
+    #: follows those figures (`commands.engine_figures`).
+    measured: bool = False
+    #: The binary beside its executable that estimates a command's memory without loading the
+    #: weights (or a row's `fit_params`); "" = none. Example: "llama-fit-params".
+    estimator: str = ""
+    #: The LoRA adapter formats its command loads (`Adapter.kind`): llama-server a GGUF
+    #: (`--lora`), vLLM a PEFT folder (`--lora-modules`); discovery pairs a GGUF LoRA only with
+    #: the models of an engine that loads one.
+    lora_formats: tuple[str, ...] = ()
 
 
 #: One row per engine (docs/maintainers/backends.md#kinds-and-roles).
@@ -110,11 +120,12 @@ ENGINES: dict[Engine, EngineRow] = {
     Engine.LLAMA: EngineRow(
         kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="llama:emit_llama",
         exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
-        host_flags=("--host",), slot_flags=("-np", "--parallel"), profiles=True, splits_layers=True),
+        host_flags=("--host",), slot_flags=("-np", "--parallel"), profiles=True, splits_layers=True, measured=True,
+        estimator="llama-fit-params", lora_formats=("gguf",)),
     Engine.VLLM: EngineRow(
         kinds=("vllm",), roles=(Role.LLM,), emitter="vllm:emit_vllm", exe="vllm", component="vllm",
         binaries=("vllm",), host_flags=("--host",), slot_flags=("--max-num-seqs",),
-        no_profiles_note="vLLM entries have no profiles", per_card=True),
+        no_profiles_note="vLLM entries have no profiles", per_card=True, measured=True, lora_formats=("peft",)),
     Engine.SD: EngineRow(
         kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="sd:emit_sd", exe="sd-server",
         legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),

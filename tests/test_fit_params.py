@@ -11,8 +11,11 @@ import pytest
 
 from autogen.commands.engine_binaries import estimator_for, identity
 from autogen.commands.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
+from autogen.engines import ENGINES, Engine
 from autogen.footprint import MIB, DeviceMemory, MemoryRecord, Source
 from tests.shared import not_set_up
+
+ESTIMATOR = ENGINES[Engine.LLAMA].estimator
 
 SERVER = "/opt/llama/bin/llama-server"
 HEAD = [SERVER, "-m", "/models/Qwen3 8B.gguf", "--host", "127.0.0.1", "--port", "${PORT}"]
@@ -94,17 +97,25 @@ class TestWhichBinary:
 
     def test_beside_the_server(self, tmp_path):
         server = self.make(tmp_path / "bin", "llama-server")
-        assert estimator_for(server) is None
+        assert estimator_for(ESTIMATOR, server) is None
         beside = self.make(tmp_path / "bin", "llama-fit-params")
-        assert estimator_for(server) == beside
+        assert estimator_for(ESTIMATOR, server) == beside
 
     def test_named_on_the_row_or_turned_off(self, tmp_path):
         server = self.make(tmp_path / "bin", "llama-server")
         named = self.make(tmp_path / "build", "llama-fit-params")
         self.make(tmp_path / "bin", "llama-fit-params")
-        assert estimator_for(server, named) == named
-        assert estimator_for(server, "none") is None
-        assert estimator_for(server, str(tmp_path / "missing")) is None
+        assert estimator_for(ESTIMATOR, server, named) == named
+        assert estimator_for(ESTIMATOR, server, "none") is None
+        assert estimator_for(ESTIMATOR, server, str(tmp_path / "missing")) is None
+
+    def test_an_engine_without_an_estimator_has_none(self, tmp_path):
+        """vLLM has no estimator: a llama-fit-params beside it, or named on its row, is never asked."""
+        server = self.make(tmp_path / "bin", "vllm")
+        named = self.make(tmp_path / "bin", "llama-fit-params")
+        assert ENGINES[Engine.VLLM].estimator == ""
+        assert estimator_for(ENGINES[Engine.VLLM].estimator, server) is None
+        assert estimator_for(ENGINES[Engine.VLLM].estimator, server, named) is None
 
     def test_identity_changes_with_the_binary(self, tmp_path):
         path = self.make(tmp_path, "llama-fit-params")

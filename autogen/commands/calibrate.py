@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterator, Sequence
 
 from autogen.commands import engine_logs
-from autogen.commands.engine_binaries import MEASURED_ENGINES
 from autogen.commands.engine_figures import EngineFigures
 from autogen.commands.engine_process import Engine, free_port
 from autogen.commands.library import Library
@@ -76,7 +75,7 @@ def selected(library: Library, ids: Sequence[str]) -> list[tuple[Job, Entry]]:
         # a profile's id extends its model's: `-<name>`, `-draft`, `+<LoRA adapter>`
         if wanted and not (model in wanted or any(i.startswith((model + "-", model + "+")) for i in wanted)):
             continue
-        if job.engine not in MEASURED_ENGINES or job.error is not None:
+        if not job.served_by.measured or job.error is not None:
             if model in wanted:
                 raise SwapgenError(f"calibrate: {model} is not served by llama-server or vLLM here "
                                    f"({job.error or 'engine ' + job.engine})")

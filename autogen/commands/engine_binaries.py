@@ -8,16 +8,13 @@ from __future__ import annotations
 import os
 import shutil
 
-from autogen.engines import Engine, engine_of
+from autogen.engines import engine_of, engine_row
 from autogen.settings.schema import Settings
 
-ESTIMATOR = "llama-fit-params"
 #: A backend row's `fit_params: none`: never ask.
 OFF = "none"
 #: The folder of `cache_dir` where `swapgen calibrate` keeps its measurements.
 CALIBRATION_DIR = "calibration"
-#: Engines whose start `calibrate` can measure.
-MEASURED_ENGINES = (Engine.LLAMA, Engine.VLLM)
 
 
 def which(exe: str) -> str | None:
@@ -25,14 +22,15 @@ def which(exe: str) -> str | None:
     return shutil.which(exe) or (exe if exe else None)
 
 
-def estimator_for(server_exe: str | None, row_setting: str = "") -> str | None:
-    """The build's llama-fit-params: the row's `fit_params` path, else the one beside its
-    `llama-server`; None when it has none (or `fit_params: none`)."""
-    if row_setting.strip().lower() == OFF:
+def estimator_for(name: str, server_exe: str | None, row_setting: str = "") -> str | None:
+    """The build's estimator (`EngineRow.estimator`, llama-fit-params): the row's `fit_params`
+    path, else the one beside its server; None when it has none (or `fit_params: none`), or its
+    engine has no estimator (`name` "")."""
+    if not name or row_setting.strip().lower() == OFF:
         return None
     candidate = os.path.expanduser(row_setting.strip()) if row_setting.strip() else None
     if candidate is None and server_exe and os.sep in server_exe:
-        candidate = os.path.join(os.path.dirname(server_exe), ESTIMATOR)
+        candidate = os.path.join(os.path.dirname(server_exe), name)
     return candidate if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
 
 
@@ -57,11 +55,13 @@ def calibration_state(cache_dir: str) -> str:
 
 
 def engine_state(settings: Settings) -> str:
-    """The measurements folder, and each llama and vLLM row's binary and estimator: a new
-    measurement or a rebuilt engine re-plans the models it concerns."""
+    """The measurements folder, and the binary and estimator of each row of an engine whose
+    figures sizing follows (`EngineRow.measured`): a new measurement or a rebuilt engine re-plans
+    the models it concerns."""
     parts = [calibration_state(settings.cache_dir)]
     for row in settings.backends:
-        if engine_of(row.kind) in MEASURED_ENGINES:
+        engine = engine_row(engine_of(row.kind))
+        if engine.measured:
             exe = which(row.path.strip())
-            parts += [identity(exe), identity(estimator_for(exe, row.fit_params))]
+            parts += [identity(exe), identity(estimator_for(engine.estimator, exe, row.fit_params))]
     return "|".join(parts)

@@ -17,11 +17,10 @@ from collections.abc import Callable, Sequence
 import attrs
 
 from autogen.commands import fit_params
-from autogen.commands.engine_binaries import MEASURED_ENGINES, estimator_for, identity, which
+from autogen.commands.engine_binaries import estimator_for, identity, which
 from autogen.commands.measurements import Measurement, Measurements
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
-from autogen.engines import Engine
 from autogen.footprint import MemoryRecord, Reading, Source, margin, with_gap
 from autogen.settings.schema import Settings
 
@@ -43,13 +42,14 @@ class EngineFigures:
     # -- identities ------------------------------------------------------------------------------
 
     def estimator(self, job: Job) -> str | None:
-        """The llama-fit-params of the model's llama-server build, if it has one."""
-        if job.backend is None or job.engine != Engine.LLAMA:
+        """The estimator of the model's engine build (llama-server's llama-fit-params), if it has one."""
+        name = job.served_by.estimator
+        if job.backend is None or not name:
             return None
         setting = job.backend.row.fit_params if job.backend.row is not None else ""
         key = (job.backend.exe, setting)
         if key not in self._estimators:
-            self._estimators[key] = estimator_for(which(job.backend.exe), setting)
+            self._estimators[key] = estimator_for(name, which(job.backend.exe), setting)
         return self._estimators[key]
 
     def engine_identity(self, exe: str) -> str:
@@ -61,7 +61,7 @@ class EngineFigures:
     def key(self, job: Job) -> str:
         """What of the engine side a model's fragment depends on: the estimator's and the engine's
         identities and the measurements of its files."""
-        if job.backend is None or job.engine not in MEASURED_ENGINES:
+        if job.backend is None or not job.served_by.measured:
             return ""
         stamp = self.stamps.get(job.row.id, "")
         return repr((identity(self.estimator(job)), self.engine_identity(job.backend.exe),
@@ -71,7 +71,7 @@ class EngineFigures:
 
     def measurement(self, job: Job, entry: Entry) -> Measurement | None:
         """The calibration of this exact command, if any (failed starts included)."""
-        if job.backend is None or job.engine not in MEASURED_ENGINES:
+        if job.backend is None or not job.served_by.measured:
             return None
         return self.measurements.get(self.stamps.get(job.row.id, ""), entry.argv, entry.env,
                                      self.engine_identity(entry.argv[0]))

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 import xxhash
 from attrs import frozen
 
-from autogen.commands.engine_binaries import ESTIMATOR, identity
+from autogen.commands.engine_binaries import identity
 from autogen.commands.engine_logs import llama_error
 from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, from_data, to_data
 from autogen.fsutil import write_if_changed
@@ -155,11 +155,11 @@ def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[MemoryRecord |
         proc = subprocess.run(call.argv, capture_output=True, text=True, timeout=timeout, check=False, env=env,
                               stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"{ESTIMATOR} did not run: {exc}"
+        return None, f"{Source.FIT_PARAMS} did not run: {exc}"
     figures = parse(proc.stdout)
     if proc.returncode != 0 or figures is None:
         why = llama_error(proc.stderr) or (proc.stderr.strip().splitlines() or ["no output"])[-1].strip()
-        return None, f"{ESTIMATOR} exited {proc.returncode}: {why}"
+        return None, f"{Source.FIT_PARAMS} exited {proc.returncode}: {why}"
     return figures, ""
 
 

@@ -47,7 +47,7 @@ def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord 
     out: dict[str, MemoryRecord | str] = {}
     if entry.estimate is not None:
         out[Source.ESTIMATE] = entry.estimate
-    if job.engine == "llama":
+    if job.served_by.estimator:
         figures, error = library.engine.estimate(job, entry)
         why = error or (f"no {Source.FIT_PARAMS} beside {job.backend.exe}" if library.engine.estimator(job) is None
                         else f"not asked ({'an embedding entry' if '--embeddings' in entry.argv else 'no estimate'})")
@@ -57,7 +57,7 @@ def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord 
         out[Source.MEASURED] = measured_footprint(measured, entry.estimate)
     elif measured is not None and measured.error:
         out[Source.MEASURED] = f"failed to start: {measured.error}"
-    elif job.engine in ("llama", "vllm"):
+    elif job.served_by.measured:
         out[Source.MEASURED] = f"not measured (swapgen calibrate {entry.id})"
     return out
 

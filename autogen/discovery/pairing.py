@@ -37,6 +37,7 @@ import xxhash
 from autogen.discovery.naming import Ledger, clean_id, id_changes, quant_from_name, repo_name
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
+from autogen.engines import Engine, engine_row
 from autogen.ids import slugify
 from autogen.metadata.model_meta import ModelMeta
 
@@ -162,12 +163,16 @@ def _lora_bases(adapter: AdapterFile, lora: ModelMeta, models: list[tuple[ModelR
         missing = f"it names no base model, and no model of its shape ({shape}) sits beside it"
     if not found:
         return [], missing
-    served = [row for row in found if engine_of(row) == "llama"]
+    served = [row for row in found if _loads_gguf_lora(engine_of(row))]
     if served:
         return served, ""
     others = ", ".join(f"{row.id} ({engine_of(row) or 'not served'})" for row in found)
     return [], (f"its base {others} is not served by llama-server, the one engine that loads a GGUF LoRA "
                 "(vLLM takes PEFT adapter folders)")
+
+
+def _loads_gguf_lora(engine: str | None) -> bool:
+    return engine is not None and "gguf" in engine_row(engine).lora_formats
 
 
 def _peft_bases(adapter: AdapterFile, rows: Sequence[ModelRow]) -> tuple[list[ModelRow], str]:
@@ -236,7 +241,7 @@ def _assign_names(claims: Sequence[_Claim], previous: Mapping[str, str]) -> list
 
 def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
                   adapter_meta: Callable[[str], ModelMeta | None],
-                  engine_of: Callable[[ModelRow], str | None] = lambda row: "llama",
+                  engine_of: Callable[[ModelRow], str | None] = lambda row: Engine.LLAMA,
                   previous: Ledger | None = None) -> Discovery:
     """Each adapter on its bases (`ModelRow.loras`), or listed with why not. `engine_of`: the
     engine that serves a model (None: none does), for a GGUF LoRA, which only llama-server loads.
