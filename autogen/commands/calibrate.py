@@ -28,13 +28,13 @@ from collections.abc import Iterator, Sequence
 
 from autogen.commands import engine_logs
 from autogen.commands.engine_figures import EngineFigures
-from autogen.commands.engine_process import Engine, free_port
+from autogen.commands.engine_process import EngineProcess, free_port
 from autogen.commands.library import Library
 from autogen.commands.measurements import Measurement
 from autogen.commands.tasks import Terminated
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
-from autogen.engines import Engine as EngineKind
+from autogen.engines import Engine
 from autogen.errors import SwapgenError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, MemoryRecord, Source
 
@@ -102,7 +102,7 @@ def command(entry: Entry, port: int) -> tuple[list[str], str]:
 
 def environment(job: Job, entry: Entry) -> dict[str, str]:
     env = {**os.environ, **dict(e.split("=", 1) for e in entry.env if "=" in e)}
-    if job.engine == EngineKind.LLAMA:
+    if job.engine == Engine.LLAMA:
         env.setdefault(*VERBOSITY)
     return env
 
@@ -115,7 +115,7 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     started = time.monotonic()
     per_process: dict[int, int] = {}
     try:
-        with Engine(argv, environment(job, entry), log_path) as engine:
+        with EngineProcess(argv, environment(job, entry), log_path) as engine:
             state = engine.wait_healthy(url, timeout)
             if state == "healthy":
                 per_process = driver_memory(engine.pids())
@@ -124,7 +124,7 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     seconds = time.monotonic() - started
     text = engine.log()
     if state != "healthy":
-        why = (engine_logs.llama_error(text) if job.engine == EngineKind.LLAMA else engine_logs.vllm_error(text))
+        why = (engine_logs.llama_error(text) if job.engine == Engine.LLAMA else engine_logs.vllm_error(text))
         if state == "timeout":
             why = f"no answer on {url} within {timeout:g} s" + (f" (last error: {why})" if why else "")
         return Measurement(entry.id, job.engine, None, error=why or f"exited before answering on {url}",
@@ -142,7 +142,7 @@ def read_figures(job: Job, entry: Entry, text: str) -> tuple[MemoryRecord | None
     """(the engine's report as a memory record, the KV cache's capacity in tokens or 0):
     llama-server's buffers, or vLLM's per-worker weights and KV pool with the rest of what it takes
     (the estimate's device total) as its compute part, and the tokens its pool holds."""
-    if job.engine == EngineKind.LLAMA:
+    if job.engine == Engine.LLAMA:
         return engine_logs.llama_report(text), 0
     report = engine_logs.vllm_report(text)
     if report is None:

@@ -4,7 +4,7 @@ everything it started.
 The engine runs in a process group of its own (`start_new_session`): vLLM's engine core and
 workers, and anything a wrapper script starts, are in it. Stopping sends SIGTERM to the group
 (llama-server then prints its memory breakdown and exits; vLLM shuts its workers down), waits
-`GRACE_S`, then SIGKILLs whatever of the group is left. `Engine` is a context manager: leaving it
+`GRACE_S`, then SIGKILLs whatever of the group is left. `EngineProcess` is a context manager: leaving it
 for any reason, an exception, Ctrl-C or SIGTERM included, stops the group.
 
 Starting and stopping are not cut in half by a signal (`held_signals`): Ctrl-C that lands while the
@@ -58,14 +58,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-class Engine:
+class EngineProcess:
     """A started command, its log file and its process group."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str], log_path: str):
         self.argv, self.env, self.log_path = list(argv), env, log_path
         self.proc: subprocess.Popen | None = None
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> EngineProcess:
         os.makedirs(os.path.dirname(self.log_path) or ".", exist_ok=True)
         with held_signals() as held:
             with open(self.log_path, "wb") as log:
