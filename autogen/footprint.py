@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 from attrs import frozen
 
-from autogen.numfmt import size_gb
+from autogen.numfmt import gib_text, size_gb
 
 MIB = 1 << 20
 #: Added to what a measurement shows (the "stated margin"): 5% of it, at least 128 MiB. llama.cpp's
@@ -236,7 +236,7 @@ class Fact:
     @property
     def line(self) -> str:
         """`weights 4.00 GiB: the files to 0.01 GiB, / 2`, as `swapgen show` prints it."""
-        return f"{self.name} {self.bytes / (1 << 30):.2f} GiB: {self.reason}"
+        return f"{self.name} {gib_text(self.bytes)}: {self.reason}"
 
 
 @frozen

@@ -17,12 +17,19 @@ _NOISE = 1e-6
 
 
 def gib(n_bytes: int | float) -> float:
-    """Bytes → GiB (1024³, the unit of every GB figure swapgen prints)."""
+    """Bytes → GiB (1024³, the unit of every size swapgen prints)."""
     return n_bytes / GIB
 
 
+def gib_text(n_bytes: int | float) -> str:
+    """`2.39 GiB`: a byte count as every explanation prints it (notes, comments, `swapgen show`,
+    messages), in the one unit and under its own name."""
+    return f"{gib(n_bytes):.2f} GiB"
+
+
 def size_gb(n_bytes: int) -> float:
-    """A byte count as every entry prints GB (`size_gb`, llama's `est_vram_gb` / `est_ram_gb`) and
+    """A byte count as every entry's metadata prints it (`size_gb`, `est_vram_gb`, `est_ram_gb`: GiB
+    whatever the key's name) and
     the sizing formulas charge a file: GiB rounded half away from zero to 2 decimals (the
     original's `SizeGB`)."""
     return round_half_away(gib(n_bytes), 2)

@@ -37,6 +37,7 @@ from autogen.emit.entry import Entry
 from autogen.engines import Engine
 from autogen.errors import SwapgenError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, MemoryRecord, Source
+from autogen.numfmt import gib_text
 
 LOGS = "calibration-logs"
 VERBOSITY = ("LLAMA_ARG_LOG_VERBOSITY", "4")
@@ -220,9 +221,8 @@ def summary(measured: Measurement, entry: Entry) -> str:
     if measured.error:
         return f"failed to start: {measured.error}"
     assert measured.footprint is not None
-    gib = 1 << 30
-    parts = ", ".join(f"{d.name} {d.total / gib:.2f} GiB" for d in measured.footprint.devices)
+    parts = ", ".join(f"{d.name} {gib_text(d.total)}" for d in measured.footprint.devices)
     estimate = entry.estimate
     ours = "" if estimate is None else (
-        f" (swapgen's estimate of the same parts: {sum(d.total for d in estimate.devices) / gib:.2f} GiB)")
+        f" (swapgen's estimate of the same parts: {gib_text(sum(d.total for d in estimate.devices))})")
     return f"measured in {measured.seconds:.1f} s: {parts}{ours}"

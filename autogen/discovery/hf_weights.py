@@ -24,7 +24,7 @@ from autogen.discovery.rows import Download
 from autogen.errors import ModelError
 from autogen.metadata.probes import HeaderProbe
 from autogen.metadata.safetensors_header import INDEX_NAME, read_weight_index
-from autogen.numfmt import GIB
+from autogen.numfmt import gib_text
 
 SAFETENSORS = ".safetensors"
 SHARD_NAME = re.compile(r"(?i)^(.*)-(\d{5})-of-(\d{5})\.safetensors$")
@@ -61,7 +61,7 @@ def incomplete_text(missing: Sequence[str], short: Sequence[str], total: int, wa
         parts.append(f"{len(missing)} of {total} files missing ({names_text(missing)})")
     if short:
         parts.append(f"{names_text(short)} cut short")
-    expected = f" ({want_bytes / GIB:.2f} GiB expected)" if want_bytes else ""
+    expected = f" ({gib_text(want_bytes)} expected)" if want_bytes else ""
     return f"incomplete download: {', '.join(parts)}{expected}"
 
 

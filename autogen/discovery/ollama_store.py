@@ -23,7 +23,7 @@ from attrs import frozen
 from autogen.discovery.rows import Download
 from autogen.errors import ModelError
 from autogen.metadata.hf_config import read_json_object
-from autogen.numfmt import GIB
+from autogen.numfmt import gib_text
 
 MANIFESTS = "manifests"
 BLOBS = "blobs"
@@ -327,7 +327,7 @@ def _blob(digest: str, size: int, blobs_dir: str,
     if not statmod.S_ISREG(st.st_mode):
         return None, f"{entry.path} is not a file", None
     if st.st_size < size:
-        return None, f"incomplete pull of {entry.path} ({size / GIB:.2f} GiB expected)", Download(st.st_size, size)
+        return None, f"incomplete pull of {entry.path} ({gib_text(size)} expected)", Download(st.st_size, size)
     if st.st_size != size:
         return None, f"{entry.path} is {st.st_size} bytes, the manifest says {size} (a damaged or replaced blob)", None
     return Blob(entry.path, st), None, None

@@ -69,7 +69,7 @@ from autogen.metadata.probes import (
     read_safetensors_info,
 )
 from autogen.metadata.safetensors_header import EXL2_TENSOR_SUFFIX
-from autogen.numfmt import GIB
+from autogen.numfmt import gib_text
 
 __all__ = ["SHARD_NAME", "VOCAB_ONLY", "discover", "gguf_ids", "quant_from_name"]
 
@@ -496,7 +496,7 @@ class _Walker:
         if short:
             self.downloads.append((row, Download(have_bytes=have, want_bytes=want)))
             if not row.shards:
-                return f"incomplete download ({want / GIB:.2f} GiB expected)"
+                return f"incomplete download ({gib_text(want)} expected)"
             return incomplete_text((), short, len(row.shards), want)
         if tensors == 0:
             return VOCAB_ONLY

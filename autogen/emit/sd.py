@@ -173,7 +173,7 @@ def _pick(ov: Override | None, name: str, default):
 
 
 def budget_gb(ctx: EmitContext) -> float:
-    """A per-model `vram_budget_gb` is used as is; the fleet budget loses the 0.5 GB overhead
+    """A per-model `vram_budget_gb` is used as is; the fleet budget loses the 0.5 GiB overhead
     the original reserved; never below 1 GiB."""
     ov = ctx.override
     raw = ov.vram_budget_gb if ov is not None and ov.vram_budget_gb else ctx.budget_gb - OVERHEAD_GB

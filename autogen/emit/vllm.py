@@ -33,7 +33,7 @@ from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
 from autogen.footprint import DeviceMemory, Footprint, MemoryRecord, Source
-from autogen.numfmt import format_g, gib, size_gb
+from autogen.numfmt import format_g, gib, gib_text, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import VllmSizing, size_vllm
 from autogen.sizing.vllm_args import ExtraArgs
@@ -233,7 +233,7 @@ def _comment(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, argv: t
         comment += [f"on {host}: {command}" for host, command in worker_commands(ctx, argv)]
     if adapters := peft_adapters(ctx):
         comment.append(f"LoRA modules {', '.join(a.name for a in adapters)} (PEFT, max rank {lora_rank(adapters)}; "
-                       f"one adapter slot of {gib(slot):.2f} GiB charged with the weights)")
+                       f"one adapter slot of {gib_text(slot)} charged with the weights)")
     if ctx.row.format == "gguf" and (version is None or version >= GGUF_PLUGIN_SINCE):
         which = f"vLLM {format_version(version)}" if version else "vLLM 0.24 and newer"
         comment.append(f"{which} loads GGUF only with the vllm-gguf-plugin package installed")

@@ -28,7 +28,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from autogen.metadata.model_meta import ModelMeta
-from autogen.numfmt import counted, gib
+from autogen.numfmt import counted, gib_text
 
 #: llama.cpp's context padding (`GGML_PAD(n_ctx, 256)`, also the SWA cache's padding).
 CTX_PAD = 256
@@ -242,13 +242,13 @@ def kv_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, int, 
     types = launch.type_k if launch.type_k == launch.type_v else f"K {launch.type_k} / V {launch.type_v}"
     lines = []
     if full_layers:
-        lines.append(f"KV full attention {_gib(full)}: {full_layers} layers × {geo.cells} cells{streams} at {types}"
+        lines.append(f"KV full attention {gib_text(full)}: {full_layers} layers × {geo.cells} cells{streams} at {types}"
                      f" (n_ctx {geo.n_ctx}, per slot {geo.n_ctx_seq}; llama_kv_cache)")
     if swa_layers:
         share = f"{launch.slots} slots × " if launch.unified and launch.slots > 1 else ""
         how = ("--swa-full: every cell" if launch.swa_full else
                f"pad256(min({geo.cells}, {share}window {geo.window} + ubatch {geo.n_ubatch}))")
-        lines.append(f"KV sliding window {_gib(swa)}: {swa_layers} layers × {geo.swa_cells} cells{streams} = {how}"
+        lines.append(f"KV sliding window {gib_text(swa)}: {swa_layers} layers × {geo.swa_cells} cells{streams} = {how}"
                      " (llama_kv_cache_iswa)")
     return full, swa, lines
 
@@ -259,7 +259,8 @@ def state_bytes(meta: ModelMeta, launch: Launch, per_seq: int) -> tuple[int, lis
         return 0, []
     cells = max(1, launch.slots)
     total = per_seq * cells
-    return total, [f"recurrent state {_gib(total)}: {counted(cells, 'cell')} × {per_seq} B (llama_memory_recurrent)"]
+    return total, [f"recurrent state {gib_text(total)}: {counted(cells, 'cell')} × {per_seq} B "
+                   "(llama_memory_recurrent)"]
 
 
 def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, list[str]]:
@@ -319,12 +320,14 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     logits = max(meta.vocab_size, 0) * outputs * 4
     tail = logits + resident
     total = masks + max(attention, feed_forward) if tail <= masks else masks + max(attention, feed_forward, tail)
-    lines = [f"compute buffer {_gib(total)} = KQ masks {_gib(masks)} ({' + '.join(str(w) for w in widths) or 0} cells"
-             f" × ubatch {tokens} × {mask_bytes} B) + max(attention {_gib(attention)}, FFN {_gib(feed_forward)}) "
+    mask_widths = " + ".join(str(w) for w in widths) or 0
+    lines = [f"compute buffer {gib_text(total)} = KQ masks {gib_text(masks)} ({mask_widths} cells"
+             f" × ubatch {tokens} × {mask_bytes} B) + max(attention {gib_text(attention)}, "
+             f"FFN {gib_text(feed_forward)}) "
              f"(ubatch × ({RESIDENT_ROWS} × n_embd {embd} + Q {q} + out {out} | + {ffn_rows} × ffn {ffn}) × 4 B"
-             + (f"; scores {_gib(scores)}: flash attention off, {n_kv} × {tokens} × {meta.head_count} heads × 4 B"
+             + (f"; scores {gib_text(scores)}: flash attention off, {n_kv} × {tokens} × {meta.head_count} heads × 4 B"
                 if scores else "") + ")"
-             + f", or the logits {_gib(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
+             + f", or the logits {gib_text(logits)} (vocab {meta.vocab_size} × {outputs} outputs × 4 B) when larger"
              " (llama_context::sched_reserve)"]
     return total, lines
 
@@ -358,9 +361,3 @@ def allocations(meta: ModelMeta, launch: Launch, state_per_seq: int = 0) -> Llam
     state, state_lines = state_bytes(meta, launch, state_per_seq)
     compute, compute_lines = compute_bytes(meta, launch, geo)
     return LlamaMemory(geo, full, swa, state, compute, (*kv_lines, *state_lines, *compute_lines))
-
-
-def _gib(n: int) -> str:
-    """`2.39 GiB`: the one unit `swapgen show` speaks (llama.cpp's log prints MiB; the arithmetic
-    beside each figure gives the exact cells and bytes)."""
-    return f"{gib(n):.2f} GiB"

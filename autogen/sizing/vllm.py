@@ -62,7 +62,7 @@ from autogen.errors import ModelError
 from autogen.footprint import MARGIN_SHARE, Fact, Reading, Source, margin
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.numfmt import GIB, ceil_to, format_g, gib, round_half_away, size_gb
+from autogen.numfmt import GIB, ceil_to, format_g, gib, gib_text, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
 from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, vllm_kv
@@ -367,7 +367,7 @@ def window(lay: VllmLayout, extra: ExtraArgs, length_pin: int | None, limit: flo
         cap = rounded_ctx(lay.measured.tokens_in(room))
         if cap < max_len:
             tokens, pool = lay.measured.capacity
-            max_len, note = cap, (f"{note}, cut to the measured KV cache ({tokens:,} tokens in {gib(pool):.2f} GiB, "
+            max_len, note = cap, (f"{note}, cut to the measured KV cache ({tokens:,} tokens in {gib_text(pool)}, "
                                   f"less {MARGIN_SHARE:.0%})")
     if length_pin == AUTO:
         note = f"auto in extra_args: vLLM fits it to its memory, about {max_len} ({note})"
@@ -491,13 +491,13 @@ def _reserve(layout: VllmKv | None, per_token: int | None, state: int, tokens: i
 def _kv_cache_margin_base(layout: VllmKv | None, kv: int, state: int) -> str:
     """What the KV-cache margin multiplies, for its note."""
     if layout is None:
-        return (f"KV {gib(kv):.2f} GiB" if not state else
-                f"(KV {gib(kv - state):.2f} GiB + one sequence's recurrent state {gib(state):.2f} GiB)")
-    what = f"KV {gib(kv - state):.2f} GiB"
+        return (f"KV {gib_text(kv)}" if not state else
+                f"(KV {gib_text(kv - state)} + one sequence's recurrent state {gib_text(state)})")
+    what = f"KV {gib_text(kv - state)}"
     if layout.sliding:
         what += f" ({layout.sliding} sliding-window layers at window {layout.window} + {layout.in_flight} in flight)"
     if state:
-        what += f" + recurrent state pages {gib(state):.2f} GiB"
+        what += f" + recurrent state pages {gib_text(state)}"
     return f"({what} + 1 block)"
 
 
@@ -533,7 +533,7 @@ def _budget_window(avail: float, per_token: int | None, trained: int, fits: tupl
     else:
         max_len = rounded_ctx(_longest(layout, per_token, state, avail, pool=False))
         note = f"sized to {gib(avail):.1f} GiB free of budget{per_gpu}" + (
-            f", less {gib(state):.2f} GiB recurrent state" if state else "")
+            f", less {gib_text(state)} recurrent state" if state else "")
         if fits is not None and fits[0] < max_len:
             max_len, note = fits[0], f"{note}, cut to fit {fits[1]}"
     # vLLM refuses a window past the trained one, so the 4096 floor is capped too
