@@ -32,7 +32,7 @@ llama-server runs its auto 4 slots over one shared KV pool of -c tokens: the sam
 slot and more concurrency, and the 4 sequences of recurrent state are charged (`AUTO_SLOTS`).
 A scanned chat template that never mentions `tools` gives no `tools` capability.
 
-Profiles: ctx tiers, named variants, the vision profile, LoRA adapters and the draft profile of
+Profiles: ctx tiers, named profiles, the vision profile, LoRA adapters and the draft profile of
 a chat model, each sized here as its own entry; their names, clashes and inheritance are
 `llama_profiles`'s. The draft profile runs llama.cpp's standalone draft (`--spec-type
 draft-simple`: a draft model alone sets no type in b11434, common/arg.cpp), with llama.cpp's
@@ -49,7 +49,7 @@ import attrs
 from autogen.cmdline import HOST
 from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan, Skip
 from autogen.emit.llama_profiles import (
-    DRAFT,
+    ProfileOf,
     note_profiles_ignored,
     profile_context,
     profiles,
@@ -113,7 +113,8 @@ def emit_llama(ctx: EmitContext) -> Plan:
         reason = profile.refused or refused_before_sizing(ctx, profile)
         if reason is None:
             try:
-                entry, notes = _chat_entry(profile_context(ctx, profile), ctx.draft if profile.kind == DRAFT else None)
+                draft = ctx.draft if profile.of == ProfileOf.DRAFT else None
+                entry, notes = _chat_entry(profile_context(ctx, profile), draft)
             except ModelError as exc:
                 reason = str(exc)
         if reason is not None:

@@ -1,9 +1,9 @@
 """llama profiles: names, clashes (docs/maintainers/discovery.md#id-clashes) and inheritance of the extra
 entries of one chat model, each sized on its own by `emit_llama`.
 
-In this order: ctx tiers `<id>-64k` (`Override.ctx_profiles`, settings key `ctx_variants`), named
-profiles `<id>-<slug(name)>` (`Override.profiles`, key `variants`, then `Settings.default_profiles`,
-key `default_variants`, not shadowed by a model's profile of the same name), `<id>-vision` (a
+In this order: ctx tiers `<id>-64k` (`Override.ctx_profiles`, settings key `ctx_profiles`), named
+profiles `<id>-<slug(name)>` (`Override.profiles`, key `profiles`, then `Settings.default_profiles`,
+key `default_profiles`, not shadowed by a model's profile of the same name), `<id>-vision` (a
 profile named `vision`: the projector on the GPU, `in: [text, image]`), one `<id>+<adapter>` per
 LoRA adapter whose base the model is (`--lora`, sized with the adapter's bytes), and
 `<id>-draft` (speculative decoding with a draft of the same vocabulary: `-md`, its layers and
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Container, Iterable, Mapping, Sequence
+from enum import StrEnum
 from functools import lru_cache
 
 import attrs
@@ -43,8 +44,7 @@ from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_
 
 #: The profile name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
-#: Profile kinds of a LoRA adapter and of a speculative-decoding draft.
-LORA = "lora"
+#: The suffix of the speculative-decoding draft profile's id (`<id>-draft`).
 DRAFT = "draft"
 #: The override's `draft` that turns the draft profile off.
 NO_DRAFT = "none"
@@ -64,13 +64,23 @@ def ctx_tag(tokens: int) -> str:
     return str(tokens)
 
 
+class ProfileOf(StrEnum):
+    """What makes a profile entry."""
+
+    TIER = "ctx tier"
+    #: A named profile (`Override.profiles`, `Settings.default_profiles`).
+    NAMED = "named"
+    VISION = VISION
+    LORA = "lora"
+    DRAFT = DRAFT
+
+
 @frozen
 class ProfileEntry:
     """One extra entry of a chat model, before sizing."""
 
     id: str
-    #: "ctx tier", "variant" (a named profile: the word of its settings key) or "vision".
-    kind: str
+    of: ProfileOf
     #: The tier's per-slot context (tiers only).
     ctx: int | None = None
     #: The named profile that makes it (named profiles and the vision profile).
@@ -82,11 +92,11 @@ class ProfileEntry:
 
     @property
     def describe(self) -> str:
-        if self.kind == VISION:
+        if self.of == ProfileOf.VISION:
             return "vision profile (projector on the GPU)"
-        if self.kind == LORA:
+        if self.of == ProfileOf.LORA:
             return f"LoRA adapter {self.adapter.name}"
-        if self.kind == DRAFT:
+        if self.of == ProfileOf.DRAFT:
             return "speculative-decoding draft profile"
         return f"ctx tier {self.ctx}" if self.profile is None else f"variant {self.profile.name!r}"
 
@@ -126,7 +136,7 @@ def profiles(row: ModelRow, override: Override | None, settings: Settings) -> li
     own_slugs = {slugify(p.name) for p in own}
     named = [(p, True) for p in own] + [(p, False) for p in settings.default_profiles
                                         if slugify(p.name) not in own_slugs]
-    out = [ProfileEntry(id=f"{row.id}-{ctx_tag(t)}", kind="ctx tier", ctx=t) for t in dict.fromkeys(tiers)]
+    out = [ProfileEntry(id=f"{row.id}-{ctx_tag(t)}", of=ProfileOf.TIER, ctx=t) for t in dict.fromkeys(tiers)]
     vision: tuple[Profile, bool] | None = None
     for profile, is_own in named:
         slug = slugify(profile.name)
@@ -134,16 +144,16 @@ def profiles(row: ModelRow, override: Override | None, settings: Settings) -> li
             vision = vision or (profile, is_own)
             continue
         refused = None if slug else f"variant name {profile.name!r} has no letter or digit to make an id of"
-        out.append(ProfileEntry(id=f"{row.id}-{slug or profile.name}", kind="variant", profile=profile,
+        out.append(ProfileEntry(id=f"{row.id}-{slug or profile.name}", of=ProfileOf.NAMED, profile=profile,
                                 refused=refused))
     if vision is not None:
         profile, is_own = vision
         refused = None if vision_projector(row, override, profile) else "no projector to put on the GPU"
         if refused is None or is_own:  # a default `vision` profile passes text-only models silently
-            out.append(ProfileEntry(id=f"{row.id}-{VISION}", kind=VISION, profile=profile, refused=refused))
-    out += [ProfileEntry(id=f"{row.id}+{a.name}", kind=LORA, adapter=a) for a in row.loras if a.kind == "gguf"]
+            out.append(ProfileEntry(id=f"{row.id}-{VISION}", of=ProfileOf.VISION, profile=profile, refused=refused))
+    out += [ProfileEntry(id=f"{row.id}+{a.name}", of=ProfileOf.LORA, adapter=a) for a in row.loras if a.kind == "gguf"]
     if draft is not None:
-        out.append(ProfileEntry(id=f"{row.id}-{DRAFT}", kind=DRAFT))
+        out.append(ProfileEntry(id=f"{row.id}-{DRAFT}", of=ProfileOf.DRAFT))
     first: dict[str, str] = {}
     for i, p in enumerate(out):
         if p.refused is None and p.id in first:
@@ -198,7 +208,7 @@ def refused_before_sizing(ctx: EmitContext, profile: ProfileEntry) -> str | None
     trained = ctx.meta.context_length if ctx.meta is not None else 0
     if profile.ctx and trained and profile.ctx > trained:
         return f"ctx tier {profile.ctx} is above the trained context {trained}"
-    if profile.kind == DRAFT:
+    if profile.of == ProfileOf.DRAFT:
         return _draft_refused(ctx)
     return None
 
@@ -244,18 +254,18 @@ def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
     ov = ctx.override or Override(match="*")
     inherited = split_equals(ov.extra_args)
-    if profile.kind == LORA:
+    if profile.of == ProfileOf.LORA:
         lora = attrs.evolve(ov, extra_args=(*inherited, "--lora", lora_value(profile.adapter.path)))
         row = attrs.evolve(ctx.row, size_bytes=ctx.row.size_bytes + profile.adapter.size_bytes)
         return attrs.evolve(ctx, row=row, override=lora)
-    if profile.kind == DRAFT:
+    if profile.of == ProfileOf.DRAFT:
         return ctx
     if profile.profile is None:
         tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, set(PROFILE_KNOBS["ctx"])))
         return attrs.evolve(ctx, override=tier)
     v, row = profile.profile, ctx.row
     sets = {name: getattr(v, name) for name in PROFILE_KNOBS if getattr(v, name) is not None}
-    if profile.kind == VISION:  # the file becomes the row's projector, so a keyword can place it
+    if profile.of == ProfileOf.VISION:  # the file becomes the row's projector, so a keyword can place it
         found = vision_projector(row, ctx.override, v)
         assert found is not None, "refused in profiles()"
         path, sets["mmproj"] = found

@@ -80,7 +80,7 @@ class Placement:
     #: "cuda", "rocm", "vulkan" or "cpu" (no variables).
     family: str = ""
     #: "pinned", "settings devices", "largest card (…)", "fits one card of 0,1", plus
-    #: "; variant inferred from nvidia GPUs" when the row does not say.
+    #: "; cuda inferred from nvidia GPUs" when the row does not say its build.
     why: str = ""
 
     @property
