@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autogen.discovery.naming import Ledger, gguf_ids, load_ledger, save_ledger
+from autogen.discovery.ledger import Ledger, load_ledger, save_ledger
+from autogen.discovery.naming import gguf_ids
 from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache
 from tests.gguf_fixtures import Q, write_gguf

@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
 from autogen.commands import cli, listing, tasks
-from autogen.discovery.naming import load_ledger
+from autogen.discovery.ledger import load_ledger
 from autogen.discovery.pairing import adapter_name, family, lineage, pair_adapters, pair_drafts
 from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache

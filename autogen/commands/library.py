@@ -22,7 +22,7 @@ from attrs import frozen
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
 from autogen.commands.engine_binaries import engine_state
-from autogen.discovery.naming import Ledger, load_ledger, save_ledger
+from autogen.discovery.ledger import Ledger, load_ledger, save_ledger
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.tree import Discovery, walk_signature
 from autogen.emit.served_paths import PathMap

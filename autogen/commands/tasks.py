@@ -39,7 +39,7 @@ from doit.tools import config_changed
 from autogen.commands.library import Library, LoadMemo, digest
 from autogen.commands.report import SUMMARY, SummaryReporter
 from autogen.commands.sample import ensure_for_settings
-from autogen.discovery.naming import LEDGER
+from autogen.discovery.ledger import LEDGER
 from autogen.errors import SwapgenError, did_you_mean
 from autogen.fsutil import read_bytes, remove_stale_temps, run_lock, write_if_changed
 from autogen.resolve.gpus import GPU_CACHE_FILE, inventory

@@ -9,15 +9,13 @@ An id is a router key clients put in every request, so it must never move to ano
   then `-<publisher>`, `-<publisher>-<repo>`, then a hash of the path, never a counter that
   depends on which other files exist;
 - the file that held an id on the previous run keeps it (`assign_unique_ids` with the ledger
-  of `ids.json` in `cache_dir`), so a newcomer never takes it, whatever its name sorts as;
-- an id that changes all the same (the file was renamed) is said in one line (`id_changes`).
+  of `ids.json` in `cache_dir`, `discovery.ledger`), so a newcomer never takes it, whatever its
+  name sorts as;
+- an id that changes all the same (the file was renamed) is said in one line (`ledger.id_changes`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -25,7 +23,6 @@ import attrs
 import xxhash
 
 from autogen.discovery.rows import ModelRow
-from autogen.fsutil import write_if_changed
 from autogen.ids import slugify
 
 QUANT_TOKEN = re.compile(
@@ -43,7 +40,6 @@ GENERIC_STEMS = frozenset({"model", "ggml-model", "gguf-model", "model-gguf", "c
 CONTAINER_FOLDERS = frozenset({"models", "model", "downloads", "llm", "llms", "gguf", "ggml", "weights"})
 #: A repo folder's suffix that is not part of the model's name.
 _REPO_SUFFIX = re.compile(r"(?i)[-_.](gguf|ggml|onnx|openvino|mlx|exl2|exl3)$")
-LEDGER = "ids.json"
 
 
 def quant_from_name(name: str) -> str:
@@ -124,53 +120,3 @@ def assign_unique_ids(rows: Iterable[ModelRow], previous: Mapping[str, str] | No
             taken.add(new)
         out.append(row if new == row.id else attrs.evolve(row, id=new))
     return out
-
-
-# -- the ledger: which id each file had on the previous run ------------------------------------
-
-@attrs.frozen
-class Ledger:
-    """path → (id, st_dev, st_ino, st_mtime_ns) of the previous run: the id a file had, and the
-    file itself, to tell a renamed file (same inode and time) from a new one (a freed inode
-    is reused, but not with the old file's modification time)."""
-
-    entries: Mapping[str, tuple[str, int, int, int]] = attrs.field(factory=dict)
-
-    @property
-    def ids(self) -> dict[str, str]:
-        return {path: entry[0] for path, entry in self.entries.items()}
-
-
-def load_ledger(cache_dir: str) -> Ledger:
-    """The previous run's ledger; empty when there is none or it cannot be read."""
-    try:
-        with open(os.path.join(cache_dir, LEDGER), encoding="utf-8") as f:
-            data = json.load(f)
-        return Ledger({p: (str(e[0]), int(e[1]), int(e[2]), int(e[3])) for p, e in data["ids"].items()})
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-        return Ledger()
-
-
-def save_ledger(cache_dir: str, ledger: Ledger) -> None:
-    with contextlib.suppress(OSError):
-        os.makedirs(cache_dir, exist_ok=True)
-        text = json.dumps({"ids": {p: list(e) for p, e in ledger.entries.items()}}, sort_keys=True)
-        write_if_changed(os.path.join(cache_dir, LEDGER), text.encode("utf-8", "surrogatepass"), durable=False)
-
-
-def id_changes(previous: Ledger, current: Ledger) -> list[str]:
-    """One line per file whose id changed: the same path under a new id, or a file renamed (the
-    same device and inode under a new path) whose name makes another id."""
-    by_inode = {(dev, ino, mtime): (path, model_id) for path, (model_id, dev, ino, mtime) in current.entries.items()}
-    lines = []
-    for path, (old_id, dev, ino, mtime) in sorted(previous.entries.items()):
-        now = current.entries.get(path)
-        if now is not None:
-            if now[0] != old_id:
-                lines.append(f"id {old_id!r} of {path} is now {now[0]!r}: clients that use the old id must change")
-            continue
-        moved = by_inode.get((dev, ino, mtime))
-        if moved is not None and moved[0] not in previous.entries and moved[1] != old_id:
-            lines.append(f"id {old_id!r} is now {moved[1]!r}: {path} was renamed to {moved[0]}; clients that use "
-                         "the old id must change")
-    return lines

@@ -34,7 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 import xxhash
 
-from autogen.discovery.naming import Ledger, clean_id, id_changes, quant_from_name, repo_name
+from autogen.discovery.ledger import Ledger, id_changes
+from autogen.discovery.naming import clean_id, quant_from_name, repo_name
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.engines import Engine, engine_row

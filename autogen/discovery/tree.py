@@ -19,7 +19,7 @@ import xxhash
 from attrs import field, frozen
 
 from autogen.discovery.hub_cache import incomplete_in
-from autogen.discovery.naming import Ledger
+from autogen.discovery.ledger import Ledger
 from autogen.discovery.rows import Download, ModelRow
 
 if TYPE_CHECKING:  # a no-op run imports no metadata module
@@ -57,7 +57,7 @@ class AdapterFile:
     base_name: str = ""
     rank: int = 0
     #: (st_dev, st_ino, st_mtime_ns) of the file (a PEFT folder's weights): what the id ledger
-    #: tells a renamed adapter by, as it does a model (`naming.Ledger`).
+    #: tells a renamed adapter by, as it does a model (`ledger.Ledger`).
     key: tuple[int, int, int] = (0, 0, 0)
 
 
@@ -79,7 +79,7 @@ class Discovery:
     adapters: tuple[AdapterFile, ...] = ()
     #: The ids given this run (path → id, device, inode), the next run's `Ledger`.
     ledger: Ledger = field(factory=Ledger, hash=False)
-    #: One line per file whose id changed since the previous run (`naming.id_changes`).
+    #: One line per file whose id changed since the previous run (`ledger.id_changes`).
     id_changes: tuple[str, ...] = ()
     #: Row path → its metadata, read by the walk (a GGUF's header, an HF folder's config.json)
     #: and handed on: the library asks no file again. Not kept in the load memo.

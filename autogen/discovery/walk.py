@@ -24,12 +24,11 @@ from autogen.discovery.hub_cache import (
     repo_label,
     served_revision,
 )
+from autogen.discovery.ledger import Ledger, id_changes
 from autogen.discovery.naming import (
-    Ledger,
     assign_unique_ids,
     clean_id,
     gguf_ids,
-    id_changes,
     quant_from_name,
     repo_name,
     with_quant,
@@ -92,7 +91,7 @@ def _start(path: str) -> bytes:
 
 
 def _key(st: os.stat_result) -> tuple[int, int, int]:
-    """What the id ledger knows a file by (`naming.Ledger`)."""
+    """What the id ledger knows a file by (`ledger.Ledger`)."""
     return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
