@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from autogen.emit.entry import Entry, Plan, Skip
 from autogen.footprint import (
     MIB,
     DeviceMemory,
@@ -19,6 +20,7 @@ from autogen.footprint import (
     with_gap,
 )
 from autogen.metadata.kvcost import kv_cost
+from autogen.router.assemble import Fragment
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama import LlamaKnobs, size_llama
 from tests.builders import meta
@@ -113,3 +115,30 @@ class TestEntryFootprint:
     def test_anything_else_is_refused(self, broken):
         with pytest.raises(ValueError, match="not a"):
             Footprint.from_data(broken)
+
+
+class TestFragmentFile:
+    """What a model task leaves for `swapgen list` and the assembly is typed data in its fragment
+    file: entries with their footprints, skips, conflicts, failed starts and what a preset leaves out."""
+
+    def test_it_survives_its_own_file(self, tmp_path):
+        entry = Entry(id="alpha", argv=("llama-server", "-m", "/m/alpha.gguf"), footprint=TestEntryFootprint.FOOTPRINT)
+        plan = Plan(model_id="alpha", entries=(entry,), skips=(Skip("alpha-64k", "needs 30.1 GiB"),),
+                    conflicts=("overrides[0].llama_swap.metadata.engine: swapgen writes this key",))
+        fragment = Fragment.from_plan(plan, left_out=(Skip("alpha-x", "a ';' in its path"),),
+                                      start_errors={"alpha": "llama_model_load: error loading model"})
+        path = tmp_path / "alpha.json"
+        path.write_bytes(fragment.to_json())
+        loaded = Fragment.load(str(path))
+        assert loaded == fragment
+        assert loaded.entry_ids == ("alpha",) and loaded.memory_sources == {"alpha": "estimate"}
+        assert loaded.skips == (("alpha-64k", "needs 30.1 GiB"),) and loaded.left_out == (("alpha-x", "a ';' in its path"),)
+        assert dict(loaded.start_errors) == {"alpha": "llama_model_load: error loading model"}
+
+    def test_an_older_fragment_is_refused(self, tmp_path):
+        """A fragment of an older swapgen (an untyped summary) is refused, so its task runs again."""
+        path = tmp_path / "old.json"
+        path.write_text(json.dumps({"model": "a", "blocks": [], "members": [], "files": [], "footprints": [],
+                                    "sections": [], "summary": {"entries": ["a"]}}))
+        with pytest.raises(KeyError):
+            Fragment.load(str(path))

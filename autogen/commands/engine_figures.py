@@ -12,7 +12,7 @@ figures; one whose command changed in the last round keeps the corrected estimat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 
@@ -158,7 +158,3 @@ def start_errors(plan: Plan, job: Job, figures: EngineFigures) -> dict[str, str]
     return out
 
 
-def sources(entries: Sequence[Entry]) -> dict[str, str]:
-    """Entry id → the source of its memory record (`swapgen list`)."""
-    return {e.id: e.footprint.memory.source.value for e in entries
-            if e.footprint is not None and e.footprint.memory is not None}

@@ -42,15 +42,15 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
         # the fragment tells what the emitter decided, when it was emitted from today's inputs
         if skip is None and graph.fragment_is_current(job):
             try:
-                summary = Fragment.load(path).summary
-            except (OSError, ValueError, KeyError):
-                summary = None
-            if summary:
-                entries = summary.get("entries") or []
-                memory = summary.get("memory") or {}
-                start_errors = summary.get("start_errors") or {}
-                if summary.get("skips") and not entries:
-                    skip = summary["skips"][0][1]
+                fragment: Fragment | None = Fragment.load(path)
+            except (OSError, ValueError, KeyError, TypeError):
+                fragment = None
+            if fragment is not None:
+                entries = list(fragment.entry_ids)
+                memory = fragment.memory_sources
+                start_errors = dict(fragment.start_errors)
+                if fragment.skips and not entries:
+                    skip = fragment.skips[0][1]
         if job.override is not None and job.override.skip:
             skip, entries = SKIPPED_BY_OVERRIDE, []
         # weights no engine swapgen knows loads: no engine serves them unless a custom row claims them

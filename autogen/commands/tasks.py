@@ -243,7 +243,7 @@ class TaskGraph:
 
     def emit_model(self, model_id: str) -> bool:
         # deliberate lazy imports here and below: a no-op run emits and assembles nothing
-        from autogen.commands.engine_figures import sources, start_errors  # noqa: PLC0415
+        from autogen.commands.engine_figures import start_errors  # noqa: PLC0415
         from autogen.emit.entry import Plan  # noqa: PLC0415
         from autogen.router.assemble import Fragment  # noqa: PLC0415
         from autogen.router.preset import preset_plan  # noqa: PLC0415
@@ -261,17 +261,9 @@ class TaskGraph:
         sections, left_out = (), ()
         if self.router_exe is not None:
             plan, sections, left_out = preset_plan(plan, job.engine, self.router_exe)
-        summary = {"role": job.role, "engine": job.engine, "backend": job.backend_id,
-                   "why": job.backend.why if job.backend else "", "path": job.row.path,
-                   "entries": [e.id for e in plan.entries],
-                   "skips": [[s.id, s.reason] for s in plan.skips],
-                   "conflicts": list(plan.conflicts),
-                   "memory": sources(plan.entries),
-                   "start_errors": failed,
-                   **({"left_out": [[s.id, s.reason] for s in left_out]} if left_out else {})}
         for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
             write_if_changed(path, text.encode("utf-8"))
-        fragment = Fragment.from_plan(plan, summary, self.library.settings.target, sections)
+        fragment = Fragment.from_plan(plan, self.library.settings.target, sections, left_out, failed)
         self.stats["emitted"] += 1
         if write_if_changed(self.fragments[job.row.id], fragment.to_json(), durable=False):
             self.stats["written"] += 1
@@ -282,7 +274,7 @@ class TaskGraph:
         from autogen.router.fleet import render_front  # noqa: PLC0415
 
         fragments = [self._load_fragment(row.id) for row in self.library.models]
-        conflicts = sorted({c for f in fragments for c in f.summary.get("conflicts") or ()})
+        conflicts = sorted({c for f in fragments for c in f.conflicts})
         if conflicts:  # an override's llama-swap key an engine's entry sets too, a path outside `path_map`
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
@@ -293,7 +285,7 @@ class TaskGraph:
                 preset = assemble_preset(self.library.settings, fragments, self.router_exe)
                 text = preset.text
                 counts = {"router": preset.command,
-                          "left_out": [item for f in fragments for item in f.summary.get("left_out") or ()]}
+                          "left_out": [list(item) for f in fragments for item in f.left_out]}
             else:
                 text = assemble(self.library.settings, fragments,
                                 warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from attrs import frozen
 
-from autogen.emit.entry import Plan
+from autogen.emit.entry import Plan, Skip
 from autogen.emit.served_paths import PathMap
 from autogen.errors import SwapgenError
 from autogen.footprint import Footprint
@@ -43,8 +43,6 @@ class Fragment:
     blocks: tuple[tuple[str, str], ...]
     #: (entry id, coexist group or None) per served entry.
     members: tuple[tuple[str, str | None], ...]
-    #: One line per entry/skip for `swapgen list`.
-    summary: dict[str, Any]
     #: (path, text) per file the model writes beside its fragment (audio.cpp's server config):
     #: what those files must hold while this fragment is current.
     files: tuple[tuple[str, str], ...] = ()
@@ -54,15 +52,36 @@ class Fragment:
     #: `target: llama-server`: the served entries as preset sections (`blocks` then holds the
     #: skip lines, in the preset's comment form).
     sections: tuple[Section, ...] = ()
+    #: (id, reason) per skipped entry, for `swapgen list`.
+    skips: tuple[tuple[str, str], ...] = ()
+    #: Settings conflicts the plan found (an override's llama-swap key the entry sets too, a path
+    #: outside `path_map`): the assembly refuses to write a config while any is left.
+    conflicts: tuple[str, ...] = ()
+    #: (entry id, the engine's own line) per entry whose command failed to start under
+    #: `swapgen calibrate`, for `swapgen list`.
+    start_errors: tuple[tuple[str, str], ...] = ()
+    #: `target: llama-server`: (entry id, reason) per entry the preset cannot carry.
+    left_out: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_plan(cls, plan: Plan, summary: dict[str, Any], target: str = LLAMA_SWAP,
-                  sections: tuple[Section, ...] = ()) -> Fragment:
+    def from_plan(cls, plan: Plan, target: str = LLAMA_SWAP, sections: tuple[Section, ...] = (),
+                  left_out: tuple[Skip, ...] = (), start_errors: Mapping[str, str] | None = None) -> Fragment:
         blocks = render_plan(plan) if target != LLAMA_SERVER else [(s.id, render_preset_skip(s)) for s in plan.skips]
         return cls(model_id=plan.model_id, blocks=tuple(blocks),
-                   members=tuple((e.id, e.coexist_group) for e in plan.entries), summary=summary,
+                   members=tuple((e.id, e.coexist_group) for e in plan.entries),
                    files=tuple(plan.files), footprints=tuple((e.id, e.footprint) for e in plan.entries),
-                   sections=sections)
+                   sections=sections, skips=tuple((s.id, s.reason) for s in plan.skips),
+                   conflicts=tuple(plan.conflicts), start_errors=tuple(sorted((start_errors or {}).items())),
+                   left_out=tuple((s.id, s.reason) for s in left_out))
+
+    @property
+    def entry_ids(self) -> tuple[str, ...]:
+        return tuple(entry_id for entry_id, _ in self.members)
+
+    @property
+    def memory_sources(self) -> dict[str, str]:
+        """Entry id → the source of its memory record (`swapgen list`)."""
+        return {e: fp.memory.source.value for e, fp in self.footprints if fp is not None and fp.memory is not None}
 
     @property
     def loads(self) -> tuple[Load, ...]:
@@ -73,8 +92,10 @@ class Fragment:
         # ASCII escapes: a path that is not valid UTF-8 (surrogate escapes) still round-trips
         footprints = [[e, fp.to_data() if fp is not None else None] for e, fp in self.footprints]
         return json.dumps({"model": self.model_id, "blocks": self.blocks, "members": self.members,
-                           "summary": self.summary, "files": self.files, "footprints": footprints,
-                           "sections": [s.to_json() for s in self.sections]}, sort_keys=True).encode()
+                           "files": self.files, "footprints": footprints,
+                           "sections": [s.to_json() for s in self.sections], "skips": self.skips,
+                           "conflicts": self.conflicts, "start_errors": self.start_errors,
+                           "left_out": self.left_out}, sort_keys=True).encode()
 
     @classmethod
     def load(cls, path: str) -> Fragment:
@@ -83,10 +104,12 @@ class Fragment:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         footprints = tuple((e, Footprint.from_data(fp) if fp is not None else None) for e, fp in data["footprints"])
+        pairs = {key: tuple((str(a), str(b)) for a, b in data[key]) for key in ("skips", "start_errors", "left_out")}
         return cls(model_id=data["model"], blocks=tuple(tuple(b) for b in data["blocks"]),
-                   members=tuple(tuple(m) for m in data["members"]), summary=data["summary"],
+                   members=tuple(tuple(m) for m in data["members"]),
                    files=tuple(tuple(f) for f in data["files"]), footprints=footprints,
-                   sections=tuple(Section.from_json(s) for s in data.get("sections", ())))  # older fragments: none
+                   sections=tuple(Section.from_json(s) for s in data["sections"]),
+                   conflicts=tuple(str(c) for c in data["conflicts"]), **pairs)
 
 
 def header(settings: Settings) -> str:
