@@ -1,6 +1,6 @@
 """What an entry takes, typed: its `Footprint` (the engine, bytes on the devices and in host
-RAM, files on disk, the GPUs it is pinned to, its sizing results) and, for the engines swapgen
-sizes, its memory record: what the engine holds on each device, part by part, and who said so.
+RAM, files on disk, the GPUs it is pinned to, its sizing results) and its memory record
+(`MemoryRecord`): what the engine holds on each device, part by part, and who said so.
 
 Every served entry carries one `Footprint` (`emit.entry.Entry`); its `metadata` keys
 (`est_vram_gb`, `est_ram_gb`, `size_gb`, `devices`, `memory`), its comment, `swapgen show` and
@@ -42,7 +42,7 @@ HOST_DEVICE = "Host"
 
 
 class Source(StrEnum):
-    """Who produced the figures of a footprint: the `source` of `metadata.memory`."""
+    """Who produced the figures of a memory record: the `source` of `metadata.memory`."""
 
     #: swapgen's own model of the engine's allocations (docs/maintainers/sizing.md).
     ESTIMATE = "estimate"
@@ -137,7 +137,7 @@ class MemoryRecord:
         return self.part(name) + (getattr(self.host, name) if self.host is not None else 0)
 
     def spread(self, names: Sequence[str], shares: Sequence[float]) -> MemoryRecord:
-        """This single-device footprint split over `names` in proportion to `shares` (llama-server's
+        """This single-device record split over `names` in proportion to `shares` (llama-server's
         `-ts`), each part rounded up so no device is told less than its share."""
         if len(names) <= 1 or len(self.devices) != 1:
             return self
@@ -187,16 +187,16 @@ class Reading:
     kv_tokens: int = 0
 
 
-def with_gap(footprint: MemoryRecord, gap: Gap | None) -> MemoryRecord:
+def with_gap(record: MemoryRecord, gap: Gap | None) -> MemoryRecord:
     """The engine's figures plus what its estimator could not be asked about, each part spread
     over the devices as the engine spread that part."""
-    if gap is None or not footprint.devices or not (gap.context or gap.compute):
-        return footprint
-    context = _shares(gap.context, [d.context for d in footprint.devices])
-    compute = _shares(gap.compute, [d.compute for d in footprint.devices])
+    if gap is None or not record.devices or not (gap.context or gap.compute):
+        return record
+    context = _shares(gap.context, [d.context for d in record.devices])
+    compute = _shares(gap.compute, [d.compute for d in record.devices])
     devices = tuple(attrs.evolve(d, context=d.context + c, compute=d.compute + g)
-                    for d, c, g in zip(footprint.devices, context, compute, strict=True))
-    return attrs.evolve(footprint, devices=devices, note="; ".join(x for x in (footprint.note, gap.why) if x))
+                    for d, c, g in zip(record.devices, context, compute, strict=True))
+    return attrs.evolve(record, devices=devices, note="; ".join(x for x in (record.note, gap.why) if x))
 
 
 def margin(measured_bytes: int) -> int:
@@ -283,7 +283,7 @@ class Footprint:
         return {"engine": self.engine, "vram": self.vram, "host": self.host, "disk": self.disk,
                 "gpus": list(self.gpus) if self.gpus is not None else None,
                 "results": [list(r) for r in self.results],
-                "memory": to_data(self.memory) if self.memory is not None else None}
+                "memory": record_to_data(self.memory) if self.memory is not None else None}
 
     @classmethod
     def from_data(cls, data: Any) -> Footprint:
@@ -293,18 +293,18 @@ class Footprint:
             return cls(engine=str(data["engine"]), vram=int(data["vram"]), host=int(data["host"]),
                        disk=int(data["disk"]), gpus=tuple(int(g) for g in gpus) if gpus is not None else None,
                        results=tuple((str(k), v) for k, v in data["results"]),
-                       memory=from_data(data["memory"]) if data["memory"] is not None else None)
+                       memory=record_from_data(data["memory"]) if data["memory"] is not None else None)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a footprint: {exc!r}") from exc
 
 
-def to_data(footprint: MemoryRecord) -> dict[str, Any]:
+def record_to_data(record: MemoryRecord) -> dict[str, Any]:
     """Plain data for a cache file (bytes as integers)."""
-    return attrs.asdict(footprint, value_serializer=lambda _, __, v: v.value if isinstance(v, Source) else v)
+    return attrs.asdict(record, value_serializer=lambda _, __, v: v.value if isinstance(v, Source) else v)
 
 
-def from_data(data: Any) -> MemoryRecord:
-    """The footprint of `to_data`; ValueError on anything else (a cache file from another
+def record_from_data(data: Any) -> MemoryRecord:
+    """The record of `record_to_data`; ValueError on anything else (a cache file from another
     version, a hand edit). Built by hand: cattrs would cost every run its import."""
     try:
         devices = tuple(_device(d) for d in data["devices"])

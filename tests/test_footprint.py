@@ -15,8 +15,8 @@ from autogen.footprint import (
     MemoryRecord,
     Reading,
     Source,
-    from_data,
-    to_data,
+    record_from_data,
+    record_to_data,
     with_gap,
 )
 from autogen.metadata.kvcost import kv_cost
@@ -62,9 +62,9 @@ class TestFootprint:
 
     def test_round_trip_through_plain_data(self):
         f = fp(Source.FIT_PARAMS, ("CUDA0", 1, 2, 3), host=DeviceMemory("Host", 4, 5, 6), unseen=(7,))
-        assert from_data(to_data(f)) == f
+        assert record_from_data(record_to_data(f)) == f
         with pytest.raises(ValueError, match="not a memory record"):
-            from_data({"source": "guess", "devices": []})
+            record_from_data({"source": "guess", "devices": []})
 
 
 class TestCorrection:

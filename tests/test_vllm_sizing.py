@@ -26,7 +26,7 @@ from vllm_fixtures import (
 )
 
 from autogen.commands.calibrate import read_figures
-from autogen.commands.engine_figures import measured_footprint
+from autogen.commands.engine_figures import measured_record
 from autogen.commands.measurements import Measurement
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
@@ -533,7 +533,7 @@ class TestMeasuredFigures:
         entry = entry_of(ctx)
         record, tokens = read_figures(SimpleNamespace(engine="vllm"), entry, log)
         measured = Measurement(entry.id, "vllm", record, kv_tokens=tokens)
-        return Reading(argv=entry.argv, env=entry.env, engine=measured_footprint(measured, entry.estimate),
+        return Reading(argv=entry.argv, env=entry.env, engine=measured_record(measured, entry.estimate),
                        estimate=entry.estimate, kv_tokens=tokens)
 
     def test_model_loading_replaces_the_weights_and_the_capacity_bounds_the_length(self):

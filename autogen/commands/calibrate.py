@@ -220,8 +220,8 @@ def summary(measured: Measurement, entry: Entry) -> str:
     """One line: what the engine reported per device, beside swapgen's estimate of the same parts."""
     if measured.error:
         return f"failed to start: {measured.error}"
-    assert measured.footprint is not None
-    parts = ", ".join(f"{d.name} {gib_text(d.total)}" for d in measured.footprint.devices)
+    assert measured.record is not None
+    parts = ", ".join(f"{d.name} {gib_text(d.total)}" for d in measured.record.devices)
     estimate = entry.estimate
     ours = "" if estimate is None else (
         f" (swapgen's estimate of the same parts: {gib_text(sum(d.total for d in estimate.devices))})")

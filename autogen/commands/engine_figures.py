@@ -95,8 +95,8 @@ class EngineFigures:
             return None
         measured = self.measurement(job, entry)
         kv_tokens = 0
-        if measured is not None and measured.footprint is not None:
-            engine, kv_tokens = measured_footprint(measured, entry.estimate), measured.kv_tokens
+        if measured is not None and measured.record is not None:
+            engine, kv_tokens = measured_record(measured, entry.estimate), measured.kv_tokens
         else:
             engine, _ = self.estimate(job, entry)
         if engine is None:
@@ -104,12 +104,12 @@ class EngineFigures:
         return Reading(argv=entry.argv, env=entry.env, engine=engine, estimate=entry.estimate, kv_tokens=kv_tokens)
 
 
-def measured_footprint(measured: Measurement, estimate: MemoryRecord) -> MemoryRecord:
+def measured_record(measured: Measurement, estimate: MemoryRecord) -> MemoryRecord:
     """A measurement as the budget sees it: the parts the engine reported, what the driver's
     per-process table showed beyond them (else swapgen's charges for what the engine does not
     see), and the margin on every device."""
-    assert measured.footprint is not None
-    figures = measured.footprint
+    assert measured.record is not None
+    figures = measured.record
     if measured.per_process and len(measured.per_process) == len(figures.devices):
         unseen = tuple(max(0, held - d.total) for held, d in zip(measured.per_process, figures.devices, strict=True))
         figures = attrs.evolve(figures, unseen=unseen)

@@ -42,7 +42,7 @@ from attrs import frozen
 
 from autogen.commands.engine_binaries import identity
 from autogen.commands.engine_logs import llama_error
-from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, from_data, to_data
+from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, record_from_data, record_to_data
 from autogen.fsutil import write_if_changed
 
 #: Flags llama-fit-params b11434 accepts that change what llama.cpp allocates, by spelling:
@@ -181,11 +181,11 @@ class AnswerCache:
         with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
             with open(os.path.join(self.root, f"{key}.json"), encoding="utf-8") as f:
                 data = json.load(f)
-            return (from_data(data["figures"]) if data["figures"] else None), str(data["error"])
+            return (record_from_data(data["figures"]) if data["figures"] else None), str(data["error"])
         return None
 
     def put(self, key: str, figures: MemoryRecord | None, error: str) -> None:
-        data = {"figures": to_data(figures) if figures is not None else None, "error": error}
+        data = {"figures": record_to_data(figures) if figures is not None else None, "error": error}
         write_if_changed(os.path.join(self.root, f"{key}.json"), json.dumps(data).encode(), durable=False)
 
     def answer(self, estimator: str, call: EstimatorCall, model_stamp: str) -> tuple[MemoryRecord | None, str]:

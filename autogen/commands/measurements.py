@@ -16,7 +16,7 @@ import xxhash
 from attrs import frozen
 
 from autogen.commands.engine_binaries import CALIBRATION_DIR
-from autogen.footprint import MemoryRecord, from_data, to_data
+from autogen.footprint import MemoryRecord, record_from_data, record_to_data
 from autogen.fsutil import write_if_changed
 
 
@@ -24,15 +24,16 @@ from autogen.fsutil import write_if_changed
 class Measurement:
     """One start of one command.
 
-    Example: Measurement(entry_id="qwen3-8b-q4_k_m", engine="llama", footprint=MemoryRecord(…),
+    Example: Measurement(entry_id="qwen3-8b-q4_k_m", engine="llama", record=MemoryRecord(…),
     per_process=(9_663_676_416,), error="", seconds=14.2).
     """
 
     entry_id: str
     engine: str
-    #: The parts the engine reported (source "measured", no margin); None when it failed.
-    footprint: MemoryRecord | None
-    #: Per device of the footprint: bytes the driver's per-process table showed for the engine's
+    #: The parts the engine reported (source "measured", no margin); None when it failed. Its
+    #: file key stays "footprint", the name earlier versions wrote, so their calibrations still count.
+    record: MemoryRecord | None
+    #: Per device of the record: bytes the driver's per-process table showed for the engine's
     #: processes (nvidia-smi, rocm-smi); () = no such table here.
     per_process: tuple[int, ...] = ()
     #: The engine's own line on why it did not start ("" = it started and answered).
@@ -69,7 +70,7 @@ class Measurements:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
             return Measurement(entry_id=str(data["entry_id"]), engine=str(data["engine"]),
-                               footprint=from_data(data["footprint"]) if data["footprint"] else None,
+                               record=record_from_data(data["footprint"]) if data["footprint"] else None,
                                per_process=tuple(int(n) for n in data["per_process"]), error=str(data["error"]),
                                seconds=float(data["seconds"]),
                                kv_tokens=int(data.get("kv_tokens", 0)))  # files of before it was kept: none
@@ -79,7 +80,7 @@ class Measurements:
             measurement: Measurement) -> str:
         path = self.path(model_stamp, argv, env, engine_identity)
         data = {"entry_id": measurement.entry_id, "engine": measurement.engine,
-                "footprint": to_data(measurement.footprint) if measurement.footprint else None,
+                "footprint": record_to_data(measurement.record) if measurement.record else None,
                 "per_process": list(measurement.per_process), "error": measurement.error,
                 "seconds": round(measurement.seconds, 2), "kv_tokens": measurement.kv_tokens,
                 "argv": list(argv), "env": list(env)}

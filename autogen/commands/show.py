@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import attrs
 
-from autogen.commands.engine_figures import measured_footprint
+from autogen.commands.engine_figures import measured_record
 from autogen.commands.library import Library
 from autogen.emit.entry import Entry
-from autogen.footprint import MemoryRecord, Source, to_data
+from autogen.footprint import MemoryRecord, Source, record_to_data
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB
 from autogen.resolve.backends import llama_router_exe
@@ -53,8 +53,8 @@ def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord 
                         else f"not asked ({'an embedding entry' if '--embeddings' in entry.argv else 'no estimate'})")
         out[Source.FIT_PARAMS] = figures if figures is not None else why
     measured = library.engine.measurement(job, entry)
-    if measured is not None and measured.footprint is not None and entry.estimate is not None:
-        out[Source.MEASURED] = measured_footprint(measured, entry.estimate)
+    if measured is not None and measured.record is not None and entry.estimate is not None:
+        out[Source.MEASURED] = measured_record(measured, entry.estimate)
     elif measured is not None and measured.error:
         out[Source.MEASURED] = f"failed to start: {measured.error}"
     elif job.served_by.measured:
@@ -107,7 +107,7 @@ def report(library: Library, job: Job) -> dict:
         "entries": [{"id": e.id, "argv": list(e.argv), "env": list(e.env),
                      "memory": {"used": e.footprint.memory.source.value
                                 if e.footprint is not None and e.footprint.memory is not None else None,
-                                **{str(k): to_data(v) if isinstance(v, MemoryRecord) else v
+                                **{str(k): record_to_data(v) if isinstance(v, MemoryRecord) else v
                                    for k, v in sources(library, job, host.get(e.id, e)).items()}}}
                     for e in plan.entries],
         "skips": [{"id": s.id, "reason": s.reason} for s in plan.skips],
