@@ -214,13 +214,13 @@ class TestRefusals:
         plan, entries = plan_of(context(override=ov))
         assert [e.id for e in plan.entries].count("llama-8b-64k") == 1 and md(entries["llama-8b-64k"])["ctx"] == 65536
         assert [(s.id, s.reason) for s in plan.skips] == [
-            ("llama-8b-64k", "variant '64K' clashes with ctx tier 65536 of this model (same id)")]
+            ("llama-8b-64k", "profile '64K' clashes with ctx tier 65536 of this model (same id)")]
 
     def test_two_variants_of_one_slug_keep_the_first(self):
         ov = Override(match="*", profiles=(Profile(name="Fast Mode", ctx=8192), Profile(name="fast_mode")))
         plan, entries = plan_of(context(override=ov))
         assert md(entries["llama-8b-fast-mode"])["ctx"] == 8192
-        assert plan.skips[0].reason == "variant 'fast_mode' clashes with variant 'Fast Mode' of this model (same id)"
+        assert plan.skips[0].reason == "profile 'fast_mode' clashes with profile 'Fast Mode' of this model (same id)"
 
     def test_a_name_taken_by_another_model_is_refused(self):
         ctx = attrs.evolve(context(override=tier_override(65536, profiles=(Profile(name="x"),))),
@@ -229,7 +229,7 @@ class TestRefusals:
         assert list(entries) == ["llama-8b"]
         assert [(s.id, s.reason) for s in plan.skips] == [
             ("llama-8b-64k", "ctx tier 65536 clashes with another model's id"),
-            ("llama-8b-x", "variant 'x' clashes with another model's id")]
+            ("llama-8b-x", "profile 'x' clashes with another model's id")]
 
     def test_a_name_another_models_profile_keeps_is_refused_naming_that_model(self):
         ctx = attrs.evolve(context(override=tier_override(65536, profiles=(Profile(name="x"),))),
@@ -237,12 +237,12 @@ class TestRefusals:
         plan, _entries = plan_of(ctx)
         assert [(s.id, s.reason) for s in plan.skips] == [
             ("llama-8b-64k", "ctx tier 65536 clashes with another model's id"),
-            ("llama-8b-x", "variant 'x' clashes with a profile of model 'llama'")]
+            ("llama-8b-x", "profile 'x' clashes with a profile of model 'llama'")]
 
     def test_a_name_without_letters_or_digits_is_refused(self):
         plan, entries = plan_of(context(override=Override(match="*", profiles=(Profile(name="!!"),))))
         assert list(entries) == ["llama-8b"]
-        assert plan.skips[0].reason == "variant name '!!' has no letter or digit to make an id of"
+        assert plan.skips[0].reason == "profile name '!!' has no letter or digit to make an id of"
 
     def test_profiles_of_an_unsizable_model_are_not_tried(self):
         plan = emit_llama(context(meta(block_count=0), override=tier_override(65536)))
@@ -258,7 +258,7 @@ class TestClassesWithoutProfiles:
         assert list(entries) == ["llama-8b"] and not any("ignored" in c for c in entries["llama-8b"].comment)
         _, entries = plan_of(context(m, size_gb=0.2, settings=s, override=tier_override(1024)))
         assert list(entries) == ["llama-8b"]
-        assert entries["llama-8b"].comment[-1] == ("ctx_variants and variants of the override are ignored: "
+        assert entries["llama-8b"].comment[-1] == ("ctx_profiles and profiles of the override are ignored: "
                                                    "embedding models have none")
 
 
@@ -372,7 +372,7 @@ class TestPipeline:
                                           "embed-f16", "gamma-q4_k_m"]
         assert data["groups"]["chat"]["members"] == ["alpha-q4_k_m", "alpha-q4_k_m-64k", "alpha-q4_k_m-coding",
                                                      "alpha-q4_k_m-long"]
-        assert "# ctx_variants and variants of the override are ignored: vLLM entries have no profiles" in text
+        assert "# ctx_profiles and profiles of the override are ignored: vLLM entries have no profiles" in text
 
     def test_editing_one_variant_re_emits_exactly_that_model(self, library):
         run(library)
@@ -395,7 +395,7 @@ class TestPipeline:
         rc, stats, text = run(library)
         assert rc == 0 and stats["emitted"] == 2
         assert validate_text(text, "config.yaml") == []
-        assert '# SKIPPED "alpha-q4_k_m-coding": variant \'coding\' clashes with another model\'s id' in text
+        assert '# SKIPPED "alpha-q4_k_m-coding": profile \'coding\' clashes with another model\'s id' in text
         assert text.count('\n  "alpha-q4_k_m-coding":\n') == 1
 
     def test_a_bad_cache_type_in_extra_args_skips_that_model_and_the_run_goes_on(self, library):
@@ -428,7 +428,7 @@ overrides:
   - {match: "*/A.gguf", variants: [{name: b-long, ctx: 8192}]}
   - {match: "*/A-B.gguf", variants: [{name: long, ctx: 16384}]}
 """
-SKIP_LINE = '# SKIPPED "a-b-long": variant \'long\' clashes with a profile of model \'a\''
+SKIP_LINE = '# SKIPPED "a-b-long": profile \'long\' clashes with a profile of model \'a\''
 
 
 class TestProfilesOfTwoModels:

@@ -98,7 +98,7 @@ class ProfileEntry:
             return f"LoRA adapter {self.adapter.name}"
         if self.of == ProfileOf.DRAFT:
             return "speculative-decoding draft profile"
-        return f"ctx tier {self.ctx}" if self.profile is None else f"variant {self.profile.name!r}"
+        return f"ctx tier {self.ctx}" if self.profile is None else f"profile {self.profile.name!r}"
 
 
 def vision_projector(row: ModelRow, override: Override | None, profile: Profile) -> tuple[str, str] | None:
@@ -143,7 +143,7 @@ def profiles(row: ModelRow, override: Override | None, settings: Settings) -> li
         if slug == VISION:
             vision = vision or (profile, is_own)
             continue
-        refused = None if slug else f"variant name {profile.name!r} has no letter or digit to make an id of"
+        refused = None if slug else f"profile name {profile.name!r} has no letter or digit to make an id of"
         out.append(ProfileEntry(id=f"{row.id}-{slug or profile.name}", of=ProfileOf.NAMED, profile=profile,
                                 refused=refused))
     if vision is not None:
@@ -284,5 +284,5 @@ def note_profiles_ignored(plan: Plan, override: Override | None, why: str) -> Pl
     if override is None or not (override.ctx_profiles or override.profiles) or not plan.entries:
         return plan
     first = plan.entries[0]
-    line = f"ctx_variants and variants of the override are ignored: {why}"
+    line = f"ctx_profiles and profiles of the override are ignored: {why}"
     return attrs.evolve(plan, entries=(attrs.evolve(first, comment=(*first.comment, line)), *plan.entries[1:]))
