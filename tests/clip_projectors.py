@@ -1,0 +1,184 @@
+"""Vision projectors at the real widths of published ones, as GGUF headers whose tensor data is a
+sparse hole: the keys and tensor shapes llama.cpp b11434's tools/mtmd/clip.cpp loads for each
+projector type (`clip_model_loader::load_hparams`, `load_tensors` and the graph builders of
+tools/mtmd/models/). llama-server loads them (the weights read as zeros) and logs the CLIP
+compute buffer its warmup reserves; `tests/data/record_clip_alloc.py` records those figures and
+a slow test measures one again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from attrs import frozen
+
+
+@frozen
+class ClipShape:
+    """One published projector's shape. `keys`: its `clip.*` header (besides the common ones);
+    `tensors`: (name, ggml dims, "f16" | "f32")."""
+
+    name: str
+    mirrors: str
+    keys: dict
+    tensors: tuple[tuple[str, tuple[int, ...], str], ...]
+
+
+def _vit_blocks(layers: int, width: int, ffn: int, *, biases: bool, norm_bias: bool, gate: bool,
+                layer_scale: bool = False, fused_qkv: bool = False) -> list[tuple[str, tuple[int, ...], str]]:
+    """The encoder blocks of a ViT (tools/mtmd/clip-impl.h `TN_*` names)."""
+    out = []
+    attention = (("attn_qkv", 3 * width), ("attn_out", width)) if fused_qkv else \
+        tuple((name, width) for name in ("attn_q", "attn_k", "attn_v", "attn_out"))
+    for i in range(layers):
+        blk = f"v.blk.{i}"
+        for name, rows in attention:
+            out.append((f"{blk}.{name}.weight", (width, rows), "f16"))
+            if biases:
+                out.append((f"{blk}.{name}.bias", (rows,), "f32"))
+        for name in ("ln1", "ln2"):
+            out.append((f"{blk}.{name}.weight", (width,), "f32"))
+            if norm_bias:
+                out.append((f"{blk}.{name}.bias", (width,), "f32"))
+        if layer_scale:
+            out += [(f"{blk}.ls1.weight", (width,), "f32"), (f"{blk}.ls2.weight", (width,), "f32")]
+        for name, dims in (("ffn_up", (width, ffn)), ("ffn_down", (ffn, width))):
+            out.append((f"{blk}.{name}.weight", dims, "f16"))
+            if biases:
+                out.append((f"{blk}.{name}.bias", (dims[1],), "f32"))
+        if gate:
+            out.append((f"{blk}.ffn_gate.weight", (width, ffn), "f16"))
+            if biases:
+                out.append((f"{blk}.ffn_gate.bias", (ffn,), "f32"))
+    return out
+
+
+def _vision_keys(width: int, ffn: int, heads: int, layers: int, image: int, patch: int, proj: int) -> dict:
+    return {"clip.vision.embedding_length": width, "clip.vision.feed_forward_length": ffn,
+            "clip.vision.attention.head_count": heads, "clip.vision.block_count": layers,
+            "clip.vision.image_size": image, "clip.vision.patch_size": patch, "clip.vision.projection_dim": proj}
+
+
+def gemma3(proj: int, label: str) -> ClipShape:
+    """Gemma 3's SigLIP-so400m at 896 px, 4×4 average pooling to 256 tokens (tools/mtmd/models/siglip.cpp)."""
+    w, ff, n = 1152, 4304, 27
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.patch_embd.bias", (w,), "f32"),
+               ("v.position_embd.weight", (w, 64 * 64), "f16"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
+               ("v.post_ln.weight", (w,), "f32"), ("v.post_ln.bias", (w,), "f32"),
+               ("mm.input_projection.weight", (proj, w), "f16"), ("mm.soft_emb_norm.weight", (w,), "f32")]
+    keys = {"clip.projector_type": "gemma3", "clip.use_gelu": True, **_vision_keys(w, ff, 16, n, 896, 14, proj)}
+    return ClipShape(f"gemma3-siglip-896-{label}", f"mmproj of Gemma 3 {label} (SigLIP 896, projection {proj})",
+                     keys, tuple(tensors))
+
+
+def qwen25vl() -> ClipShape:
+    """Qwen2.5-VL-7B's ViT: window attention, SwiGLU, 2×2 merge (tools/mtmd/models/qwen2vl.cpp)."""
+    w, ff, n, proj = 1280, 3420, 32, 3584
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.patch_embd.weight.1", (14, 14, 3, w), "f16"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=False, gate=True),
+               ("v.post_ln.weight", (w,), "f32"),
+               ("mm.0.weight", (4 * w, 4 * w), "f16"), ("mm.0.bias", (4 * w,), "f32"),
+               ("mm.2.weight", (4 * w, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "qwen2.5vl_merger", "clip.use_silu": True, "clip.vision.n_wa_pattern": 8,
+            "clip.vision.spatial_merge_size": 2, **_vision_keys(w, ff, 16, n, 560, 14, proj)}
+    return ClipShape("qwen2.5vl-7b", "mmproj of Qwen2.5-VL-7B-Instruct", keys, tuple(tensors))
+
+
+def llava15() -> ClipShape:
+    """LLaVA 1.5's CLIP-ViT-L/14-336 (23 of its 24 layers) and two-layer MLP (tools/mtmd/models/llava.cpp)."""
+    w, ff, n, proj = 1024, 4096, 23, 4096
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.class_embd", (w,), "f32"),
+               ("v.position_embd.weight", (w, 577), "f16"), ("v.pre_ln.weight", (w,), "f32"),
+               ("v.pre_ln.bias", (w,), "f32"), *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
+               ("mm.0.weight", (w, proj), "f16"), ("mm.0.bias", (proj,), "f32"),
+               ("mm.2.weight", (proj, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "mlp", **_vision_keys(w, ff, 16, n, 336, 14, proj)}
+    return ClipShape("llava-1.5-clip-l-336", "mmproj of LLaVA 1.5 7B (CLIP-ViT-L/14-336)", keys, tuple(tensors))
+
+
+def pixtral() -> ClipShape:
+    """Mistral-Small-3.1's Pixtral ViT with its 2×2 patch merger (tools/mtmd/models/pixtral.cpp)."""
+    w, ff, n, proj = 1024, 4096, 24, 5120
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.pre_ln.weight", (w,), "f32"),
+               *_vit_blocks(n, w, ff, biases=False, norm_bias=False, gate=True),
+               ("mm.input_norm.weight", (w,), "f32"), ("mm.patch_merger.weight", (4 * w, w), "f16"),
+               ("mm.1.weight", (w, proj), "f16"), ("mm.1.bias", (proj,), "f32"),
+               ("mm.2.weight", (proj, proj), "f16"), ("mm.2.bias", (proj,), "f32"),
+               ("v.token_embd.img_break", (proj,), "f32")]
+    keys = {"clip.projector_type": "pixtral", "clip.use_silu": True, "clip.vision.spatial_merge_size": 2,
+            **_vision_keys(w, ff, 16, n, 1540, 14, proj)}
+    return ClipShape("pixtral-mistral-small-3.1", "mmproj of Mistral-Small-3.1-24B-Instruct", keys, tuple(tensors))
+
+
+def internvl3() -> ClipShape:
+    """InternVL3-8B's InternViT-300M-448px and pixel-shuffle MLP (tools/mtmd/models/internvl.cpp)."""
+    w, ff, n, proj = 1024, 4096, 24, 3584
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.patch_embd.bias", (w,), "f32"),
+               ("v.class_embd", (w,), "f32"), ("v.position_embd.weight", (w, 1025), "f16"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False, layer_scale=True),
+               ("mm.model.mlp.0.weight", (4 * w,), "f32"), ("mm.model.mlp.0.bias", (4 * w,), "f32"),
+               ("mm.model.mlp.1.weight", (4 * w, proj), "f16"), ("mm.model.mlp.1.bias", (proj,), "f32"),
+               ("mm.model.mlp.3.weight", (proj, proj), "f16"), ("mm.model.mlp.3.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "internvl", "clip.use_gelu": True, "clip.vision.projector.scale_factor": 2,
+            **_vision_keys(w, ff, 16, n, 448, 14, proj)}
+    return ClipShape("internvl3-8b", "mmproj of InternVL3-8B (InternViT-300M-448px)", keys, tuple(tensors))
+
+
+def qwen3vl() -> ClipShape:
+    """Qwen3-VL-8B's ViT: fused QKV, learned positions, DeepStack mergers at layers 8, 16, 24
+    (tools/mtmd/models/qwen3vl.cpp)."""
+    w, ff, n, proj = 1152, 4304, 27, 4096
+    tensors = [("v.patch_embd.weight", (16, 16, 3, w), "f16"), ("v.patch_embd.weight.1", (16, 16, 3, w), "f16"),
+               ("v.patch_embd.bias", (w,), "f32"), ("v.position_embd.weight", (w, 48 * 48), "f32"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False, fused_qkv=True),
+               ("v.post_ln.weight", (w,), "f32"), ("v.post_ln.bias", (w,), "f32"),
+               ("mm.0.weight", (4 * w, 4 * w), "f16"), ("mm.0.bias", (4 * w,), "f32"),
+               ("mm.2.weight", (4 * w, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    for il in (8, 16, 24):
+        tensors += [(f"v.deepstack.{il}.norm.weight", (4 * w,), "f32"), (f"v.deepstack.{il}.norm.bias", (4 * w,), "f32"),
+                    (f"v.deepstack.{il}.fc1.weight", (4 * w, 4 * w), "f16"), (f"v.deepstack.{il}.fc1.bias", (4 * w,), "f32"),
+                    (f"v.deepstack.{il}.fc2.weight", (4 * w, proj), "f16"), (f"v.deepstack.{il}.fc2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "qwen3vl_merger", "clip.use_gelu": True, "clip.vision.spatial_merge_size": 2,
+            **_vision_keys(w, ff, 16, n, 768, 16, proj)}
+    return ClipShape("qwen3vl-8b", "mmproj of Qwen3-VL-8B-Instruct", keys, tuple(tensors))
+
+
+SHAPES = {s.name: s for s in (gemma3(2560, "4b"), gemma3(5376, "27b"), qwen25vl(), qwen3vl(), llava15(), pixtral(),
+                              internvl3())}
+
+
+def write_projector(shape: ClipShape, out: Path) -> Path:
+    """The projector's GGUF: its header, and its tensor data a hole of the right length (llama.cpp
+    reads zeros from it)."""
+    import gguf  # noqa: PLC0415 - only the recorder and the slow check write projectors
+    import numpy as np  # noqa: PLC0415
+
+    w = gguf.GGUFWriter(str(out), "clip")
+    w.add_type("mmproj")
+    w.add_string("general.name", shape.name)
+    w.add_string("general.description", shape.mirrors)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
+    for key, value in shape.keys.items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, str):
+            w.add_string(key, value)
+        else:
+            w.add_uint32(key, value)
+    total = 0
+    for name, ne, dtype in shape.tensors:
+        np_dtype = np.dtype(np.float16 if dtype == "f16" else np.float32)
+        nbytes = int(np.prod(ne)) * np_dtype.itemsize
+        w.add_tensor_info(name, tuple(reversed(ne)), np_dtype, nbytes)
+        total += -(-nbytes // 32) * 32
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    with open(out, "r+b") as f:
+        f.seek(0, 2)
+        f.truncate(f.tell() + 64 + total)
+    return out
