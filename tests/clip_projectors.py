@@ -84,29 +84,48 @@ def qwen25vl() -> ClipShape:
     return ClipShape("qwen2.5vl-7b", "mmproj of Qwen2.5-VL-7B-Instruct", keys, tuple(tensors))
 
 
-def llava15() -> ClipShape:
+def qwen2vl() -> ClipShape:
+    """Qwen2-VL-7B's ViT: full attention, LayerNorm, quick GELU, 2×2 merge (tools/mtmd/models/qwen2vl.cpp)."""
+    w, ff, n, proj = 1280, 5120, 32, 3584
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.patch_embd.weight.1", (14, 14, 3, w), "f16"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
+               ("v.post_ln.weight", (w,), "f32"), ("v.post_ln.bias", (w,), "f32"),
+               ("mm.0.weight", (4 * w, 4 * w), "f16"), ("mm.0.bias", (4 * w,), "f32"),
+               ("mm.2.weight", (4 * w, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "qwen2vl_merger", "clip.vision.spatial_merge_size": 2,
+            **_vision_keys(w, ff, 16, n, 560, 14, proj)}
+    return ClipShape("qwen2vl-7b", "mmproj of Qwen2-VL-7B-Instruct", keys, tuple(tensors))
+
+
+def llava15(proj: int, label: str) -> ClipShape:
     """LLaVA 1.5's CLIP-ViT-L/14-336 (23 of its 24 layers) and two-layer MLP (tools/mtmd/models/llava.cpp)."""
-    w, ff, n, proj = 1024, 4096, 23, 4096
+    w, ff, n = 1024, 4096, 23
     tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.class_embd", (w,), "f32"),
                ("v.position_embd.weight", (w, 577), "f16"), ("v.pre_ln.weight", (w,), "f32"),
                ("v.pre_ln.bias", (w,), "f32"), *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
                ("mm.0.weight", (w, proj), "f16"), ("mm.0.bias", (proj,), "f32"),
                ("mm.2.weight", (proj, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
     keys = {"clip.projector_type": "mlp", **_vision_keys(w, ff, 16, n, 336, 14, proj)}
-    return ClipShape("llava-1.5-clip-l-336", "mmproj of LLaVA 1.5 7B (CLIP-ViT-L/14-336)", keys, tuple(tensors))
+    return ClipShape(f"llava-1.5-clip-l-336-{label}", f"mmproj of LLaVA 1.5 {label} (CLIP-ViT-L/14-336)", keys,
+                     tuple(tensors))
 
 
-def pixtral() -> ClipShape:
-    """Mistral-Small-3.1's Pixtral ViT with its 2×2 patch merger (tools/mtmd/models/pixtral.cpp)."""
+def pixtral(merger: bool) -> ClipShape:
+    """Pixtral's ViT (tools/mtmd/models/pixtral.cpp): Pixtral-12B's in 16-pixel patches, or
+    Mistral-Small-3.1's in 14-pixel patches with its 2×2 patch merger."""
     w, ff, n, proj = 1024, 4096, 24, 5120
-    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.pre_ln.weight", (w,), "f32"),
+    patch = 14 if merger else 16
+    tensors = [("v.patch_embd.weight", (patch, patch, 3, w), "f16"), ("v.pre_ln.weight", (w,), "f32"),
                *_vit_blocks(n, w, ff, biases=False, norm_bias=False, gate=True),
-               ("mm.input_norm.weight", (w,), "f32"), ("mm.patch_merger.weight", (4 * w, w), "f16"),
                ("mm.1.weight", (w, proj), "f16"), ("mm.1.bias", (proj,), "f32"),
                ("mm.2.weight", (proj, proj), "f16"), ("mm.2.bias", (proj,), "f32"),
                ("v.token_embd.img_break", (proj,), "f32")]
-    keys = {"clip.projector_type": "pixtral", "clip.use_silu": True, "clip.vision.spatial_merge_size": 2,
-            **_vision_keys(w, ff, 16, n, 1540, 14, proj)}
+    keys = {"clip.projector_type": "pixtral", "clip.use_silu": True,
+            **_vision_keys(w, ff, 16, n, 1540 if merger else 1024, patch, proj)}
+    if not merger:
+        return ClipShape("pixtral-12b", "mmproj of Pixtral-12B-2409", keys, tuple(tensors))
+    tensors += [("mm.input_norm.weight", (w,), "f32"), ("mm.patch_merger.weight", (4 * w, w), "f16")]
+    keys["clip.vision.spatial_merge_size"] = 2
     return ClipShape("pixtral-mistral-small-3.1", "mmproj of Mistral-Small-3.1-24B-Instruct", keys, tuple(tensors))
 
 
@@ -139,12 +158,13 @@ def qwen3vl() -> ClipShape:
                     (f"v.deepstack.{il}.fc1.weight", (4 * w, 4 * w), "f16"), (f"v.deepstack.{il}.fc1.bias", (4 * w,), "f32"),
                     (f"v.deepstack.{il}.fc2.weight", (4 * w, proj), "f16"), (f"v.deepstack.{il}.fc2.bias", (proj,), "f32")]
     keys = {"clip.projector_type": "qwen3vl_merger", "clip.use_gelu": True, "clip.vision.spatial_merge_size": 2,
+            "clip.vision.is_deepstack_layers": [il in (8, 16, 24) for il in range(n)],
             **_vision_keys(w, ff, 16, n, 768, 16, proj)}
     return ClipShape("qwen3vl-8b", "mmproj of Qwen3-VL-8B-Instruct", keys, tuple(tensors))
 
 
-SHAPES = {s.name: s for s in (gemma3(2560, "4b"), gemma3(5376, "27b"), qwen25vl(), qwen3vl(), llava15(), pixtral(),
-                              internvl3())}
+SHAPES = {s.name: s for s in (gemma3(2560, "4b"), gemma3(5376, "27b"), qwen25vl(), qwen2vl(), qwen3vl(),
+                              llava15(4096, "7b"), llava15(5120, "13b"), pixtral(True), pixtral(False), internvl3())}
 
 
 def write_projector(shape: ClipShape, out: Path) -> Path:
@@ -162,7 +182,9 @@ def write_projector(shape: ClipShape, out: Path) -> Path:
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     for key, value in shape.keys.items():
-        if isinstance(value, bool):
+        if isinstance(value, list):
+            w.add_array(key, value)
+        elif isinstance(value, bool):
             w.add_bool(key, value)
         elif isinstance(value, str):
             w.add_string(key, value)
