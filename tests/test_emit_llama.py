@@ -18,6 +18,7 @@ from autogen.resolve.context import EmitContext
 from autogen.settings.schema import LLAMA_KV_TYPES, Override, Profile, Settings
 from autogen.settings.structure import structure
 from autogen.sizing.llama_args import extra_flags, split_equals
+from autogen.vision_tower import VisionTower
 from tests.builders import HEAD, context, meta
 from tests.gguf_fixtures import write_gguf
 from tests.shared import HF_CONFIGS
@@ -331,7 +332,21 @@ class TestProjector:
         assert entry.argv[-2:] == ("--mmproj", "/models/mmproj-f16.gguf")
         assert entry.capabilities.inputs == ("text", "image")
         projector = [n for n in plan.notes if "projector" in n]
-        assert projector == ["projector 1.80 GiB: on the GPU: its file and the CLIP compute buffer"], "said once"
+        assert projector == ["projector 1.80 GiB: on the GPU: its file 0.80 GiB and an assumed 1.00 GiB CLIP compute "
+                             "buffer (no vision tower read from its header)"], "said once"
+
+    def test_the_projector_charge_is_its_file_and_the_buffer_its_tower_needs(self):
+        tower = VisionTower(projector_type="gemma3", image_size=896, patch_size=14, embedding_length=1152,
+                            feed_forward_length=4304, head_count=16, projection_dim=4096)
+        entry, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB),
+                                         mmproj_tower=tower))
+        assert "--no-mmproj-offload" not in entry.argv
+        assert [n for n in plan.notes if "projector" in n] == [
+            "projector 0.92 GiB: on the GPU: its file 0.80 GiB and llama.cpp's CLIP compute buffer for a 896×896 "
+            "image, 0.12 GiB"]
+        off = context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB), mmproj_tower=tower,
+                      override=Override(match="*", flash_attn="off", mmproj="gpu"))
+        assert any("flash attention off, 1.09 GiB" in n for n in only_entry(off)[1].notes)
 
     def test_tight_budget_moves_the_projector_to_the_cpu(self):
         entry, plan = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))

@@ -18,6 +18,7 @@ from autogen.commands import tasks
 from autogen.discovery import walk
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.settings.schema import Gpu
+from autogen.vision_tower import VisionTower
 from tests.builders import SETTINGS, add_model
 
 
@@ -142,6 +143,7 @@ def test_a_row_reads_back_from_the_memo_as_it_was():
     """`ModelRow` pickles as its fields in order: every field, nested records included, survives."""
     row = ModelRow(id="a", format="gguf", path="/m/a.gguf", quant="Q4_K_M", size_bytes=5, publisher="p", repo="r",
                    shards=("/m/a-1.gguf", "/m/a-2.gguf"), mmproj="/m/mm.gguf", inputs=("/m/a.gguf",), mmproj_bytes=7,
+                   mmproj_tower=VisionTower(projector_type="gemma3", image_size=896, patch_size=14),
                    foreign_format="", loras=(Adapter(path="/m/l.gguf", name="l", kind="gguf", size_bytes=3),),
                    spec_draft=SpecDraft(path="/m/d.gguf", model_id="d", size_bytes=2, why="same vocabulary"))
     again = pickle.loads(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))

@@ -20,7 +20,6 @@ from autogen.sizing.llama import (
     LlamaKnobs,
     fit_ctx,
     launch,
-    projector_charge,
     runtime_bytes,
     size_llama,
 )
@@ -434,11 +433,6 @@ def test_fit_ctx_rounds_to_steps_but_keeps_the_ceiling():
     assert fit_ctx(200000, 40960) == 40960
     assert fit_ctx(200000, 32000) == 32000
     assert fit_ctx(3000, 131072) == 3000 < CTX_STEP
-
-
-def test_projector_charge_is_file_plus_clip_buffer():
-    assert projector_charge(gib(0.8)) == gib(0.8) + GIB
-    assert projector_charge(0) == 2 * GIB
 
 
 @settings(max_examples=200, deadline=None)

@@ -41,6 +41,7 @@ from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.engines import Engine, engine_row
 from autogen.ids import slugify
 from autogen.metadata.model_meta import ModelMeta
+from autogen.vision_tower import VisionTower
 
 
 @attrs.frozen
@@ -54,6 +55,8 @@ class FolderProjector:
     size_bytes: int
     #: `ModelMeta.projector_width`: the text model width it feeds; 0 = not known.
     width: int
+    #: `ModelMeta.vision_tower`, handed on to the model row for sizing; None = not known.
+    tower: VisionTower | None = None
 
 
 def _projector_key(path: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from attrs import astuple, frozen
 
+from autogen.vision_tower import VisionTower
+
 
 @frozen
 class ModelRow:
@@ -45,6 +47,9 @@ class ModelRow:
     inputs: tuple[str, ...] = ()
     #: Bytes of the `mmproj` file (0 = unknown); llama-server sizing charges it when GPU-placed.
     mmproj_bytes: int = 0
+    #: The `mmproj` file's vision tower as its header says (None = not read or none): llama-server
+    #: sizing charges the CLIP compute buffer from it (`sizing.clip`).
+    mmproj_tower: VisionTower | None = None
     #: The Ollama manifest an entry of an Ollama store comes from
     #: (`…/manifests/registry.ollama.ai/library/llama3.2/3b`); None elsewhere.
     manifest: str | None = None

@@ -38,6 +38,7 @@ from autogen.discovery.ollama_store import (
     MANIFESTS,
     OLLAMA_ONLY_ARCHS,
     PACKED_VISION,
+    Blob,
     StoreEntry,
     is_store,
     scan_store,
@@ -69,6 +70,7 @@ from autogen.metadata.probes import (
 )
 from autogen.metadata.safetensors_header import EXL2_TENSOR_SUFFIX
 from autogen.numfmt import gib_text
+from autogen.vision_tower import VisionTower
 
 __all__ = ["SHARD_NAME", "VOCAB_ONLY", "discover", "gguf_ids", "quant_from_name"]
 
@@ -93,6 +95,14 @@ def _start(path: str) -> bytes:
 def _key(st: os.stat_result) -> tuple[int, int, int]:
     """What the id ledger knows a file by (`ledger.Ledger`)."""
     return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def _folder_projector(path: str, size: int, info: HeaderInfo | None) -> FolderProjector:
+    """A projector of a folder with what its header says: the width it feeds and its tower."""
+    meta = info.meta if info is not None else None
+    if meta is None:
+        return FolderProjector(path=path, size_bytes=size, width=0)
+    return FolderProjector(path=path, size_bytes=size, width=meta.projector_width, tower=meta.vision_tower)
 
 
 def _folder_names(folder: str) -> tuple[str, str]:
@@ -304,6 +314,7 @@ class _Walker:
             quant=entry.quant, size_bytes=model.st.st_size if model else 0, publisher="ollama",
             repo=f"{entry.name.namespace}/{entry.name.model}", manifest=entry.manifest,
             mmproj=projector.path if projector else None, mmproj_bytes=projector.st.st_size if projector else 0,
+            mmproj_tower=self._tower(projector),
             draft=entry.draft.path if entry.draft else None, inputs=tuple(stats)), manifest_st, stats)
         if entry.download is not None:
             self.downloads.append((row, entry.download))
@@ -322,6 +333,13 @@ class _Walker:
                     reason = f"{what} blob {os.path.basename(blob.path)}: {found.error}"
         if reason is not None:
             self.row_errors.append((row, reason))
+
+    def _tower(self, projector: Blob | None) -> VisionTower | None:
+        """The vision tower a projector blob's header describes (None: no projector, or none said)."""
+        if projector is None:
+            return None
+        info = self.probe(projector.path, projector.st.st_size, projector.st.st_mtime_ns)
+        return info.meta.vision_tower if info.meta is not None else None
 
     # -- files --------------------------------------------------------------------------------
 
@@ -356,7 +374,8 @@ class _Walker:
             row = ModelRow(id=model_id, format="gguf", path=path, quant=quant,
                            size_bytes=sum(stats[s].st_size for s in present), publisher=publisher, repo=repo,
                            shards=shards, missing_shards=missing, mmproj=mmproj.path if mmproj else None,
-                           mmproj_bytes=mmproj.size_bytes if mmproj else 0, draft=draft[0] if draft else None,
+                           mmproj_bytes=mmproj.size_bytes if mmproj else 0,
+                           mmproj_tower=mmproj.tower if mmproj else None, draft=draft[0] if draft else None,
                            codec=codec[0] if codec else None,
                            inputs=tuple(dict.fromkeys(present + ((mmproj.path,) if mmproj else ()) + sidecars)))
             self._add(row, st, stats)
@@ -385,8 +404,7 @@ class _Walker:
             if verdict is Verdict.MODEL:
                 candidates.append((entry.name, st, info))
             elif verdict is Verdict.PROJECTOR:
-                width = info.meta.projector_width if info is not None and info.meta is not None else 0
-                projectors.append(FolderProjector(path=entry.path, size_bytes=st.st_size, width=width))
+                projectors.append(_folder_projector(entry.path, st.st_size, info))
             elif verdict in (Verdict.DRAFT, Verdict.CODEC):
                 if verdict in paired:  # the last in name order pairs (MTP and DFlash share one slot)
                     what = paired[verdict][2]

@@ -65,6 +65,7 @@ from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
+from autogen.sizing.clip import projector_charge
 from autogen.sizing.correction import EngineCorrection
 from autogen.sizing.llama import (
     AUTO_SLOTS,
@@ -75,7 +76,6 @@ from autogen.sizing.llama import (
     estimator_gap,
     gb,
     memory_record,
-    projector_charge,
     runtime_bytes,
     size_llama,
 )
@@ -174,7 +174,8 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices,
     if projector is None or placement == "cpu":
         return size_llama(meta, ctx.kv, **common), projector, False
     own = projector == ctx.row.mmproj
-    charge = projector_charge(ctx.row.mmproj_bytes if own else 0)
+    charge = projector_charge(ctx.row.mmproj_bytes if own else 0, ctx.row.mmproj_tower if own else None,
+                              choices.knobs.flash_attn)
     if placement == "gpu":
         return size_llama(meta, ctx.kv, projector=charge, **common), projector, True
     on_cpu = size_llama(meta, ctx.kv, **common)

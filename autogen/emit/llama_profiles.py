@@ -270,7 +270,7 @@ def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
         assert found is not None, "refused in profiles()"
         path, sets["mmproj"] = found
         if path != row.mmproj:
-            row = attrs.evolve(row, mmproj=checked_path(path), mmproj_bytes=0)
+            row = attrs.evolve(row, mmproj=checked_path(path), mmproj_bytes=0, mmproj_tower=None)
     own = split_equals(v.extra_args)
     dropped = {knob for name in sets for knob in PROFILE_KNOBS[name]} | set(extra_flags(own))
     effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,

@@ -32,11 +32,13 @@ from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_config_file
 from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info
+from autogen.vision_tower import VisionTower
 
 CACHE_FILE = "metadata.json"
 HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
 _FORMAT = (f"6:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
+           + ":" + ",".join(a.name for a in attrs.fields(VisionTower))
            + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo))
            + ":" + ",".join(a.name for a in attrs.fields(HeaderInfo)))
 
@@ -48,12 +50,18 @@ def head_hash(path: str) -> str:
 
 def _meta_to_json(meta: ModelMeta) -> dict[str, Any]:
     """Only the fields that differ from their default: most are 0 for any one model, and a
-    no-op run rebuilds every record from this."""
-    return attrs.asdict(meta, recurse=False, filter=lambda a, v: v != a.default)
+    no-op run rebuilds every record from this. A projector's vision tower nests as a dict."""
+    data = attrs.asdict(meta, recurse=False, filter=lambda a, v: v != a.default)
+    if meta.vision_tower is not None:
+        data["vision_tower"] = attrs.asdict(meta.vision_tower)
+    return data
 
 
 def _meta_from_json(data: dict[str, Any]) -> ModelMeta:
-    return ModelMeta(**{k: tuple(v) if type(v) is list else v for k, v in data.items()})
+    fields = {k: tuple(v) if type(v) is list else v for k, v in data.items()}
+    if "vision_tower" in fields:
+        fields["vision_tower"] = VisionTower(**fields["vision_tower"])
+    return ModelMeta(**fields)
 
 
 def _read_gguf(path: str) -> dict[str, Any]:

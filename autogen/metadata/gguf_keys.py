@@ -110,10 +110,25 @@ class Keys:
         LORA_ALPHA = "adapter.lora.alpha"
 
     class Clip:
-        PROJECTOR_TYPE = "clip.projector_type"
+        PROJECTOR_TYPE    = "clip.projector_type"
+        HAS_AUDIO_ENCODER = "clip.has_audio_encoder"
 
     class ClipVision:
-        PROJECTION_DIM = "clip.vision.projection_dim"
+        PROJECTOR_TYPE      = "clip.vision.projector_type"
+        IMAGE_SIZE          = "clip.vision.image_size"
+        PATCH_SIZE          = "clip.vision.patch_size"
+        EMBEDDING_LENGTH    = "clip.vision.embedding_length"
+        FEED_FORWARD_LENGTH = "clip.vision.feed_forward_length"
+        PROJECTION_DIM      = "clip.vision.projection_dim"
+        SPATIAL_MERGE_SIZE  = "clip.vision.spatial_merge_size"
+        N_WA_PATTERN        = "clip.vision.n_wa_pattern"
+        IS_DEEPSTACK_LAYERS = "clip.vision.is_deepstack_layers"
+
+        class Attention:
+            HEAD_COUNT = "clip.vision.attention.head_count"
+
+        class Projector:
+            SCALE_FACTOR = "clip.vision.projector.scale_factor"
 
     class ClipAudio:
         PROJECTION_DIM = "clip.audio.projection_dim"

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from autogen.metadata.gguf_header import GGUFError, GGUFHeader
 from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, CONTROL_VECTOR_HINT, GGMLType, GGUFType, Keys
 from autogen.metadata.model_meta import ModelMeta
+from autogen.vision_tower import VisionTower
 
 __all__ = ["meta_from_gguf"]
 
@@ -139,6 +140,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         has_baked_encoders=header.has_baked_encoders,
         vision_tensor_count=header.vision_tensor_count,
         projector_width=_projector_width(kv),
+        vision_tower=_vision_tower(kv),
         leading_dense_blocks=_positive_int(key(Keys.LLM.LEADING_DENSE_BLOCK_COUNT)),
         key_length_swa=_positive_int(key(Keys.Attention.KEY_LENGTH_SWA)),
         value_length_swa=_positive_int(key(Keys.Attention.VALUE_LENGTH_SWA)),
@@ -167,6 +169,31 @@ def _projector_width(kv) -> int:
         return 0
     return (_positive_int(kv.get(Keys.ClipVision.PROJECTION_DIM))
             or _positive_int(kv.get(Keys.ClipAudio.PROJECTION_DIM)))
+
+
+def _vision_tower(kv) -> VisionTower | None:
+    """`ModelMeta.vision_tower`: what a `general.type = mmproj` file with a vision projector says
+    of its tower (the keys tools/mtmd/clip.cpp `load_hparams` reads)."""
+    if _text(kv.get(Keys.General.TYPE)).strip().lower() != GGUFType.MMPROJ:
+        return None
+    vision = Keys.ClipVision
+    kind = _text(kv.get(Keys.Clip.PROJECTOR_TYPE)) or _text(kv.get(vision.PROJECTOR_TYPE))
+    if not kind:
+        return None
+    deepstack = _bool_array(kv.get(vision.IS_DEEPSTACK_LAYERS)) or ()
+    return VisionTower(
+        projector_type=kind.strip().lower(),
+        image_size=_positive_int(kv.get(vision.IMAGE_SIZE)),
+        patch_size=_positive_int(kv.get(vision.PATCH_SIZE)),
+        embedding_length=_positive_int(kv.get(vision.EMBEDDING_LENGTH)),
+        feed_forward_length=_positive_int(kv.get(vision.FEED_FORWARD_LENGTH)),
+        head_count=_positive_int(kv.get(vision.Attention.HEAD_COUNT)),
+        projection_dim=_positive_int(kv.get(vision.PROJECTION_DIM)),
+        merge=_positive_int(kv.get(vision.SPATIAL_MERGE_SIZE)) or _positive_int(kv.get(vision.Projector.SCALE_FACTOR)),
+        window_pattern=_positive_int(kv.get(vision.N_WA_PATTERN)),
+        deepstack_layers=sum(deepstack),
+        has_audio=kv.get(Keys.Clip.HAS_AUDIO_ENCODER) is True,
+    )
 
 
 #: `general.base_model.N` entries read (the count is the file's word; a hostile one is capped).

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from autogen.vision_tower import VisionTower
+
 
 @frozen
 class ModelMeta:
@@ -152,3 +154,6 @@ class ModelMeta:
     #: MoE: leading layers with a dense FFN and no experts (GGUF `{arch}.leading_dense_block_count`,
     #: HF `first_k_dense_replace`; DeepSeek V2/V3, Kimi K2, GLM-4.5). `--n-cpu-moe N` counts them.
     leading_dense_blocks: int = 0
+    #: A projector's vision tower (`general.type = mmproj` with a vision projector type); None
+    #: elsewhere.
+    vision_tower: VisionTower | None = None

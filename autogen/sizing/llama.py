@@ -43,6 +43,7 @@ from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
+from autogen.sizing.clip import ProjectorCharge
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 
@@ -62,10 +63,6 @@ LADDER_TOP = 1048576
 MIN_CTX = 32768
 #: Context a MoE model buys by moving experts to the CPU (`moeCtxTarget`).
 MOE_CTX_TARGET = 65536
-#: Projector charge: the file (assumed 1 GiB when unknown) + CLIP compute buffer, which needs
-#: vision dims we do not read; the Go original's fallback `visionOverheadGB` is 1.0.
-MMPROJ_ASSUMED = GIB
-CLIP_BUFFER = GIB
 #: Share of a MoE file held by expert tensors when the header's tensor scan gave none
 #: (the Go original's `genMoeShare`).
 MOE_SHARE = {"gemma4": 0.88, "qwen3": 0.90, "qwen3moe": 0.90, "qwen35moe": 0.90, "llama": 0.80,
@@ -185,12 +182,6 @@ class DraftLoad:
 def runtime_bytes(build: str) -> int:
     """Device runtime charge for a backend's build ("cuda", "rocm", "vulkan", "cpu", "")."""
     return int(RUNTIME_GB.get(build.strip().lower(), DEFAULT_RUNTIME_GB) * GIB)
-
-
-def projector_charge(mmproj_bytes: int) -> int:
-    """VRAM of a GPU-placed projector: its file plus the CLIP compute buffer
-    (docs/maintainers/sizing.md#context-cache-type-and-placement)."""
-    return (mmproj_bytes if mmproj_bytes > 0 else MMPROJ_ASSUMED) + CLIP_BUFFER
 
 
 def expert_bytes(meta: ModelMeta, size: int) -> tuple[int, str]:
@@ -465,14 +456,14 @@ def _check_sizable(meta: ModelMeta, cost: KvCost | None, size: int, knobs: Llama
         raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
 
 
-def _charges(runtime: int, projector: int, draft: DraftLoad | None, drafted: int, ctx: int,
+def _charges(runtime: int, projector: ProjectorCharge | None, draft: DraftLoad | None, drafted: int, ctx: int,
              kv_type: str) -> list[Fact]:
     """The fixed charges beside the model's own allocations: runtime and base, projector, draft
     (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show)."""
     facts = [Fact("runtime", runtime, "device runtime of the backend build"),
              Fact("base", BASE_OVERHEAD, "driver context, library workspaces, the host-visible output buffer")]
     if projector:
-        facts.append(Fact("projector", projector, "on the GPU: its file and the CLIP compute buffer"))
+        facts.append(Fact("projector", projector.bytes, f"on the GPU: {projector.reason}"))
     if draft:
         facts += [Fact("draft weights", draft.weights, f"all {draft.layers} layers on the GPU (-ngld {draft.layers})"),
                   Fact("draft context", drafted, f"ctx {ctx}: KV {kv_type}, state, compute")]
@@ -488,17 +479,19 @@ def _facts(parts: tuple[Fact, ...], charges: list[Fact], vram: int, ram: int, bu
 
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
-               runtime: int, projector: int = 0, draft: DraftLoad | None = None,
+               runtime: int, projector: ProjectorCharge | None = None, draft: DraftLoad | None = None,
                correction: EngineCorrection = NO_CORRECTION) -> LlamaSizing:
     """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
     and context stay on the GPU). Raises ModelError when the header is insufficient.
-    `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`)."""
+    `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`);
+    `projector`: a projector on the GPU (`sizing.clip.projector_charge`)."""
     _check_sizable(meta, cost, size, knobs, draft)
     blocks = meta.block_count
     raw, experts_note = _weights(meta, size)
     w = attrs.evolve(raw, size=correction.model(raw.size), experts=correction.model(raw.experts))
     engine = _Engine(meta, cost, knobs, draft, correction)
-    charges = BASE_OVERHEAD + runtime + projector + (draft.weights if draft else 0)
+    projector_bytes = projector.bytes if projector else 0
+    charges = BASE_OVERHEAD + runtime + projector_bytes + (draft.weights if draft else 0)
     fixed = correction.fixed(charges)
     least = fixed + engine.resident(knobs.kv_type or "q8_0")(1)
     if least >= budget:
@@ -545,7 +538,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     ]
     return LlamaSizing(ctx=ctx, parallel=parallel, ngl=ngl, n_cpu_moe=ncm, kv_type=kv_type,
                        kv_bytes_per_token=kv_bytes(cost, 1 << 20, element_bytes=KV_TYPE_BYTES[kv_type]) >> 20,
-                       kv_total=memory.kv_total, weights=size, compute=memory.compute, projector=projector,
+                       kv_total=memory.kv_total, weights=size, compute=memory.compute, projector=projector_bytes,
                        overhead=overhead, est_vram=vram, est_ram=ram, budget=budget, blocks=blocks, why=why,
                        notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory,
                        draft_weights=draft.weights if draft else 0,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -63,8 +64,11 @@ def parse_log(text: str) -> dict:
 
 def measure(server: str, model: Path, projector: Path, args: list[str], log: Path) -> dict:
     """One launch of llama-server on the projector; its log in `log`."""
+    with socket.socket() as s:  # a free port: llama-server listens before it loads
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     with open(log, "w") as out:
-        subprocess.run([server, "-m", str(model), "--mmproj", str(projector), "--port", "18391", "-c", "512",
+        subprocess.run([server, "-m", str(model), "--mmproj", str(projector), "--port", str(port), "-c", "512",
                         "-lv", "4", *args], stdout=out, stderr=subprocess.STDOUT, timeout=300, check=False)
     return parse_log(log.read_text(errors="replace"))
 
