@@ -150,8 +150,11 @@ def build(root: Path) -> None:
                          "attention.sliding_window": 1024})
     _gguf(root / "unsloth/gemma-3-12b-it-GGUF/gemma-3-12b-it-Q4_K_M.gguf", "gemma3", gemma, _llm_tensors(48, 6.79))
     _gguf(root / "unsloth/gemma-3-12b-it-GGUF/mmproj-F16.gguf", "clip",
-          {"clip.has_vision_encoder": True, "clip.vision.image_size": 896, "clip.vision.block_count": 27,
-           "clip.vision.embedding_length": 1152}, [("v.blk.0.attn_qkv.weight", int(0.8 * gb), F16)])
+          {"general.type": "mmproj", "clip.has_vision_encoder": True, "clip.projector_type": "gemma3",
+           "clip.vision.image_size": 896, "clip.vision.patch_size": 14, "clip.vision.block_count": 27,
+           "clip.vision.embedding_length": 1152, "clip.vision.feed_forward_length": 4304,
+           "clip.vision.attention.head_count": 16, "clip.vision.projection_dim": 3840},
+          [("v.blk.0.attn_qkv.weight", int(0.8 * gb), F16)])
     _gguf(root / "nomic-ai/nomic-embed-text-v1.5-GGUF/nomic-embed-text-v1.5.Q8_0.gguf", "nomic-bert",
           {"nomic-bert.context_length": 2048, "nomic-bert.block_count": 12, "nomic-bert.embedding_length": 768,
            "nomic-bert.attention.head_count": 12, "nomic-bert.pooling_type": 1},
