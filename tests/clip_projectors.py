@@ -170,37 +170,10 @@ SHAPES = {s.name: s for s in (gemma3(2560, "4b"), gemma3(5376, "27b"), qwen25vl(
 def write_projector(shape: ClipShape, out: Path) -> Path:
     """The projector's GGUF: its header, and its tensor data a hole of the right length (llama.cpp
     reads zeros from it)."""
-    import gguf  # noqa: PLC0415 - only the recorder and the slow check write projectors
-    import numpy as np  # noqa: PLC0415
+    from tests.gguf_fixtures import Q, write_gguf  # noqa: PLC0415 - gguf and numpy, for the writers only
 
-    w = gguf.GGUFWriter(str(out), "clip")
-    w.add_type("mmproj")
-    w.add_string("general.name", shape.name)
-    w.add_string("general.description", shape.mirrors)
-    w.add_bool("clip.has_vision_encoder", True)
-    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
-    for key, value in shape.keys.items():
-        if isinstance(value, list):
-            w.add_array(key, value)
-        elif isinstance(value, bool):
-            w.add_bool(key, value)
-        elif isinstance(value, str):
-            w.add_string(key, value)
-        else:
-            w.add_uint32(key, value)
-    total = 0
-    for name, ne, dtype in shape.tensors:
-        np_dtype = np.dtype(np.float16 if dtype == "f16" else np.float32)
-        nbytes = int(np.prod(ne)) * np_dtype.itemsize
-        w.add_tensor_info(name, tuple(reversed(ne)), np_dtype, nbytes)
-        total += -(-nbytes // 32) * 32
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    with open(out, "r+b") as f:
-        f.seek(0, 2)
-        f.truncate(f.tell() + 64 + total)
-    return out
+    kv = {"general.type": "mmproj", "general.name": shape.name, "general.description": shape.mirrors,
+          "clip.has_vision_encoder": True, "clip.vision.attention.layer_norm_epsilon": 1e-6,
+          "clip.vision.image_mean": [0.5, 0.5, 0.5], "clip.vision.image_std": [0.5, 0.5, 0.5], **shape.keys}
+    tensors = [(name, ne, Q.F16 if dtype == "f16" else Q.F32) for name, ne, dtype in shape.tensors]
+    return write_gguf(out, "clip", kv=kv, tensors=tensors)
