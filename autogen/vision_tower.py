@@ -1,5 +1,5 @@
 """The vision tower a projector's header describes: read by `metadata.gguf_meta`, carried on a
-model row by discovery, priced by `sizing.clip`. A leaf, so a row read back from the load memo
+model row by discovery, priced by `sizing.projector`. A leaf, so a row read back from the load memo
 imports no reader."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class VisionTower:
     head_count: int = 0
     projection_dim: int = 0
     #: Patches merged per side: `spatial_merge_size` (Qwen-VL, Pixtral), else
-    #: `projector.scale_factor` (Gemma 3, InternVL).
+    #: `clip.vision.projector.scale_factor` (Gemma 3, InternVL).
     merge: int = 0
     #: `n_wa_pattern`: every n-th layer attends fully, the rest within windows (Qwen2.5-VL).
     window_pattern: int = 0

@@ -48,7 +48,7 @@ class ModelRow:
     #: Bytes of the `mmproj` file (0 = unknown); llama-server sizing charges it when GPU-placed.
     mmproj_bytes: int = 0
     #: The `mmproj` file's vision tower as its header says (None = not read or none): llama-server
-    #: sizing charges the CLIP compute buffer from it (`sizing.clip`).
+    #: sizing charges the CLIP compute buffer from it (`sizing.projector`).
     mmproj_tower: VisionTower | None = None
     #: The Ollama manifest an entry of an Ollama store comes from
     #: (`…/manifests/registry.ollama.ai/library/llama3.2/3b`); None elsewhere.

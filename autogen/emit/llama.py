@@ -65,7 +65,6 @@ from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
-from autogen.sizing.clip import projector_charge
 from autogen.sizing.correction import EngineCorrection
 from autogen.sizing.llama import (
     AUTO_SLOTS,
@@ -81,6 +80,7 @@ from autogen.sizing.llama import (
 )
 from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
+from autogen.sizing.projector import projector_charge
 
 #: The engine as `metadata.engine` names it.
 ENGINE_LABEL = "llama.cpp"

@@ -43,9 +43,9 @@ from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB
-from autogen.sizing.clip import ProjectorCharge
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
+from autogen.sizing.projector import ProjectorCharge
 
 #: Device-side charges llama.cpp's own report does not show
 #: (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show): a base for the driver context,
@@ -484,7 +484,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
     and context stay on the GPU). Raises ModelError when the header is insufficient.
     `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`);
-    `projector`: a projector on the GPU (`sizing.clip.projector_charge`)."""
+    `projector`: a projector on the GPU (`sizing.projector.projector_charge`)."""
     _check_sizable(meta, cost, size, knobs, draft)
     blocks = meta.block_count
     raw, experts_note = _weights(meta, size)

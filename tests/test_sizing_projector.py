@@ -15,7 +15,7 @@ from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache, _meta_from_json, _meta_to_json
 from autogen.metadata.gguf_header import read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
-from autogen.sizing.clip import CLIP_BUFFER_ASSUMED, MMPROJ_ASSUMED, clip_buffer, projector_charge
+from autogen.sizing.projector import CLIP_BUFFER_ASSUMED, MMPROJ_ASSUMED, clip_buffer, projector_charge
 from autogen.vision_tower import VisionTower
 from tests.gguf_fixtures import Q, write_gguf
 
