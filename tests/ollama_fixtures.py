@@ -68,7 +68,7 @@ def add_gguf_blob(models: Path, label: str, arch: str = "llama", *, media_type: 
     path = blob_path(models, digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     if arch == "clip":
-        write_gguf(path, "clip", kv={"clip.has_vision_encoder": True},
+        write_gguf(path, "clip", kv={"clip.has_vision_encoder": True, **(kv or {})},
                    tensors=tensors or [("v.patch_embd.weight", (14, 14, 3, 256), Q.F16)])
     else:
         if tensors is None:

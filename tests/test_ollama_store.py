@@ -85,6 +85,20 @@ class TestEntries:
         # the model and projector blobs are the inputs; template, license, params and config are not
         assert llava.inputs == (llava.path, llava.mmproj)
 
+    def test_the_projector_blobs_vision_tower_reaches_the_row(self, tmp_path):
+        """llava:7b's projector, as Ollama ships it (the image-encoder converter: architecture
+        `clip`, no `general.type`): its tower is read for the CLIP compute buffer."""
+        models = tmp_path / "models"
+        tower = {"clip.projector_type": "mlp", "clip.vision.image_size": 336, "clip.vision.patch_size": 14,
+                 "clip.vision.embedding_length": 1024, "clip.vision.feed_forward_length": 4096,
+                 "clip.vision.attention.head_count": 16}
+        write_manifest(models, "llava:7b", [add_gguf_blob(models, "model llava"),
+                                            add_gguf_blob(models, "projector llava", "clip", media_type=PROJECTOR,
+                                                          kv=tower)])
+        (row,) = scan(tmp_path, models).models
+        assert row.mmproj_tower is not None
+        assert (row.mmproj_tower.projector_type, row.mmproj_tower.image_size) == ("mlp", 336)
+
     @pytest.mark.parametrize("name, model_id", [
         ("llama3.2:3b", "llama3.2-3b"),
         ("llama3.2:latest", "llama3.2-latest"),

@@ -107,10 +107,22 @@ def test_the_header_reader_hands_the_tower_on_and_the_cache_keeps_it(tmp_path):
     assert _meta_from_json(json.loads(json.dumps(_meta_to_json(meta)))) == meta
 
 
+def test_an_older_converters_projector_gives_its_tower_but_not_its_projection_as_a_text_width(tmp_path):
+    """The image-encoder converter wrote architecture `clip`, no `general.type`, and CLIP's own
+    projection as `projection_dim`: the tower is read, the width not, so LLaVA's projection stage
+    (text-wide rows) falls back to the flat buffer and says so."""
+    keys = {"clip.has_vision_encoder": True, "clip.projector_type": "mlp", "clip.vision.image_size": 336,
+            "clip.vision.patch_size": 14, "clip.vision.embedding_length": 1024, "clip.vision.feed_forward_length": 4096,
+            "clip.vision.attention.head_count": 16, "clip.vision.projection_dim": 768}
+    tower = tower_of(write_gguf(tmp_path / "mmproj-model-f16.gguf", "clip", kv=keys))
+    assert (tower.projector_type, tower.image_size, tower.projection_dim) == ("mlp", 336, 0)
+    assert projector_charge(GIB, tower, None).reason.endswith("(header lacks projection_dim)")
+
+
 def test_a_model_file_or_a_projector_without_a_type_has_no_tower(tmp_path):
     plain = write_gguf(tmp_path / "clip.gguf", "clip", kv={"general.type": "mmproj", "clip.has_vision_encoder": True})
     assert meta_from_gguf(read_gguf_header(str(plain))).vision_tower is None
-    model = write_gguf(tmp_path / "m.gguf", "llama", kv={"clip.projector_type": "gemma3"})
+    model = write_gguf(tmp_path / "m.gguf", "llama", kv={"general.type": "model", "clip.projector_type": "gemma3"})
     assert meta_from_gguf(read_gguf_header(str(model))).vision_tower is None
 
 

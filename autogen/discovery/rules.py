@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from attrs import frozen
 
-from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, GGUFType
+from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, PROJECTOR_ARCH, GGUFType
 from autogen.metadata.probes import HeaderInfo
 
 
@@ -127,8 +127,6 @@ def is_whisper(start: bytes) -> bool:
 
 #: GGUF architectures of text encoders: never served, never paired.
 ENCODER_ARCHS = frozenset({"t5encoder", "umt5", "t5"})
-#: The architecture of a projector (llama.cpp tools/mtmd/clip.cpp reads `clip.*` keys).
-PROJECTOR_ARCH = "clip"
 
 VOCAB_ONLY = ("vocabulary-only GGUF (llama.cpp --vocab-only output, no tensors), which llama-server refuses "
               "(tensor 'token_embd.weight' not found)")

@@ -46,7 +46,6 @@ from autogen.discovery.ollama_store import (
 from autogen.discovery.pairing import FolderProjector, choose_projector, unpaired_projector
 from autogen.discovery.rows import Download, ModelRow
 from autogen.discovery.rules import (
-    PROJECTOR_ARCH,
     SHARD_NAME,
     START_BYTES,
     VOCAB_ONLY,
@@ -56,6 +55,7 @@ from autogen.discovery.rules import (
     ggml_magic,
 )
 from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
+from autogen.metadata.gguf_keys import PROJECTOR_ARCH
 from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.probes import (
     ADAPTER_CONFIG,

@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_ALIGNMENT",
     "GGML_TYPE_SIZES",
     "GGUF_MAGIC",
+    "PROJECTOR_ARCH",
     "SCALAR_FORMATS",
     "SUPPORTED_VERSIONS",
     "GGMLType",
@@ -146,6 +147,9 @@ class GGUFType:
 #: A control vector (llama.cpp tools/cvector-generator `export_gguf`): its own architecture, the
 #: architecture it was made for as a hint, no `general.type`. Not in gguf-py's constants.
 CONTROL_VECTOR_ARCH = "controlvector"
+#: The architecture of a projector (llama.cpp tools/mtmd/clip.cpp reads `clip.*` keys); files of
+#: the older image-encoder converter say only this, no `general.type`.
+PROJECTOR_ARCH = "clip"
 CONTROL_VECTOR_HINT = "controlvector.model_hint"
 
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autogen.metadata.gguf_header import GGUFError, GGUFHeader
-from autogen.metadata.gguf_keys import CONTROL_VECTOR_ARCH, CONTROL_VECTOR_HINT, GGMLType, GGUFType, Keys
+from autogen.metadata.gguf_keys import (
+    CONTROL_VECTOR_ARCH,
+    CONTROL_VECTOR_HINT,
+    PROJECTOR_ARCH,
+    GGMLType,
+    GGUFType,
+    Keys,
+)
 from autogen.metadata.model_meta import ModelMeta
 from autogen.vision_tower import VisionTower
 
@@ -172,9 +179,13 @@ def _projector_width(kv) -> int:
 
 
 def _vision_tower(kv) -> VisionTower | None:
-    """`ModelMeta.vision_tower`: what a `general.type = mmproj` file with a vision projector says
-    of its tower (the keys tools/mtmd/clip.cpp `load_hparams` reads)."""
-    if _text(kv.get(Keys.General.TYPE)).strip().lower() != GGUFType.MMPROJ:
+    """`ModelMeta.vision_tower`: what a projector file (`general.type = mmproj`, or architecture
+    `clip` from the older image-encoder converter) with a vision projector type says of its tower,
+    the keys tools/mtmd/clip.cpp `load_hparams` reads. Its text width only where
+    `projector_width` trusts it."""
+    is_projector = (_text(kv.get(Keys.General.TYPE)).strip().lower() == GGUFType.MMPROJ
+                    or _text(kv.get(Keys.General.ARCHITECTURE)).strip().lower() == PROJECTOR_ARCH)
+    if not is_projector:
         return None
     vision = Keys.ClipVision
     kind = _text(kv.get(Keys.Clip.PROJECTOR_TYPE)) or _text(kv.get(vision.PROJECTOR_TYPE))
@@ -188,7 +199,7 @@ def _vision_tower(kv) -> VisionTower | None:
         embedding_length=_positive_int(kv.get(vision.EMBEDDING_LENGTH)),
         feed_forward_length=_positive_int(kv.get(vision.FEED_FORWARD_LENGTH)),
         head_count=_positive_int(kv.get(vision.Attention.HEAD_COUNT)),
-        projection_dim=_positive_int(kv.get(vision.PROJECTION_DIM)),
+        projection_dim=_projector_width(kv),
         merge=_positive_int(kv.get(vision.SPATIAL_MERGE_SIZE)) or _positive_int(kv.get(vision.Projector.SCALE_FACTOR)),
         window_pattern=_positive_int(kv.get(vision.N_WA_PATTERN)),
         deepstack_layers=sum(deepstack),
