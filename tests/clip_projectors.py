@@ -163,8 +163,102 @@ def qwen3vl() -> ClipShape:
     return ClipShape("qwen3vl-8b", "mmproj of Qwen3-VL-8B-Instruct", keys, tuple(tensors))
 
 
+def gemma4v() -> ClipShape:
+    """Gemma 4 31B's vision tower: RMS-normed ViT with q/k norms, post-norms and a gated GELU FFN,
+    2D rotary positions, 3×3 average pooling (tools/mtmd/models/gemma4v.cpp)."""
+    w, ff, n, proj, head = 1152, 4304, 27, 5376, 72
+    tensors = [("v.patch_embd.weight", (16, 16, 3, w), "f16"), ("v.position_embd.weight", (w, 10240, 2), "f32"),
+               *_vit_blocks(n, w, ff, biases=False, norm_bias=False, gate=True),
+               ("v.std_bias", (w,), "f32"), ("v.std_scale", (w,), "f32"), ("mm.input_projection.weight", (w, proj), "f16")]
+    for i in range(n):
+        tensors += [(f"v.blk.{i}.{name}.weight", (head,), "f32") for name in ("attn_q_norm", "attn_k_norm")]
+        tensors += [(f"v.blk.{i}.{name}.weight", (w,), "f32") for name in ("attn_post_norm", "ffn_post_norm")]
+        tensors.append((f"v.blk.{i}.out_scale.weight", (1,), "f32"))
+    keys = {"clip.vision.projector_type": "gemma4v", "clip.use_gelu": True, **_vision_keys(w, ff, 16, n, 224, 16, proj)}
+    return ClipShape("gemma4-31b", "mmproj of Gemma 4 31B (vision only)", keys, tuple(tensors))
+
+
+def _siglip_tower(w: int, ff: int, n: int, patch: int, positions: int) -> list[tuple[str, tuple[int, ...], str]]:
+    """A SigLIP encoder: biased patch embedding, learned positions, LayerNorm blocks, post-norm."""
+    return [("v.patch_embd.weight", (patch, patch, 3, w), "f16"), ("v.patch_embd.bias", (w,), "f32"),
+            ("v.position_embd.weight", (w, positions), "f32"),
+            *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
+            ("v.post_ln.weight", (w,), "f32"), ("v.post_ln.bias", (w,), "f32")]
+
+
+def idefics3() -> ClipShape:
+    """SmolVLM2-2.2B's SigLIP at 384 px, pixel shuffle by 3 and one linear layer (tools/mtmd/models/siglip.cpp)."""
+    w, ff, n, proj = 1152, 4304, 27, 2048
+    tensors = [*_siglip_tower(w, ff, n, 14, 27 * 27), ("mm.model.fc.weight", (9 * w, proj), "f16")]
+    keys = {"clip.projector_type": "idefics3", "clip.use_gelu": True, "clip.vision.projector.scale_factor": 3,
+            **_vision_keys(w, ff, 16, n, 384, 14, proj)}
+    return ClipShape("smolvlm2-2.2b", "mmproj of SmolVLM2-2.2B-Instruct (Idefics3)", keys, tuple(tensors))
+
+
+def lfm2vl() -> ClipShape:
+    """LFM2-VL-1.6B's SigLIP2 NaFlex (so400m) in 16-pixel patches, pixel unshuffle by 2 and a
+    LayerNorm + two-layer MLP (tools/mtmd/models/siglip.cpp)."""
+    w, ff, n, proj, hidden = 1152, 4304, 26, 2048, 2560
+    tensors = [*_siglip_tower(w, ff, n, 16, 16 * 16),
+               ("mm.input_norm.weight", (4 * w,), "f32"), ("mm.input_norm.bias", (4 * w,), "f32"),
+               ("mm.1.weight", (4 * w, hidden), "f16"), ("mm.1.bias", (hidden,), "f32"),
+               ("mm.2.weight", (hidden, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "lfm2", "clip.use_gelu": True, "clip.vision.projector.scale_factor": 2,
+            **_vision_keys(w, ff, 16, n, 256, 16, proj)}
+    return ClipShape("lfm2-vl-1.6b", "mmproj of LFM2-VL-1.6B (SigLIP2 NaFlex)", keys, tuple(tensors))
+
+
+def kimivl() -> ClipShape:
+    """Kimi-VL-A3B's MoonViT: 2D rotary and interpolated learned positions, 2×2 merge, LayerNorm +
+    two-layer MLP (tools/mtmd/models/kimivl.cpp)."""
+    w, ff, n, proj = 1152, 4304, 27, 2048
+    tensors = [*_siglip_tower(w, ff, n, 14, 64 * 64),
+               ("mm.input_norm.weight", (w,), "f32"), ("mm.input_norm.bias", (w,), "f32"),
+               ("mm.1.weight", (4 * w, 4 * w), "f16"), ("mm.1.bias", (4 * w,), "f32"),
+               ("mm.2.weight", (4 * w, proj), "f16"), ("mm.2.bias", (proj,), "f32")]
+    keys = {"clip.projector_type": "kimivl", "clip.use_gelu": True, "clip.vision.projector.scale_factor": 2,
+            **_vision_keys(w, ff, 16, n, 896, 14, proj)}
+    return ClipShape("kimi-vl-a3b", "mmproj of Kimi-VL-A3B-Instruct (MoonViT)", keys, tuple(tensors))
+
+
+def glm4v() -> ClipShape:
+    """GLM-4.1V-9B's ViT: RMSNorm, SwiGLU 4096 wide, 2×2 conv merger, then an FC and a SwiGLU
+    projector of the header's FFN width, 13696 (tools/mtmd/models/glm4v.cpp)."""
+    w, ff, n, proj, block_ff = 1536, 13696, 24, 4096, 4096
+    tensors = [("v.patch_embd.weight", (14, 14, 3, w), "f16"), ("v.patch_embd.weight.1", (14, 14, 3, w), "f16"),
+               ("v.patch_embd.bias", (w,), "f32"), ("v.norm_embd.weight", (w,), "f32"),
+               ("v.position_embd.weight", (w, 24 * 24), "f32"),
+               *_vit_blocks(n, w, block_ff, biases=False, norm_bias=False, gate=True, fused_qkv=True),
+               ("v.post_ln.weight", (w,), "f32"),
+               ("mm.patch_merger.weight", (2, 2, w, proj), "f16"), ("mm.patch_merger.bias", (proj,), "f32"),
+               ("mm.model.fc.weight", (proj, proj), "f16"),
+               ("mm.post_norm.weight", (proj,), "f32"), ("mm.post_norm.bias", (proj,), "f32"),
+               ("mm.up.weight", (proj, ff), "f16"), ("mm.gate.weight", (proj, ff), "f16"),
+               ("mm.down.weight", (ff, proj), "f16")]
+    keys = {"clip.projector_type": "glm4v", "clip.use_silu": True, "clip.vision.spatial_merge_size": 2,
+            **_vision_keys(w, ff, 12, n, 336, 14, proj)}
+    return ClipShape("glm-4.1v-9b", "mmproj of GLM-4.1V-9B-Thinking", keys, tuple(tensors))
+
+
+def llama4() -> ClipShape:
+    """Llama 4 Scout's ViT at 336 px with a class token, pixel shuffle by 2 and a GELU MLP adapter
+    (tools/mtmd/models/llama4.cpp)."""
+    w, ff, n, proj, adapter = 1408, 5632, 34, 5120, 4096
+    tensors = [("v.patch_embd.weight", (14 * 14 * 3, w), "f16"), ("v.class_embd", (w,), "f32"),
+               ("v.position_embd.weight", (w, 577), "f32"),
+               ("v.pre_ln.weight", (w,), "f32"), ("v.pre_ln.bias", (w,), "f32"),
+               *_vit_blocks(n, w, ff, biases=True, norm_bias=True, gate=False),
+               ("v.post_ln.weight", (w,), "f32"), ("v.post_ln.bias", (w,), "f32"),
+               ("mm.model.mlp.1.weight", (4 * w, adapter), "f16"), ("mm.model.mlp.2.weight", (adapter, adapter), "f16"),
+               ("mm.model.fc.weight", (adapter, proj), "f16")]
+    keys = {"clip.projector_type": "llama4", "clip.use_gelu": True, "clip.vision.projector.scale_factor": 2,
+            **_vision_keys(w, ff, 16, n, 336, 14, proj)}
+    return ClipShape("llama4-scout", "mmproj of Llama-4-Scout-17B-16E-Instruct", keys, tuple(tensors))
+
+
 SHAPES = {s.name: s for s in (gemma3(2560, "4b"), gemma3(5376, "27b"), qwen25vl(), qwen2vl(), qwen3vl(),
-                              llava15(4096, "7b"), llava15(5120, "13b"), pixtral(True), pixtral(False), internvl3())}
+                              llava15(4096, "7b"), llava15(5120, "13b"), pixtral(True), pixtral(False), internvl3(),
+                              gemma4v(), idefics3(), lfm2vl(), kimivl(), glm4v(), llama4())}
 
 
 def write_projector(shape: ClipShape, out: Path) -> Path:

@@ -10,11 +10,14 @@ What it does:
    `LAUNCHES`. The projector loads and warms up (tools/mtmd/clip.cpp `warmup`: the graph of its
    warmup image is built and the scheduler reserved, nothing is computed), then llama-server
    stops on the width mismatch with the tiny model: the figures are logged by then.
-3. Keeps, per launch, the warmup image side, whether clip's flash attention was on, the compute
+3. Keeps, per launch (flash attention on and off; a user's `--image-max-tokens` and
+   `--image-min-tokens`), the warmup image side, whether clip's flash attention was on, the compute
    buffer it reserved (the last `reserve_compute_meta` line), the weights it loaded and
    llama-server's own estimate for the projector (`[mtmd] estimated worst-case memory usage`).
 
-Usage: record_clip_alloc.py WORK_DIR [--server PATH] [--only NAME ...]
+Rows of shapes and launches not recorded this time are kept from the existing table.
+
+Usage: record_clip_alloc.py WORK_DIR [--server PATH] [--only NAME ...] [--launch NAME ...]
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from tests.tiny_model import write_tiny  # noqa: E402
 OUT = HERE / "clip_alloc_b11434.json"
 MIB = 1 << 20
 #: Launches: name → llama-server flags (clip follows llama-server's `-fa`).
-LAUNCHES: dict[str, list[str]] = {"fa-auto": [], "fa-off": ["-fa", "off"]}
+LAUNCHES: dict[str, list[str]] = {"fa-auto": [], "fa-off": ["-fa", "off"],
+                                  "max-tokens-100": ["--image-max-tokens", "100"],
+                                  "min-tokens-100": ["--image-min-tokens", "100"]}
 
 WARMUP_RX = re.compile(r"warmup with image size = (\d+) x (\d+)")
 COMPUTE_RX = re.compile(r"reserve_compute_meta:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
@@ -78,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("work", help="folder for the GGUFs and server logs")
     ap.add_argument("--server", default="/tmp/llama-e2e/bin/llama-server")
     ap.add_argument("--only", action="append", help="only these shape names")
+    ap.add_argument("--launch", action="append", choices=sorted(LAUNCHES), help="only these launches")
     ap.add_argument("--out", default=str(OUT), help=f"the JSON table (default {OUT.name})")
     args = ap.parse_args(argv)
     work = Path(args.work)
@@ -85,18 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     tiny = work / "tiny.gguf"
     if not tiny.is_file():
         write_tiny(tiny)
-    rows = []
+    out = Path(args.out)
+    rows = json.loads(out.read_text())["rows"] if out.is_file() else []
     for shape in SHAPES.values():
         if args.only and shape.name not in args.only:
             continue
         path = write_projector(shape, work / f"{shape.name}.gguf")
         for launch, flags in LAUNCHES.items():
+            if args.launch and launch not in args.launch:
+                continue
+            rows = [r for r in rows if (r["projector"], r["launch"]) != (shape.name, launch)]
             rec = measure(args.server, tiny, path, flags, work / f"{shape.name}__{launch}.log")
             rows.append({"projector": shape.name, "mirrors": shape.mirrors, "keys": shape.keys,
                          "file_bytes": path.stat().st_size, "launch": launch, "args": flags, **rec})
             print(f"{shape.name:28s} {launch:8s} warmup {rec['warmup_image']} fa {rec['flash_attn']} "
                   f"compute {(rec['compute_bytes'] or 0) / MIB:9.2f} MiB", flush=True)
-    Path(args.out).write_text(json.dumps({"llama_cpp": "b11434", "backend": "CPU", "rows": rows}, indent=1) + "\n")
+        path.unlink()
+    order = {name: i for i, name in enumerate(SHAPES)}
+    rows.sort(key=lambda r: (order.get(r["projector"], len(order)), list(LAUNCHES).index(r["launch"])))
+    out.write_text(json.dumps({"llama_cpp": "b11434", "backend": "CPU", "rows": rows}, indent=1) + "\n")
     return 0
 
 
