@@ -184,6 +184,7 @@ class TestExtraArgValues:
         (("-c", "-4096"), "-c", "'-4096'", "an integer of 0 or more (0 = the trained context)"),
         (("-c", "8k"), "-c", "'8k'", "an integer of 0 or more"),
         (("--jinja", "-c"), "-c", "no value", "an integer of 0 or more"),
+        (("--image-max-tokens", "many"), "--image-max-tokens", "'many'", "an integer of 0 or more (0 = the projector's"),
     ])
     def test_a_bad_value_skips_the_model_naming_flag_value_and_allowed_list(self, extra, flag, value, allowed):
         plan = emit_llama(with_extra(*extra))
@@ -347,6 +348,24 @@ class TestProjector:
         off = context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB), mmproj_tower=tower,
                       override=Override(match="*", flash_attn="off", mmproj="gpu"))
         assert any("flash attention off, 1.09 GiB" in n for n in only_entry(off)[1].notes)
+
+    def test_image_max_tokens_in_extra_args_shrinks_the_charge_and_image_min_tokens_does_not(self):
+        """llama-server passes `--image-max-tokens` to clip.cpp, whose warmup of a Qwen-VL
+        projector then holds 10 × 10 merged tokens, not 46 × 46; `--image-min-tokens` never
+        changes the warmup."""
+        tower = VisionTower(projector_type="qwen2vl_merger", patch_size=14, embedding_length=1280,
+                            feed_forward_length=5120, head_count=16, projection_dim=3584, merge=2)
+
+        def note(extra: list[str]) -> str:
+            ov = Override(match="*", mmproj="gpu", extra_args=extra)
+            _, plan = only_entry(context(budget=24, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=GIB,
+                                         mmproj_tower=tower, override=ov))
+            return next(n for n in plan.notes if "projector" in n)
+
+        assert "1288×1288 image, 0.26 GiB" in note([])
+        assert "280×280 image, 0.01 GiB" in note(["--image-max-tokens", "100"])
+        assert note(["--image-max-tokens=100"]) == note(["--image-max-tokens", "100"])
+        assert note(["--image-min-tokens", "100"]) == note([])
 
     def test_tight_budget_moves_the_projector_to_the_cpu(self):
         entry, plan = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))

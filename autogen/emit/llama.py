@@ -175,7 +175,7 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices,
         return size_llama(meta, ctx.kv, **common), projector, False
     own = projector == ctx.row.mmproj
     charge = projector_charge(ctx.row.mmproj_bytes if own else 0, ctx.row.mmproj_tower if own else None,
-                              choices.knobs.flash_attn)
+                              choices.knobs.flash_attn, choices.image_max_tokens)
     if placement == "gpu":
         return size_llama(meta, ctx.kv, projector=charge, **common), projector, True
     on_cpu = size_llama(meta, ctx.kv, **common)

@@ -2,7 +2,7 @@
 llama-server b11434 reads its flags (`llama-server --help`).
 
 A flag in `extra_args` (any spelling) replaces ours of the same meaning, and its value pins the
-sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`, `-fa`, `-ctk`/`-ctv`); each value read back is checked
+sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`, `-fa`, `-ctk`/`-ctv`, `--image-max-tokens`); each value read back is checked
 against what b11434 accepts. The vLLM counterpart is `sizing.vllm_args`.
 """
 
@@ -35,6 +35,7 @@ FLAG_KNOBS: dict[str, str] = {
     **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj", "--mmproj-auto",
                      "--no-mmproj-auto"), "mmproj"),
     **dict.fromkeys(("--mmproj-offload", "--no-mmproj-offload"), "mmproj_offload"),
+    "--image-max-tokens": "image_max_tokens",
     **dict.fromkeys(("--embedding", "--embeddings"), "embeddings"),
     "--pooling": "pooling",
     **dict.fromkeys(("-b", "--batch-size"), "batch"),
@@ -114,6 +115,8 @@ class LlamaChoices:
     replaced: frozenset[str]
     #: The user chose the slot count (else llama-server's auto, AUTO_SLOTS): `--parallel` is emitted.
     slots_chosen: bool = False
+    #: `--image-max-tokens` in `extra_args`: it changes the projector's warmup image (None or 0: its own).
+    image_max_tokens: int | None = None
 
 
 def resolve_choices(ctx: EmitContext) -> LlamaChoices:
@@ -144,13 +147,17 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
         kv_type = _cache_type_pin(found, flash_attn)
     if "fit" in found:
         _pin(found, "fit", words=("on", "off"))
+    image_max_tokens = None
+    if "image_max_tokens" in found:
+        image_max_tokens = _pin(found, "image_max_tokens", minimum=0, hint=" (0 = the projector's own)")
     mmproj = (pick("mmproj") or "auto").strip()
     unified = "kv_unified" in found and found["kv_unified"][0] in ("-kvu", "--kv-unified")
     knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
                        ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS,
                        kv_unified=unified, swa_full="swa_full" in found)
     return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
-                        replaced=frozenset(found), slots_chosen=parallel is not None)
+                        replaced=frozenset(found), slots_chosen=parallel is not None,
+                        image_max_tokens=image_max_tokens)
 
 
 def _placement_pins(found: dict[str, tuple[str, str | None]], blocks: int, ngl: int | None) -> tuple[int | None,
