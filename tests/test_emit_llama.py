@@ -184,7 +184,7 @@ class TestExtraArgValues:
         (("-c", "-4096"), "-c", "'-4096'", "an integer of 0 or more (0 = the trained context)"),
         (("-c", "8k"), "-c", "'8k'", "an integer of 0 or more"),
         (("--jinja", "-c"), "-c", "no value", "an integer of 0 or more"),
-        (("--image-max-tokens", "many"), "--image-max-tokens", "'many'", "an integer of 0 or more (0 = the projector's"),
+        (("--image-max-tokens", "many"), "--image-max-tokens", "'many'", "an integer (0 or less = the projector's own)"),
     ])
     def test_a_bad_value_skips_the_model_naming_flag_value_and_allowed_list(self, extra, flag, value, allowed):
         plan = emit_llama(with_extra(*extra))
@@ -366,6 +366,7 @@ class TestProjector:
         assert "280×280 image, 0.01 GiB" in note(["--image-max-tokens", "100"])
         assert note(["--image-max-tokens=100"]) == note(["--image-max-tokens", "100"])
         assert note(["--image-min-tokens", "100"]) == note([])
+        assert note(["--image-max-tokens", "-1"]) == note(["--image-max-tokens", "0"]) == note([]), "≤ 0: unset"
 
     def test_tight_budget_moves_the_projector_to_the_cpu(self):
         entry, plan = only_entry(context(budget=11.5, mmproj="/models/mmproj-f16.gguf", mmproj_bytes=int(0.8 * GIB)))

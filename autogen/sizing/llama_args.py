@@ -102,6 +102,16 @@ def _pin(found: dict[str, tuple[str, str | None]], knob: str, *, words: Sequence
     raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected {expected}{hint}")
 
 
+def _image_max_tokens(found: dict[str, tuple[str, str | None]]) -> int | None:
+    """`--image-max-tokens` of `extra_args`: llama-server takes any integer, and clip.cpp reads one
+    of 0 or less as unset (tools/mtmd/clip.cpp `clip_init`): None then."""
+    flag, value = found["image_max_tokens"]
+    if value is None or not value.lstrip("-").isdigit():
+        raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected an integer "
+                         "(0 or less = the projector's own)")
+    return int(value) if int(value) > 0 else None
+
+
 @frozen
 class LlamaChoices:
     """Everything the user chose for one model (override > settings), with extra_args pins."""
@@ -149,7 +159,7 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
         _pin(found, "fit", words=("on", "off"))
     image_max_tokens = None
     if "image_max_tokens" in found:
-        image_max_tokens = _pin(found, "image_max_tokens", minimum=0, hint=" (0 = the projector's own)")
+        image_max_tokens = _image_max_tokens(found)
     mmproj = (pick("mmproj") or "auto").strip()
     unified = "kv_unified" in found and found["kv_unified"][0] in ("-kvu", "--kv-unified")
     knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
