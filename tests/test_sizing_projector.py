@@ -95,7 +95,7 @@ def test_flash_attention_off_charges_the_attention_scores():
 @pytest.mark.parametrize("tower, why", [
     (None, "no vision tower read from its header"),
     (attrs.evolve(GEMMA3, projector_type="gemma3nv"), "projector type gemma3nv not measured"),
-    (attrs.evolve(GEMMA3, image_size=0, head_count=0), "header lacks head_count, image_size"),
+    (attrs.evolve(GEMMA3, image_size=0, head_count=0), "header lacks clip.vision.attention.head_count, clip.vision.image_size"),
     (attrs.evolve(GEMMA3, has_audio=True), "an audio encoder too, not measured"),
 ])
 def test_without_what_the_formula_needs_the_buffer_is_the_flat_assumption_and_the_reason_says_why(tower, why):
@@ -164,7 +164,7 @@ def test_an_older_converters_projector_gives_its_tower_but_not_its_projection_as
             "clip.vision.attention.head_count": 16, "clip.vision.projection_dim": 768}
     tower = tower_of(write_gguf(tmp_path / "mmproj-model-f16.gguf", "clip", kv=keys))
     assert (tower.projector_type, tower.image_size, tower.projection_dim) == ("mlp", 336, 0)
-    assert projector_charge(GIB, tower, None).reason.endswith("(header lacks projection_dim)")
+    assert projector_charge(GIB, tower, None).reason.endswith("(header lacks clip.vision.projection_dim)")
 
 
 def test_a_model_file_or_a_projector_without_a_type_has_no_tower(tmp_path):

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from attrs import frozen
 
+from autogen.metadata.gguf_keys import Keys
 from autogen.numfmt import GIB
 from autogen.vision_tower import VisionTower
 
@@ -130,12 +131,13 @@ def _missing(t: VisionTower) -> str:
         return f"projector type {t.projector_type} not measured"
     if t.has_audio:
         return "an audio encoder too, not measured"
-    widths = {"patch_size": t.patch_size, "embedding_length": t.embedding_length,
-              "feed_forward_length": t.feed_forward_length, "head_count": t.head_count}
+    vision = Keys.ClipVision  # named as the header's keys
+    widths = {vision.PATCH_SIZE: t.patch_size, vision.EMBEDDING_LENGTH: t.embedding_length,
+              vision.FEED_FORWARD_LENGTH: t.feed_forward_length, vision.Attention.HEAD_COUNT: t.head_count}
     if t.projector_type not in WARMUP_TOKENS_SIDE and t.projector_type not in WARMUP_MAX_TOKENS:
-        widths["image_size"] = t.image_size
+        widths[vision.IMAGE_SIZE] = t.image_size
     if t.projector_type in ("mlp", "qwen3vl_merger", "glm4v"):
-        widths["projection_dim"] = t.projection_dim
+        widths[vision.PROJECTION_DIM] = t.projection_dim
     absent = [k for k, v in widths.items() if not v]
     return f"header lacks {', '.join(absent)}" if absent else ""
 
