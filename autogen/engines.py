@@ -16,6 +16,8 @@ the engine: they are in `resolve.devices.VARIABLES`.
 from __future__ import annotations
 
 import enum
+import importlib
+from typing import Any
 
 from attrs import frozen
 
@@ -66,8 +68,9 @@ class EngineRow:
     #: The roles its rows serve; the ★ of a role is chosen among the rows serving it. Example:
     #: (Role.TTS, Role.ASR) for audio.cpp.
     roles: tuple[Role, ...]
-    #: `module:function` under `autogen.emit`, an `EmitContext -> Plan`; None = registry-only (no
-    #: model file, no command: a server shells out to it). Example: "sd:emit_sd".
+    #: `module:function` under `autogen` (`imported`), an `EmitContext -> Plan`; None =
+    #: registry-only (no model file, no command: a server shells out to it). Example:
+    #: "emit.sd:emit_sd".
     emitter: str | None
     #: The executable its models run when no row gives a path. Example: "sd-server".
     exe: str
@@ -79,6 +82,12 @@ class EngineRow:
     component: str = ""
     #: Executable names `swapgen backends detect` looks for. Example: ("sd-server",).
     binaries: tuple[str, ...] = ()
+    #: How detect reads a found binary's version and build: `module:function` under `autogen`,
+    #: an `(ask, path, real path) -> engine_probes.Probed`. Example: "commands.engine_probes:probe_llama".
+    probe: str = "commands.engine_probes:probe_ggml"
+    #: Detect names a found row `<engine>-<build>` ("llama-cuda"); False: the engine alone
+    #: ("vllm", "vllm-2"), its build being its venv's torch.
+    build_in_id: bool = True
     #: The flags its command binds an address with (llama-swap's `proxy` follows the last one).
     host_flags: tuple[str, ...] = ()
     #: The flags its command sets its slot count with (the entry's `concurrencyLimit`).
@@ -118,38 +127,40 @@ class EngineRow:
 #: One row per engine (docs/maintainers/backends.md#kinds-and-roles).
 ENGINES: dict[Engine, EngineRow] = {
     Engine.LLAMA: EngineRow(
-        kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="llama:emit_llama",
+        kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="emit.llama:emit_llama",
         exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
-        host_flags=("--host",), slot_flags=("-np", "--parallel"), profiles=True, splits_layers=True, measured=True,
-        estimator="llama-fit-params", lora_formats=("gguf",)),
+        probe="commands.engine_probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
+        profiles=True, splits_layers=True, measured=True, estimator="llama-fit-params", lora_formats=("gguf",)),
     Engine.VLLM: EngineRow(
-        kinds=("vllm",), roles=(Role.LLM,), emitter="vllm:emit_vllm", exe="vllm", component="vllm",
-        binaries=("vllm",), host_flags=("--host",), slot_flags=("--max-num-seqs",),
+        kinds=("vllm",), roles=(Role.LLM,), emitter="emit.vllm:emit_vllm", exe="vllm", component="vllm",
+        binaries=("vllm",), probe="commands.engine_probes:probe_vllm", build_in_id=False, host_flags=("--host",),
+        slot_flags=("--max-num-seqs",),
         no_profiles_note="vLLM entries have no profiles", per_card=True, measured=True, lora_formats=("peft",)),
     Engine.SD: EngineRow(
-        kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="sd:emit_sd", exe="sd-server",
+        kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="emit.sd:emit_sd", exe="sd-server",
         legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),
         host_flags=("-l", "--listen-ip"), serves_custom_rows=True,
         unserved_archs=frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"}),
         unserved_reason="diffusion model of arch {arch}: video and other DiTs have no sd-server arm here yet"),
     Engine.TTS: EngineRow(
-        kinds=("tts", "tts-server", "speech"), roles=(Role.TTS,), emitter="audio:emit_tts", exe="tts-server",
-        legacy_slot="tts_server_exe", component="qwentts.cpp", binaries=("tts-server",), host_flags=("--host",),
-        serves_custom_rows=True),
+        kinds=("tts", "tts-server", "speech"), roles=(Role.TTS,), emitter="emit.audio:emit_tts", exe="tts-server",
+        legacy_slot="tts_server_exe", component="qwentts.cpp", binaries=("tts-server",),
+        probe="commands.engine_probes:probe_tts_server", host_flags=("--host",), serves_custom_rows=True),
     Engine.TTSCPP: EngineRow(
-        kinds=("ttscpp", "tts.cpp", "kokoro"), roles=(Role.TTS,), emitter="audio:emit_tts", exe="tts-server",
-        component="tts.cpp", host_flags=("--host",), serves_custom_rows=True),
+        kinds=("ttscpp", "tts.cpp", "kokoro"), roles=(Role.TTS,), emitter="emit.audio:emit_tts", exe="tts-server",
+        component="tts.cpp", probe="commands.engine_probes:probe_tts_server", host_flags=("--host",),
+        serves_custom_rows=True),
     Engine.ASR: EngineRow(
-        kinds=("asr", "parakeet", "parakeet-server", "transcribe"), roles=(Role.ASR,), emitter="audio:emit_asr",
+        kinds=("asr", "parakeet", "parakeet-server", "transcribe"), roles=(Role.ASR,), emitter="emit.audio:emit_asr",
         exe="parakeet-server", legacy_slot="asr_server_exe", component="parakeet.cpp",
         binaries=("parakeet-server",), serves_custom_rows=True),
     Engine.AUDIOCPP: EngineRow(
         kinds=("audiocpp", "audio.cpp", "audiocpp-server"), roles=(Role.TTS, Role.ASR),
-        emitter="audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp",
+        emitter="emit.audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp",
         binaries=("audiocpp_server", "audiocpp-server"),
         host_flags=("--host",), serves_custom_rows=True, exclusive=True),
     Engine.SAM: EngineRow(
-        kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="sam:emit_sam", exe="sam3_server",
+        kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="emit.sam:emit_sam", exe="sam3_server",
         legacy_slot="sam_server_exe", component="sam3", binaries=("sam3_server",), host_flags=("--host",),
         serves_custom_rows=True),
     Engine.UPSCALE: EngineRow(
@@ -169,6 +180,14 @@ ENGINE_OF_KIND: dict[str, Engine] = {kind: engine for engine, row in ENGINES.ite
 #: A role whose models are served by the engines of another role's rows: an embedding model runs
 #: on the ★ llm row's engine (llama-server `--embedding`), when that engine serves embeddings.
 SERVED_AS: dict[Role, Role] = {Role.EMBEDDING: Role.LLM}
+
+
+def imported(reference: str) -> Any:
+    """What a row's `module:function` reference names under `autogen` ("emit.sd:emit_sd"), its
+    module imported now, on first use (as vLLM's registries do): a run that needs none of an
+    engine's code imports none of it."""
+    module, name = reference.split(":")
+    return getattr(importlib.import_module(f"autogen.{module}"), name)
 
 
 def engine_of(kind: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands import cli, detect
+from autogen.commands import cli, detect, engine_probes
 from autogen.errors import SettingsError
 from autogen.settings.load import load_backends_file, load_settings
 from autogen.settings.schema import BackendRow
@@ -156,16 +156,17 @@ class TestProbes:
         assert report["notes"] == [
             f"{tmp_path / 'bin' / 'audiocpp-server'}: `--version` failed (exit 1): error: unknown argument: --version"]
 
-    @pytest.mark.parametrize(("engine_name", "text", "version"), [
-        ("llama", "version: 11434 (abc1234)\nbuilt with MSVC 19.40 for x64\n", "b11434"),
-        ("llama", "version: 0.6.0-dev (build 11434, commit unknown)\nbuilt with GNU 12.2.0 for Linux x86_64\n", "b11434"),
-        ("llama", "garbage\n", ""),
-        ("vllm", "WARNING something 1.2\n0.11.0\n", "0.11.0"),
-        ("sd", "sd-server version: v2.0.1\n", "2.0.1"),
-        ("sd", "usage: sd-server [options]\n", ""),
+    @pytest.mark.parametrize(("read", "text", "version"), [
+        (engine_probes.llama_version, "version: 11434 (abc1234)\nbuilt with MSVC 19.40 for x64\n", "b11434"),
+        (engine_probes.llama_version,
+         "version: 0.6.0-dev (build 11434, commit unknown)\nbuilt with GNU 12.2.0 for Linux x86_64\n", "b11434"),
+        (engine_probes.llama_version, "garbage\n", ""),
+        (engine_probes.parse_version, "WARNING something 1.2\n0.11.0\n", "0.11.0"),
+        (engine_probes.parse_version, "sd-server version: v2.0.1\n", "2.0.1"),
+        (engine_probes.parse_version, "usage: sd-server [options]\n", ""),
     ])
-    def test_version_parsing(self, engine_name, text, version):
-        assert detect.parse_version(engine_name, text) == version
+    def test_version_parsing(self, read, text, version):
+        assert read(text) == version
 
     @pytest.mark.parametrize(("text", "variant"), [
         ("Available devices:\n  ROCm0: AMD Radeon RX 7900 XTX (24560 MiB, 24000 MiB free)\n", "rocm"),
@@ -175,7 +176,7 @@ class TestProbes:
         ("error: unknown argument\n", ""),
     ])
     def test_list_devices_parsing(self, text, variant):
-        assert detect.parse_devices(text) == variant
+        assert engine_probes.parse_devices(text) == variant
 
 
 class TestRewrite:

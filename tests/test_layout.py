@@ -5,7 +5,6 @@ and every resolution reaches an emitter or a stated reason."""
 from __future__ import annotations
 
 import ast
-import importlib
 import os
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from autogen.discovery.rows import ModelRow
 from autogen.emit.dispatch import emitter_for, emitting_engine, resolve_for
-from autogen.engines import CUSTOM_KIND, ENGINES, Engine, Role
+from autogen.engines import CUSTOM_KIND, ENGINES, Engine, Role, imported
 from autogen.errors import ModelError
 from autogen.fsutil import code_stamp
 from autogen.resolve.backends import resolve_backend
@@ -111,11 +110,10 @@ PREFERS = {Role.TTS: (Engine.TTS, Engine.TTSCPP, Engine.AUDIOCPP), Role.ASR: (No
 CUSTOM_SERVED = {Role.IMAGE, Role.SEGMENT, Role.TTS, Role.ASR}
 
 
-def test_every_emitter_loads_and_every_role_is_served():
+def test_every_engine_reference_loads_and_every_role_is_served():
     for engine, row in ENGINES.items():
-        if row.emitter is not None:
-            module, function = row.emitter.split(":")
-            assert callable(getattr(importlib.import_module(f"autogen.emit.{module}"), function)), engine
+        for reference in (row.emitter, row.probe):
+            assert reference is None or callable(imported(reference)), (engine, reference)
     assert {role for row in ENGINES.values() for role in row.roles} == set(Role)
 
 

@@ -15,26 +15,9 @@ twice, e.g. through a symlink, is one row, compared by resolved real path):
 pipx / uv keep their venvs elsewhere but link the entry points into `~/.local/bin`.
 
 Version: `<exe> --version`, stdout and stderr together, all probes in parallel, each killed
-(with its whole process group) after `PROBE_TIMEOUT` s; a failure leaves "" and a note.
-llama.cpp prints `version: <build> (<commit>)` (`common/arg.cpp`), or, since its builds carry a
-semantic version, `version: <version> (build <build>, commit <commit>)` (`llama_print_build_info`,
-common/build-info.cpp.in); either is kept as `b<build>`, the release-tag spelling. vLLM: the
-version in its venv's `vllm-<ver>.dist-info` name when there is one (no seconds-long import),
-else `vllm --version`.
-
-Build (`BackendRow.build`, settings key `variant`) of a GGML engine (llama.cpp, sd, tts, parakeet,
-audio.cpp, sam):
-1. its backend libraries beside the binary (same folder, `../lib`, `../lib64`):
-   `libggml-cuda` → cuda, `libggml-hip` → rocm, `libggml-vulkan` → vulkan, `libggml-sycl` →
-   sycl, `libggml-metal` → metal; a shared build with only `libggml-base` / `libggml-cpu*` → cpu;
-2. llama-server only, when 1 found no library (a static build): `--list-devices`, which prints
-   `Available devices:` then `  CUDA0: <name> (<total> MiB, <free> MiB free)` per non-CPU device
-   (`common/arg.cpp`): the first device's backend; no device listed → cpu;
-3. otherwise unknown (""). vLLM: rocm when its torch has `libtorch_hip.so`, cpu when torch has
-   neither that nor `libtorch_cuda.so`, else cuda.
-
-A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
-answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
+(with its whole process group) after `PROBE_TIMEOUT` s; a failure leaves "" and a note. What each
+engine is asked and how its answer and its files are read (version, build, and which engine a
+shared binary name is) is its row's probe (`EngineRow.probe`, in `engine_probes`).
 
 Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
 never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last
@@ -50,7 +33,6 @@ import contextlib
 import glob
 import json
 import os
-import re
 import signal
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +41,7 @@ from pathlib import Path
 import attrs
 from attrs import frozen
 
-from autogen.engines import ENGINES, Engine, engine_of
+from autogen.engines import ENGINES, Engine, engine_of, engine_row, imported
 from autogen.errors import SettingsError, SwapgenError
 from autogen.fsutil import write_if_changed
 from autogen.numfmt import counted
@@ -79,16 +61,6 @@ COMPONENTS: dict[Engine, str] = {engine: row.component for engine, row in ENGINE
 
 #: Fixed places besides $PATH (globs; `~` is $HOME). Tests replace this tuple.
 SYSTEM_PLACES: tuple[str, ...] = ("~/.local/bin", "/usr/local/bin", "/opt/*/bin", "/opt/*/build/bin", "~/*/build/bin")
-
-#: GGML backend library stem → build, in the order a build with several is labelled
-#: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
-GGML_LIBS: tuple[tuple[str, str], ...] = (
-    ("cuda", "cuda"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"), ("metal", "metal"))
-
-#: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → build.
-DEVICE_PREFIXES: dict[str, str] = {
-    "cuda": "cuda", "rocm": "rocm", "hip": "rocm", "vulkan": "vulkan", "mtl": "metal", "metal": "metal",
-    "sycl": "sycl"}
 
 FILE_HEADER = (
     "# Written by `swapgen backends detect`: rows with `managed: true` are rewritten on every detect.\n"
@@ -185,77 +157,6 @@ def run_probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
     return proc.returncode, out.decode("utf-8", "replace")
 
 
-_LLAMA_VERSION = re.compile(r"version:\s*(?:(\d+)\s*\(|\S+\s*\(build\s+(\d+))")
-_PLAIN_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+\S*)$")
-_NAMED_VERSION = re.compile(r"version\b[\s:=]*v?(\d[\w.+-]*)", re.IGNORECASE)
-_DOTTED_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*[\w.+-]*)")
-
-
-def parse_version(engine: str, text: str) -> str:
-    """The version in a `--version` answer, "" when none is recognisable."""
-    if engine == Engine.LLAMA:
-        m = _LLAMA_VERSION.search(text)
-        return f"b{m.group(1) or m.group(2)}" if m else ""
-    for line in reversed(text.splitlines()):  # vLLM may log before the bare version line
-        m = _PLAIN_VERSION.match(line.strip())
-        if m:
-            return m.group(1)
-    m = _NAMED_VERSION.search(text) or _DOTTED_VERSION.search(text)
-    return m.group(1).rstrip(".,") if m else ""
-
-
-def parse_devices(text: str) -> str:
-    """Build from `llama-server --list-devices`: first device's backend, "cpu" when none."""
-    if "Available devices:" not in text:
-        return ""
-    for line in text.split("Available devices:", 1)[1].splitlines():
-        m = re.match(r"\s+([A-Za-z]+)\d*:", line)
-        if m and m.group(1).lower() in DEVICE_PREFIXES:
-            return DEVICE_PREFIXES[m.group(1).lower()]
-    return "cpu"
-
-
-def _listdir(folder: str) -> list[str]:
-    try:
-        return os.listdir(folder)
-    except OSError:  # missing or unreadable: nothing to learn there
-        return []
-
-
-def library_build(real: str) -> str:
-    """Build from the GGML backend libraries beside a binary; "" when it has none."""
-    here = os.path.dirname(real)
-    folders = [here, os.path.join(here, "..", "lib"), os.path.join(here, "..", "lib64")]
-    names = {n for f in folders for n in _listdir(f)}
-    for stem, build in GGML_LIBS:
-        if any(n.startswith(f"libggml-{stem}.") for n in names):
-            return build
-    return "cpu" if any(n.startswith(("libggml-base.", "libggml-cpu")) for n in names) else ""
-
-
-def _site_packages(real: str) -> list[str]:
-    venv = os.path.dirname(os.path.dirname(real))
-    return sorted(glob.glob(os.path.join(venv, "lib", "python*", "*-packages")))  # site- or dist-
-
-
-def vllm_dist_version(real: str) -> str:
-    for site in _site_packages(real):
-        for info in sorted(glob.glob(os.path.join(site, "vllm-*.dist-info"))):
-            return os.path.basename(info)[len("vllm-"):-len(".dist-info")]
-    return ""
-
-
-def vllm_build(real: str) -> str:
-    for site in _site_packages(real):
-        names = _listdir(os.path.join(site, "torch", "lib"))
-        if names:
-            if any(n.startswith("libtorch_hip") for n in names):
-                return "rocm"
-            if not any(n.startswith("libtorch_cuda") for n in names):
-                return "cpu"
-    return "cuda"
-
-
 def _probe(path: str, real: str, engine: str, timeout: float) -> tuple[Found, list[str]]:
     notes: list[str] = []
 
@@ -268,27 +169,11 @@ def _probe(path: str, real: str, engine: str, timeout: float) -> tuple[Found, li
             notes.append(f"{path}: `{flag}` failed (exit {code}): {first}")
         return code == 0, text
 
-    ok = False
-    if engine == Engine.VLLM:
-        version = vllm_dist_version(real)
-        if not version:
-            ok, text = ask("--version")
-            version = parse_version(engine, text) if ok else ""
-        build = vllm_build(real)
-    else:
-        ok, text = ask("--version")
-        version = parse_version(engine, text) if ok else ""
-        build = library_build(real)
-        if not build and engine == Engine.LLAMA:
-            ok_devices, devices = ask("--list-devices")
-            build = parse_devices(devices) if ok_devices else ""
-        if engine in (Engine.TTS, Engine.TTSCPP):
-            usage = "--model-path" in text  # TTS.cpp has no --version: it answers with its usage
-            engine = Engine.TTSCPP if usage or "tts.cpp" in f"{path} {real}".lower() else Engine.TTS
-            version = "" if usage else version
-    if ok and not version:
+    probed = imported(engine_row(engine).probe)(ask, path, real)
+    if probed.answered and not probed.version:
         notes.append(f"{path}: no version in its `--version` answer")
-    return Found(path=path, real=real, engine=Engine(engine).value, version=version, build=build), notes
+    return Found(path=path, real=real, engine=probed.engine or engine, version=probed.version,
+                 build=probed.build), notes
 
 
 def probe_all(binaries: list[tuple[str, str, str]], timeout: float) -> tuple[list[Found], list[str]]:
@@ -309,7 +194,7 @@ def _is_ours(row: BackendRow) -> bool:
 
 
 def _base_id(found: Found) -> str:
-    suffix = found.build if found.build and found.engine != Engine.VLLM else ""
+    suffix = found.build if found.build and engine_row(found.engine).build_in_id else ""
     return f"{found.engine}-{suffix}" if suffix else found.engine
 
 

@@ -7,7 +7,6 @@ the model's files) changes, that model alone is re-emitted.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Container, Iterable, Mapping
 
 import attrs
@@ -20,7 +19,7 @@ from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
-from autogen.engines import ENGINES, Engine, EngineRow, Role, engine_row
+from autogen.engines import ENGINES, Engine, EngineRow, Role, engine_row, imported
 from autogen.errors import ModelError
 from autogen.footprint import Reading
 from autogen.fsutil import file_size
@@ -301,9 +300,7 @@ def emitter_for(role: Role, engine: str, prefer: str | None = None) -> Callable[
     row = emitting_engine(role, engine, prefer)
     if row is None or row.emitter is None:
         return None
-    module, function = row.emitter.split(":")
-    # deliberate lazy import: a run served from the load memo plans nothing
-    return getattr(importlib.import_module(f"autogen.emit.{module}"), function)
+    return imported(row.emitter)  # on first use: a run served from the load memo plans nothing
 
 
 def needs_vllm(job: Job) -> bool:
@@ -313,8 +310,7 @@ def needs_vllm(job: Job) -> bool:
 
 def emitter_for_custom() -> Callable[[EmitContext], Plan]:
     """The emitter of a row pinned to a `custom` backend (formats no known engine loads)."""
-    # deliberate lazy import, as `emitter_for`
-    return importlib.import_module("autogen.emit.custom").emit_custom
+    return imported("emit.custom:emit_custom")  # on first use, as `emitter_for`
 
 
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:

@@ -1,0 +1,175 @@
+"""How `swapgen backends detect` reads an installed engine's version and build: one probe per
+kind of binary, named by its engine's row (`EngineRow.probe`).
+
+Each probe gets `ask(flag)`, which runs the binary with one flag (killed with its process group
+after the probe timeout; a failure leaves a note) and answers (exit 0, stdout+stderr).
+
+Version: `<exe> --version`. llama.cpp prints `version: <build> (<commit>)` (`common/arg.cpp`),
+or, since its builds carry a semantic version, `version: <version> (build <build>, commit
+<commit>)` (`llama_print_build_info`, common/build-info.cpp.in); either is kept as `b<build>`, the
+release-tag spelling. vLLM: the version in its venv's `vllm-<ver>.dist-info` name when there is
+one (no seconds-long import), else `vllm --version`. Others: a bare version line, else a
+`version` word followed by a number, else the first dotted number.
+
+Build (`BackendRow.build`, settings key `variant`) of a GGML engine (llama.cpp, sd, tts, parakeet,
+audio.cpp, sam):
+1. its backend libraries beside the binary (same folder, `../lib`, `../lib64`):
+   `libggml-cuda` → cuda, `libggml-hip` → rocm, `libggml-vulkan` → vulkan, `libggml-sycl` →
+   sycl, `libggml-metal` → metal; a shared build with only `libggml-base` / `libggml-cpu*` → cpu;
+2. llama-server only, when 1 found no library (a static build): `--list-devices`, which prints
+   `Available devices:` then `  CUDA0: <name> (<total> MiB, <free> MiB free)` per non-CPU device
+   (`common/arg.cpp`): the first device's backend; no device listed → cpu;
+3. otherwise unknown (""). vLLM: rocm when its torch has `libtorch_hip.so`, cpu when torch has
+   neither that nor `libtorch_cuda.so`, else cuda.
+
+A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
+answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable
+
+from attrs import frozen
+
+from autogen.engines import Engine
+
+#: Runs the binary with one flag: (exit 0, stdout+stderr).
+Ask = Callable[[str], tuple[bool, str]]
+
+#: GGML backend library stem → build, in the order a build with several is labelled
+#: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
+GGML_LIBS: tuple[tuple[str, str], ...] = (
+    ("cuda", "cuda"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"), ("metal", "metal"))
+
+#: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → build.
+DEVICE_PREFIXES: dict[str, str] = {
+    "cuda": "cuda", "rocm": "rocm", "hip": "rocm", "vulkan": "vulkan", "mtl": "metal", "metal": "metal",
+    "sycl": "sycl"}
+
+
+@frozen
+class Probed:
+    """What a probe learnt of one binary.
+
+    Example: Probed(version="b11434", build="cuda", answered=True).
+    """
+
+    version: str
+    build: str
+    #: `--version` was asked and exited 0 (an answer without a version is then worth a note).
+    answered: bool
+    #: The engine the binary turned out to be, when its name is shared ("ttscpp"); None = the
+    #: engine its name was found for.
+    engine: str | None = None
+
+
+_LLAMA_VERSION = re.compile(r"version:\s*(?:(\d+)\s*\(|\S+\s*\(build\s+(\d+))")
+_PLAIN_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+\S*)$")
+_NAMED_VERSION = re.compile(r"version\b[\s:=]*v?(\d[\w.+-]*)", re.IGNORECASE)
+_DOTTED_VERSION = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*[\w.+-]*)")
+
+
+def parse_version(text: str) -> str:
+    """The version in a `--version` answer, "" when none is recognisable."""
+    for line in reversed(text.splitlines()):  # vLLM may log before the bare version line
+        m = _PLAIN_VERSION.match(line.strip())
+        if m:
+            return m.group(1)
+    m = _NAMED_VERSION.search(text) or _DOTTED_VERSION.search(text)
+    return m.group(1).rstrip(".,") if m else ""
+
+
+def llama_version(text: str) -> str:
+    """llama.cpp's build number in its `--version` answer as `b<build>`, "" when none."""
+    m = _LLAMA_VERSION.search(text)
+    return f"b{m.group(1) or m.group(2)}" if m else ""
+
+
+def parse_devices(text: str) -> str:
+    """Build from `llama-server --list-devices`: first device's backend, "cpu" when none."""
+    if "Available devices:" not in text:
+        return ""
+    for line in text.split("Available devices:", 1)[1].splitlines():
+        m = re.match(r"\s+([A-Za-z]+)\d*:", line)
+        if m and m.group(1).lower() in DEVICE_PREFIXES:
+            return DEVICE_PREFIXES[m.group(1).lower()]
+    return "cpu"
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:  # missing or unreadable: nothing to learn there
+        return []
+
+
+def library_build(real: str) -> str:
+    """Build from the GGML backend libraries beside a binary; "" when it has none."""
+    here = os.path.dirname(real)
+    folders = [here, os.path.join(here, "..", "lib"), os.path.join(here, "..", "lib64")]
+    names = {n for f in folders for n in _listdir(f)}
+    for stem, build in GGML_LIBS:
+        if any(n.startswith(f"libggml-{stem}.") for n in names):
+            return build
+    return "cpu" if any(n.startswith(("libggml-base.", "libggml-cpu")) for n in names) else ""
+
+
+def _site_packages(real: str) -> list[str]:
+    venv = os.path.dirname(os.path.dirname(real))
+    return sorted(glob.glob(os.path.join(venv, "lib", "python*", "*-packages")))  # site- or dist-
+
+
+def vllm_dist_version(real: str) -> str:
+    for site in _site_packages(real):
+        for info in sorted(glob.glob(os.path.join(site, "vllm-*.dist-info"))):
+            return os.path.basename(info)[len("vllm-"):-len(".dist-info")]
+    return ""
+
+
+def vllm_build(real: str) -> str:
+    for site in _site_packages(real):
+        names = _listdir(os.path.join(site, "torch", "lib"))
+        if names:
+            if any(n.startswith("libtorch_hip") for n in names):
+                return "rocm"
+            if not any(n.startswith("libtorch_cuda") for n in names):
+                return "cpu"
+    return "cuda"
+
+
+def probe_ggml(ask: Ask, path: str, real: str) -> Probed:
+    """A GGML engine: `--version`, and the backend libraries beside it."""
+    ok, text = ask("--version")
+    return Probed(version=parse_version(text) if ok else "", build=library_build(real), answered=ok)
+
+
+def probe_llama(ask: Ask, path: str, real: str) -> Probed:
+    """llama-server: its build number, and `--list-devices` when no library names its build."""
+    ok, text = ask("--version")
+    build = library_build(real)
+    if not build:
+        ok_devices, devices = ask("--list-devices")
+        build = parse_devices(devices) if ok_devices else ""
+    return Probed(version=llama_version(text) if ok else "", build=build, answered=ok)
+
+
+def probe_vllm(ask: Ask, path: str, real: str) -> Probed:
+    """vLLM: its venv's package name and torch libraries; `--version` only without a package name."""
+    version, ok = vllm_dist_version(real), False
+    if not version:
+        ok, text = ask("--version")
+        version = parse_version(text) if ok else ""
+    return Probed(version=version, build=vllm_build(real), answered=ok)
+
+
+def probe_tts_server(ask: Ask, path: str, real: str) -> Probed:
+    """A `tts-server`, which qwentts.cpp and TTS.cpp both build: which one it is (module docstring)."""
+    ok, text = ask("--version")
+    usage = "--model-path" in text  # TTS.cpp has no --version: it answers with its usage
+    engine = Engine.TTSCPP if usage or "tts.cpp" in f"{path} {real}".lower() else Engine.TTS
+    version = parse_version(text) if ok and not usage else ""
+    return Probed(version=version, build=library_build(real), answered=ok, engine=engine.value)
