@@ -112,9 +112,9 @@ class EngineRow:
     #: Runs on one GPU unless tensor-parallel, with a fraction of each card's memory: placed on
     #: the largest card(s) without a pin, sized against the card reading, and able to span hosts.
     per_card: bool = False
-    #: `swapgen calibrate` starts its entries and reads the memory its log reports, and sizing
-    #: follows those figures (`commands.engine_figures`).
-    measured: bool = False
+    #: How `swapgen calibrate` reads the memory its log reports: `module:name` under `autogen`, a
+    #: `commands.engine_logs.LogReader`; "" = its entries are not measured.
+    log_reader: str = ""
     #: The binary beside its executable that estimates a command's memory without loading the
     #: weights (or a row's `fit_params`); "" = none. Example: "llama-fit-params".
     estimator: str = ""
@@ -123,6 +123,12 @@ class EngineRow:
     #: the models of an engine that loads one.
     lora_formats: tuple[str, ...] = ()
 
+    @property
+    def measured(self) -> bool:
+        """`swapgen calibrate` starts its entries and reads the memory its log reports, and
+        sizing follows those figures (`commands.engine_figures`)."""
+        return bool(self.log_reader)
+
 
 #: One row per engine (docs/maintainers/backends.md#kinds-and-roles).
 ENGINES: dict[Engine, EngineRow] = {
@@ -130,12 +136,14 @@ ENGINES: dict[Engine, EngineRow] = {
         kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="emit.llama:emit_llama",
         exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
         probe="commands.engine_probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
-        profiles=True, splits_layers=True, measured=True, estimator="llama-fit-params", lora_formats=("gguf",)),
+        profiles=True, splits_layers=True, log_reader="commands.engine_logs:LLAMA_LOG", estimator="llama-fit-params",
+        lora_formats=("gguf",)),
     Engine.VLLM: EngineRow(
         kinds=("vllm",), roles=(Role.LLM,), emitter="emit.vllm:emit_vllm", exe="vllm", component="vllm",
         binaries=("vllm",), probe="commands.engine_probes:probe_vllm", build_in_id=False, host_flags=("--host",),
         slot_flags=("--max-num-seqs",),
-        no_profiles_note="vLLM entries have no profiles", per_card=True, measured=True, lora_formats=("peft",)),
+        no_profiles_note="vLLM entries have no profiles", per_card=True,
+        log_reader="commands.engine_logs:VLLM_LOG", lora_formats=("peft",)),
     Engine.SD: EngineRow(
         kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="emit.sd:emit_sd", exe="sd-server",
         legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),

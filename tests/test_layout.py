@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from autogen.commands.engine_logs import LogReader
 from autogen.discovery.rows import ModelRow
 from autogen.emit.dispatch import emitter_for, emitting_engine, resolve_for
 from autogen.engines import CUSTOM_KIND, ENGINES, Engine, Role, imported
@@ -114,6 +115,7 @@ def test_every_engine_reference_loads_and_every_role_is_served():
     for engine, row in ENGINES.items():
         for reference in (row.emitter, row.probe):
             assert reference is None or callable(imported(reference)), (engine, reference)
+        assert not row.log_reader or isinstance(imported(row.log_reader), LogReader), engine
     assert {role for row in ENGINES.values() for role in row.roles} == set(Role)
 
 

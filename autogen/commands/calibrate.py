@@ -5,7 +5,8 @@ Each command runs as llama-swap would run it: its argv with `${PORT}` set to a f
 entry's env over swapgen's own, bound where its `--host` says, and is ready when its check
 endpoint (`/health`) answers 200 within `--timeout` (the settings' `health_check_timeout`).
 llama-server is asked for its buffer lines at load (`LLAMA_ARG_LOG_VERBOSITY=4`, unless the
-entry sets it); vLLM logs its figures at any level. Where `nvidia-smi` or `rocm-smi` is on PATH,
+entry sets it); vLLM logs its figures at any level (each engine's `engine_logs.LogReader`, named by
+its row). Where `nvidia-smi` or `rocm-smi` is on PATH,
 the engine's processes' memory per GPU is read while it runs. Then the engine is stopped
 (`engine_process`), and the measurement is stored (`measurements`) under the model files' stamp,
 the exact command and the engine binary's identity: the next run uses it for that command.
@@ -34,13 +35,12 @@ from autogen.commands.measurements import Measurement
 from autogen.commands.tasks import Terminated
 from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry
-from autogen.engines import Engine
+from autogen.engines import engine_row, imported
 from autogen.errors import SwapgenError
-from autogen.footprint import HOST_DEVICE, DeviceMemory, MemoryRecord, Source
+from autogen.footprint import HOST_DEVICE, MemoryRecord
 from autogen.numfmt import gib_text
 
 LOGS = "calibration-logs"
-VERBOSITY = ("LLAMA_ARG_LOG_VERBOSITY", "4")
 
 
 @contextlib.contextmanager
@@ -101,10 +101,15 @@ def command(entry: Entry, port: int) -> tuple[list[str], str]:
     return argv, base.rstrip("/") + "/" + check.lstrip("/")
 
 
+def log_reader(job: Job) -> engine_logs.LogReader:
+    """How the log of the job's engine is read (`EngineRow.log_reader`)."""
+    return imported(engine_row(job.engine).log_reader)
+
+
 def environment(job: Job, entry: Entry) -> dict[str, str]:
     env = {**os.environ, **dict(e.split("=", 1) for e in entry.env if "=" in e)}
-    if job.engine == Engine.LLAMA:
-        env.setdefault(*VERBOSITY)
+    for name, value in log_reader(job).env:
+        env.setdefault(name, value)
     return env
 
 
@@ -125,7 +130,7 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
     seconds = time.monotonic() - started
     text = engine.log()
     if state != "healthy":
-        why = (engine_logs.llama_error(text) if job.engine == Engine.LLAMA else engine_logs.vllm_error(text))
+        why = log_reader(job).error(text)
         if state == "timeout":
             why = f"no answer on {url} within {timeout:g} s" + (f" (last error: {why})" if why else "")
         return Measurement(entry.id, job.engine, None, error=why or f"exited before answering on {url}",
@@ -140,23 +145,10 @@ def measure(library: Library, job: Job, entry: Entry, timeout: float) -> Measure
 
 
 def read_figures(job: Job, entry: Entry, text: str) -> tuple[MemoryRecord | None, int]:
-    """(the engine's report as a memory record, the KV cache's capacity in tokens or 0):
-    llama-server's buffers, or vLLM's per-worker weights and KV pool with the rest of what it takes
-    (the estimate's device total) as its compute part, and the tokens its pool holds."""
-    if job.engine == Engine.LLAMA:
-        return engine_logs.llama_report(text), 0
-    report = engine_logs.vllm_report(text)
-    if report is None:
-        return None, 0
+    """(the engine's report as a memory record, the KV cache's capacity in tokens or 0), read as
+    its row says (`engine_logs.LogReader.figures`)."""
     planned = entry.estimate.devices if entry.estimate is not None else ()
-    rows = []
-    for i, (weights, kv) in enumerate(zip(report.weights, report.kv, strict=True)):
-        name = planned[i].name if i < len(planned) else f"GPU{i}"
-        takes = planned[i].total if i < len(planned) else weights + kv
-        rows.append(DeviceMemory(name, weights, kv, max(0, takes - weights - kv)))
-    note = (f"vLLM: KV cache of {report.kv_tokens:,} tokens for max-model-len {report.max_model_len:,}"
-            if report.kv_tokens else "")
-    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note), report.kv_tokens
+    return log_reader(job).figures(text, planned)
 
 
 def visible_devices(env: Sequence[str]) -> list[int]:

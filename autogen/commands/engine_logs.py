@@ -15,6 +15,10 @@ tools exist, from their per-process tables): the measurements of `swapgen calibr
   (vllm/v1/worker/gpu_worker.py) or, with `--kv-cache-memory-bytes`, `reserved X GiB memory for
   KV Cache`, and once `GPU KV cache size: N tokens, Maximum concurrency for L tokens per request:
   Cx` (vllm/v1/core/kv_cache_utils.py). Numbers are GiB rounded to 2 decimals (`format_gib`).
+
+Each measured engine's row names its reader here (`EngineRow.log_reader`: `LLAMA_LOG`,
+`VLLM_LOG`).
+
 - **nvidia-smi** `--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`
   (MiB per process and GPU) with `--query-gpu=index,uuid`; **rocm-smi** `--showpids` (bytes).
 """
@@ -22,7 +26,7 @@ tools exist, from their per-process tables): the measurements of `swapgen calibr
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from attrs import frozen
 
@@ -46,6 +50,19 @@ _VLLM_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB|reserved ([\d.
 _VLLM_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) tokens per request: "
                           r"([\d.]+)x")
 _PY_ERROR = re.compile(r"^(?:\S+ )*?(\w+(?:Error|Exception)): (.+)$")
+
+
+@frozen
+class LogReader:
+    """How `swapgen calibrate` reads one engine's start. Example: `LLAMA_LOG`."""
+
+    #: Variables set unless the entry sets them, so the log reports the memory.
+    env: tuple[tuple[str, str], ...]
+    #: The log → the engine's own line on why it stopped ("" = none).
+    error: Callable[[str], str]
+    #: (the log, the devices of the entry's estimate) → (the engine's report as a memory record,
+    #: or None without one; the tokens its KV cache holds, or 0).
+    figures: Callable[[str, Sequence[DeviceMemory]], tuple[MemoryRecord | None, int]]
 
 
 def buffer_device(buffer: str) -> str:
@@ -102,6 +119,11 @@ def llama_error(text: str) -> str:
     return probe
 
 
+def llama_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryRecord | None, int]:
+    """llama-server's buffers (`llama_report`); its pool's tokens are its `-c`, not read here."""
+    return llama_report(text), 0
+
+
 @frozen
 class VllmReport:
     """vLLM's memory lines, one per worker (tensor-parallel rank), in bytes.
@@ -147,6 +169,28 @@ def vllm_error(text: str) -> str:
         elif " ERROR " in stripped and not last_error:
             last_error = stripped.split("] ", 1)[-1]
     return last_error
+
+
+def vllm_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryRecord | None, int]:
+    """vLLM's per-worker weights and KV pool, with the rest of what the estimate puts on the
+    device as its compute part, and the tokens its pool holds."""
+    report = vllm_report(text)
+    if report is None:
+        return None, 0
+    rows = []
+    for i, (weights, kv) in enumerate(zip(report.weights, report.kv, strict=True)):
+        name = planned[i].name if i < len(planned) else f"GPU{i}"
+        takes = planned[i].total if i < len(planned) else weights + kv
+        rows.append(DeviceMemory(name, weights, kv, max(0, takes - weights - kv)))
+    note = (f"vLLM: KV cache of {report.kv_tokens:,} tokens for max-model-len {report.max_model_len:,}"
+            if report.kv_tokens else "")
+    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note), report.kv_tokens
+
+
+#: llama-server reports its buffers at log verbosity 4 (module docstring).
+LLAMA_LOG = LogReader(env=(("LLAMA_ARG_LOG_VERBOSITY", "4"),), error=llama_error, figures=llama_figures)
+#: vLLM logs its figures at any level.
+VLLM_LOG = LogReader(env=(), error=vllm_error, figures=vllm_figures)
 
 
 def nvidia_per_process(apps: str, gpus: str, pids: Iterable[int]) -> dict[int, int]:
