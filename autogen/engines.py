@@ -118,6 +118,13 @@ class EngineRow:
     #: The binary beside its executable that estimates a command's memory without loading the
     #: weights (or a row's `fit_params`); "" = none. Example: "llama-fit-params".
     estimator: str = ""
+    #: The server config its emitter writes beside a model's fragment (a missing one re-runs the
+    #: model's task): `module:function` under `autogen`, `(cache_dir, model id) -> path`. Read
+    #: for the models whose format asks for the engine, so only an exclusive engine has one.
+    config_file: str = ""
+    #: It serves a Hugging Face safetensors folder (`vllm serve DIR`); a folder resolved to an
+    #: engine without it is skipped with the engine to add.
+    hf_folders: bool = False
     #: The LoRA adapter formats its command loads (`Adapter.kind`): llama-server a GGUF
     #: (`--lora`), vLLM a PEFT folder (`--lora-modules`); discovery pairs a GGUF LoRA only with
     #: the models of an engine that loads one.
@@ -141,9 +148,8 @@ ENGINES: dict[Engine, EngineRow] = {
     Engine.VLLM: EngineRow(
         kinds=("vllm",), roles=(Role.LLM,), emitter="emit.vllm:emit_vllm", exe="vllm", component="vllm",
         binaries=("vllm",), probe="commands.engine_probes:probe_vllm", build_in_id=False, host_flags=("--host",),
-        slot_flags=("--max-num-seqs",),
-        no_profiles_note="vLLM entries have no profiles", per_card=True,
-        log_reader="commands.engine_logs:VLLM_LOG", lora_formats=("peft",)),
+        slot_flags=("--max-num-seqs",), no_profiles_note="vLLM entries have no profiles", per_card=True,
+        log_reader="commands.engine_logs:VLLM_LOG", hf_folders=True, lora_formats=("peft",)),
     Engine.SD: EngineRow(
         kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="emit.sd:emit_sd", exe="sd-server",
         legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),
@@ -166,7 +172,7 @@ ENGINES: dict[Engine, EngineRow] = {
         kinds=("audiocpp", "audio.cpp", "audiocpp-server"), roles=(Role.TTS, Role.ASR),
         emitter="emit.audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp",
         binaries=("audiocpp_server", "audiocpp-server"),
-        host_flags=("--host",), serves_custom_rows=True, exclusive=True),
+        host_flags=("--host",), serves_custom_rows=True, exclusive=True, config_file="emit.audio:audiocpp_config_path"),
     Engine.SAM: EngineRow(
         kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="emit.sam:emit_sam", exe="sam3_server",
         legacy_slot="sam_server_exe", component="sam3", binaries=("sam3_server",), host_flags=("--host",),

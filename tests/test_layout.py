@@ -113,7 +113,7 @@ CUSTOM_SERVED = {Role.IMAGE, Role.SEGMENT, Role.TTS, Role.ASR}
 
 def test_every_engine_reference_loads_and_every_role_is_served():
     for engine, row in ENGINES.items():
-        for reference in (row.emitter, row.probe):
+        for reference in (row.emitter, row.probe, row.config_file or None):
             assert reference is None or callable(imported(reference)), (engine, reference)
         assert not row.log_reader or isinstance(imported(row.log_reader), LogReader), engine
     assert {role for row in ENGINES.values() for role in row.roles} == set(Role)

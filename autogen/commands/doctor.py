@@ -17,7 +17,7 @@ from attrs import frozen
 
 from autogen.commands.checks import no_budget, under
 from autogen.commands.library import Library
-from autogen.emit.dispatch import needs_vllm
+from autogen.emit.dispatch import folder_unloadable
 from autogen.numfmt import counted, format_g
 from autogen.resolve.backends import legacy_exes
 from autogen.resolve.gpus import card_vram_gb
@@ -99,7 +99,7 @@ def _engines(settings: Settings, library: Library | None) -> list[Finding]:
     users: dict[tuple[str | None, str], list[str]] = {(row.id, row.path.strip()): [] for row in settings.backends}
     need_vllm = []
     for job in library.jobs if library is not None else ():
-        if needs_vllm(job):
+        if folder_unloadable(job):
             need_vllm.append(job.row.id)
         elif job.backend is not None and job.error is None:
             row_id = job.backend.row.id if job.backend.row is not None else None

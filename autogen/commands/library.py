@@ -329,13 +329,13 @@ class Library:
 
 
 def side_files(settings: Settings, job: Job) -> tuple[str, ...]:
-    """Files a model's task writes beside its fragment: audio.cpp's server config."""
-    from autogen.engines import Engine  # noqa: PLC0415 - lazy: read when the memo is written
+    """Files a model's task writes beside its fragment: the server config of the engine its
+    format asks for, when that engine's emitter writes one (audio.cpp's: `EngineRow.config_file`)."""
+    from autogen.engines import engine_row, imported  # noqa: PLC0415 - lazy: read when the memo is written
 
-    if job.prefer == Engine.AUDIOCPP and job.error is None:
-        from autogen.emit.audio import audiocpp_config_path  # noqa: PLC0415 - lazy: audio.cpp models only
-
-        return (audiocpp_config_path(settings.cache_dir, job.row.id),)
+    config_file = engine_row(job.prefer).config_file if job.prefer else ""
+    if config_file and job.error is None:
+        return (imported(config_file)(settings.cache_dir, job.row.id),)  # its emitter's module: those models only
     return ()
 
 

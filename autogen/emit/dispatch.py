@@ -303,9 +303,10 @@ def emitter_for(role: Role, engine: str, prefer: str | None = None) -> Callable[
     return imported(row.emitter)  # on first use: a run served from the load memo plans nothing
 
 
-def needs_vllm(job: Job) -> bool:
-    """An HF (safetensors) folder resolved to an engine other than vLLM: llama.cpp loads GGUF only."""
-    return job.row.format == "hf" and job.backend is not None and job.engine != Engine.VLLM
+def folder_unloadable(job: Job) -> bool:
+    """An HF (safetensors) folder resolved to an engine that loads none (`EngineRow.hf_folders`):
+    llama.cpp loads GGUF only."""
+    return job.row.format == "hf" and job.backend is not None and not job.served_by.hf_folders
 
 
 def emitter_for_custom() -> Callable[[EmitContext], Plan]:
@@ -319,7 +320,7 @@ def _dispatch(job: Job, ctx: EmitContext) -> Plan:
         if engine in set(Engine):
             raise ModelError(foreign_reason(row.foreign_format, row.foreign_evidence))
         return emitter_for_custom()(ctx)
-    if needs_vllm(job):
+    if folder_unloadable(job):
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "
                          "Add a row of kind vllm to `backends` in swapgen.yaml")
     serving = emitting_engine(job.role, engine, job.prefer)
