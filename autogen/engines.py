@@ -19,7 +19,7 @@ import enum
 import importlib
 from typing import Any
 
-from attrs import frozen
+from attrs import Factory, field, frozen
 
 
 class Role(enum.StrEnum):
@@ -80,6 +80,9 @@ class EngineRow:
     legacy_slot: str | None = None
     #: The project a detected row's `component` names. Example: "stable-diffusion.cpp".
     component: str = ""
+    #: The engine as an entry's `metadata.engine` and its footprint name it; its `component`
+    #: unless set. Example: "sd-server".
+    label: str = field(default=Factory(lambda row: row.component, takes_self=True))
     #: Executable names `swapgen backends detect` looks for. Example: ("sd-server",).
     binaries: tuple[str, ...] = ()
     #: How detect reads a found binary's version and build: `module:function` under `autogen`,
@@ -152,7 +155,7 @@ ENGINES: dict[Engine, EngineRow] = {
         log_reader="commands.engine_logs:VLLM_LOG", hf_folders=True, lora_formats=("peft",)),
     Engine.SD: EngineRow(
         kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="emit.sd:emit_sd", exe="sd-server",
-        legacy_slot="sd_server_exe", component="stable-diffusion.cpp", binaries=("sd-server",),
+        legacy_slot="sd_server_exe", component="stable-diffusion.cpp", label="sd-server", binaries=("sd-server",),
         host_flags=("-l", "--listen-ip"), serves_custom_rows=True,
         unserved_archs=frozenset({"ltxv", "hyvid", "cosmos", "mochi", "aura", "hidream"}),
         unserved_reason="diffusion model of arch {arch}: video and other DiTs have no sd-server arm here yet"),
@@ -175,7 +178,8 @@ ENGINES: dict[Engine, EngineRow] = {
         host_flags=("--host",), serves_custom_rows=True, exclusive=True, config_file="emit.audio:audiocpp_config_path"),
     Engine.SAM: EngineRow(
         kinds=("sam", "sam3", "segment"), roles=(Role.SEGMENT,), emitter="emit.sam:emit_sam", exe="sam3_server",
-        legacy_slot="sam_server_exe", component="sam3", binaries=("sam3_server",), host_flags=("--host",),
+        legacy_slot="sam_server_exe", component="sam3", label="sam3_server", binaries=("sam3_server",),
+        host_flags=("--host",),
         serves_custom_rows=True),
     Engine.UPSCALE: EngineRow(
         kinds=("upscale", "realesrgan", "esrgan"), roles=(Role.UPSCALE,), emitter=None,

@@ -119,7 +119,7 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
                                                   f"est VRAM talker + codec + 0.3 GiB")]
-    entry = _entry(ctx, argv, comment, _footprint(ctx, "qwentts.cpp", est), arch, ("voice_clone", True),
+    entry = _entry(ctx, argv, comment, _footprint(ctx, ENGINES[Engine.TTS].label, est), arch, ("voice_clone", True),
                    check_endpoint="/health", capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"est VRAM {format_g(est)} GiB = talker {format_g(size_gb(row.size_bytes))} + codec "
@@ -138,7 +138,7 @@ def _emit_ttscpp(ctx: EmitContext) -> Plan:
     if ctx.backend.row is None:
         comment.append(f"WARNING: no TTS.cpp backend registered (a row of kind ttscpp); using {ctx.backend.exe}, "
                        f"which must be TTS.cpp's tts-server for this model to load")
-    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, "tts.cpp", None), arch,
+    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, ENGINES[Engine.TTSCPP].label, None), arch,
                    check_endpoint="/health", use_model_name=_stem(row.path),
                    capabilities=Capabilities(inputs=("text",), outputs=("audio",)), coexist_group="tts")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
@@ -152,7 +152,7 @@ def emit_asr(ctx: EmitContext) -> Plan:
     arch = meta.arch if meta is not None else ""
     argv = (ctx.backend.exe or ENGINES[Engine.ASR].exe, "--model", row.path, "--port", "${PORT}", *_extra(ctx))
     comment = [_comment("parakeet", arch, row, "Parakeet ASR, parakeet.cpp parakeet-server, CPU (no VRAM charge)")]
-    entry = _entry(ctx, argv, comment, _footprint(ctx, "parakeet.cpp", None), arch, check_endpoint="none",
+    entry = _entry(ctx, argv, comment, _footprint(ctx, ENGINES[Engine.ASR].label, None), arch, check_endpoint="none",
                    capabilities=Capabilities(inputs=("audio",), outputs=("text",)), coexist_group="asr")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
 
@@ -207,9 +207,9 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
     clone = task == "tts" and family in AUDIOCPP_CLONE
     caps = (Capabilities(inputs=("text",), outputs=("audio",)) if task == "tts"
             else Capabilities(inputs=("audio",), outputs=("text",)))
-    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, "audio.cpp", est), family,
-                   ("task", task), *((("voice_clone", True),) if clone else ()), check_endpoint="/health",
-                   capabilities=caps)
+    footprint = _footprint(ctx, ENGINES[Engine.AUDIOCPP].label, est)
+    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, footprint, family, ("task", task),
+                   *((("voice_clone", True),) if clone else ()), check_endpoint="/health", capabilities=caps)
     text = audiocpp_config(row.id, family, row.path, task)
     return Plan(model_id=row.id, entries=(entry,), files=((config, text),),
                 notes=(f"backend {resolved.backend_id} ({resolved.why})", f"server config {config}"))

@@ -83,7 +83,7 @@ from autogen.sizing.llama_memory import Launch, allocations
 from autogen.sizing.projector import projector_charge
 
 #: The engine as `metadata.engine` names it.
-ENGINE_LABEL = "llama.cpp"
+ENGINE_LABEL = ENGINES[Engine.LLAMA].label
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
 #: Embedding context: the trained window (512 when absent), capped (docs/maintainers/classes.md#embeddings).

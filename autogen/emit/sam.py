@@ -43,7 +43,8 @@ def emit_sam(ctx: EmitContext) -> Plan:
     size = size_gb(row.size_bytes)
     comment = [f"sam3_server · {arch} · {format_g(size)} GiB · SAM segmentation, {os.path.basename(row.path)}, "
                f"CPU (--no-gpu, no VRAM charge)"]
-    footprint = Footprint(engine="sam3_server", disk=row.size_bytes, memory=flat_record(0, 0, row.size_bytes))
+    footprint = Footprint(engine=ENGINES[Engine.SAM].label, disk=row.size_bytes,
+                          memory=flat_record(0, 0, row.size_bytes))
     metadata = (("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
                 ("size_gb", footprint.disk_gb), ("segmentation", True))
     entry = Entry(id=row.id, argv=tuple(argv) + extra, comment=tuple(comment), metadata=metadata,

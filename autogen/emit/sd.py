@@ -251,7 +251,7 @@ def emit_sd(ctx: EmitContext, file_size: FileSize = fsutil.file_size) -> Plan:
                f"max-vram {format_g(graph)}, offload={'true' if offload else 'false'} ({offload_why})",
                *_component_lines(row.id, arch, meta.has_baked_encoders, comps)]
     memory = _memory(round(budget * GIB), resident, comps, choices)
-    footprint = Footprint(engine="sd-server", vram=memory.vram, disk=row.size_bytes, memory=memory)
+    footprint = Footprint(engine=ENGINES[Engine.SD].label, vram=memory.vram, disk=row.size_bytes, memory=memory)
     metadata: list[tuple[str, MetaValue]] = [
         ("backend", ctx.backend.backend_id), ("engine", footprint.engine), ("arch", arch),
         ("size_gb", footprint.disk_gb), ("est_vram_gb", footprint.vram_gb), ("max_vram", graph), ("offload", offload)]

@@ -184,7 +184,7 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     argv = vllm_argv(ctx, sizing, parser)
     comment = _comment(ctx, sizing, parser, argv, slot, version)
     used, estimate = _footprints(ctx, sizing, argv)
-    footprint = Footprint(engine=Engine.VLLM.value, vram=sizing.est_vram if used is estimate else used.vram,
+    footprint = Footprint(engine=ENGINES[Engine.VLLM].label, vram=sizing.est_vram if used is estimate else used.vram,
                           disk=sized.row.size_bytes, memory=used)
     tools = bool(parser.parser) or sizing.extra.sets_parser
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=_metadata(ctx, sizing, parser, footprint),

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Sequence
 
 from attrs import frozen
 
+from autogen.engines import ENGINES
 from autogen.footprint import Footprint
 from autogen.numfmt import format_g
 from autogen.router.fragments import quote
@@ -35,8 +36,9 @@ from autogen.router.fragments import quote
 MAX_EXACT_SETS = 1000
 #: Estimates are compared in hundredths of a GiB (they are written with two decimals).
 _UNIT = 100
-#: llama-server spreads layers over every visible card; other engines take the first device.
-SPREADING_ENGINES = ("llama.cpp",)
+#: The engines (as footprints name them) that spread layers over every visible card
+#: (`EngineRow.splits_layers`: llama-server); others take the first device.
+SPREADING_ENGINES = frozenset(row.label for row in ENGINES.values() if row.splits_layers)
 
 
 @frozen
