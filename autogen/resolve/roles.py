@@ -23,6 +23,8 @@ IMAGE_ARCHS = ("flux", "sd1", "sd3", "sdxl", "stable-diffusion", "qwen_image", "
 #: and DiTs sd.cpp does not load. Image models all the same, skipped with a reason rather than
 #: handed to llama-server.
 UNSERVED_DIFFUSION_ARCHS = ENGINES[Engine.SD].unserved_archs
+#: The engine an HF (safetensors) folder asks for: the one whose row loads folders (vLLM).
+FOLDER_ENGINE = next(engine for engine, row in ENGINES.items() if row.hf_folders)
 
 # -- speech: qwentts.cpp, TTS.cpp, parakeet and audio.cpp (docs/maintainers/classes.md) --------------------
 
@@ -137,7 +139,7 @@ def preferred_engine(row: ModelRow, role: Role, meta: ModelMeta | None) -> Engin
     `prefer`): vLLM for an HF folder (llama.cpp reads GGUF only), audio.cpp for its own GGUFs,
     TTS.cpp or qwentts.cpp for a TTS model by its format; None = the role's ★."""
     if row.format == "hf":
-        return Engine.VLLM
+        return FOLDER_ENGINE
     if role in (Role.TTS, Role.ASR) and is_audiocpp_model(meta):
         return Engine.AUDIOCPP
     if role == Role.TTS:
