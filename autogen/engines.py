@@ -4,10 +4,14 @@ stage uses: a model's *role* (what it is for) and the *engine* that serves it.
 A backend row's `kind` is how the settings spell an engine (`llama.cpp`, `sd-server`, …);
 `engine_of` reads it. Everything else about an engine is in its row: the roles its rows serve,
 its emitter, the flags its command binds an address and sets slots with, the executable it runs
-without a row, and how it places and sizes. Adding an engine is one row here plus its emitter
-module; the emitter is named as `module:function` under `autogen.emit` and imported on first
-use, like vLLM's model and tool-parser registries (vllm/model_executor/models/registry.py), so a
-run that plans nothing imports no emitter.
+without a row, how it places and sizes, the formats it loads, how `swapgen backends detect`
+probes its binary and how `swapgen calibrate` reads its log. Callers ask the row; only an
+engine's own modules (its emitter, its sizer, llama.cpp's router preset) name it. Adding an
+engine is one row here plus its emitter module (plus a probe where the GGML one does not fit,
+and a log reader to be measured). Code a row names is a `module:function` reference under
+`autogen` (`"emit.sd:emit_sd"`), imported on first use (`imported`), like vLLM's model and
+tool-parser registries (vllm/model_executor/models/registry.py), so a run that plans nothing
+imports no emitter, and a run that probes nothing no probe.
 
 The device variables of a GPU pin (`CUDA_VISIBLE_DEVICES`, …) follow the build of the row, not
 the engine: they are in `resolve.devices.VARIABLES`.
