@@ -248,7 +248,7 @@ def test_settings_errors_are_what_two_runs_print(tmp_path, capsys):
 
 
 def test_precommit_rev_is_this_release():
-    """`rev:` is the tag of the version pyproject and `swapgen --version` give (`v0.2.0`)."""
+    """`rev:` is the tag of the version pyproject and `swapgen --version` give (`v0.3.0`)."""
     import tomllib  # noqa: PLC0415 - only here
 
     from autogen import __version__  # noqa: PLC0415 - only here
