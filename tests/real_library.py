@@ -47,10 +47,11 @@ def chat(path: Path, arch: str, *, blocks: int, embd: int, tokens=QWEN_TOKENS, t
                       **kw)
 
 
-def projector(path: Path) -> Path:
+def projector(path: Path, kind: str = "gemma3") -> Path:
+    """A projector of type `kind` (`clip.projector_type`: SmolVLM's is idefics3)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_gguf(path, "clip", kv={"general.type": "mmproj", "clip.has_vision_encoder": True,
-                                        "clip.projector_type": "gemma3"},
+                                        "clip.projector_type": kind},
                       tensors=[("v.patch_embd.weight", (14, 14, 3, 64), Q.F16), ("mm.input_projection.weight",
                                                                                  (64, 256), Q.F16)])
 
@@ -120,7 +121,7 @@ def build(root: Path) -> dict[str, str]:
     chat(put("ggml-org/SmolVLM-500M-Instruct-GGUF/SmolVLM-500M-Instruct-Q8_0.gguf", "smolvlm-500m-instruct-q8_0"),
          "llama", blocks=4, embd=128, tokens=LLAMA_TOKENS, tokenizer=LLAMA)
     projector(put("ggml-org/SmolVLM-500M-Instruct-GGUF/vision-encoder-f16.gguf",
-                  "attached: projector of smolvlm-500m-instruct-q8_0"))
+                  "attached: projector of smolvlm-500m-instruct-q8_0"), "idefics3")
 
     # generic file names: the repo folder names them
     chat(put("second-state/gemma-2-9b-it-GGUF/model-Q4_K_M.gguf", "gemma-2-9b-it-q4_k_m"), "gemma2", blocks=4,

@@ -15,8 +15,10 @@ from autogen.cmdline import split_command
 from autogen.commands import cli, listing, tasks
 from autogen.discovery.ledger import load_ledger
 from autogen.discovery.pairing import adapter_name, family, lineage, pair_adapters, pair_drafts
+from autogen.discovery.projector_archs import serves
 from autogen.discovery.walk import discover
 from autogen.metadata.cache import MetaCache
+from tests.clip_projectors import gemma3, llava15, qwen25vl, write_projector
 from tests.gguf_fixtures import Q, write_gguf, write_lora, write_split_set
 from tests.hf_fixtures import LLAMA_CONFIG, write_config, write_safetensors
 from tests.runs import generate
@@ -73,12 +75,13 @@ class TestNames:
         assert adapter_name("/l/sql-lora/") == "sql-lora"
 
 
-def projector(path, width, *, mmproj_type=True):
-    """A projector as convert_hf_to_gguf writes one: arch clip, `general.type = mmproj`, and the
-    text model's width as `clip.vision.projection_dim`; `mmproj_type=False` is the older
-    image-encoder converter's file, whose projection_dim is CLIP's own (768)."""
+def projector(path, width, *, mmproj_type=True, kind="gemma3"):
+    """A projector as convert_hf_to_gguf writes one: arch clip, `general.type = mmproj`, its
+    `clip.projector_type` (`kind`), and the text model's width as `clip.vision.projection_dim`;
+    `mmproj_type=False` is the older image-encoder converter's file, whose projection_dim is
+    CLIP's own (768)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    kv = {"clip.has_vision_encoder": True, "clip.projector_type": "gemma3",
+    kv = {"clip.has_vision_encoder": True, "clip.projector_type": kind,
           "clip.vision.projection_dim": width if mmproj_type else 768}
     if mmproj_type:
         kv["general.type"] = "mmproj"
@@ -108,8 +111,9 @@ class TestProjectors:
         m = tmp_path / "models"
         chat(m / "unsloth_Qwen2.5-VL-7B-Instruct-GGUF_Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", arch="qwen2vl")
         chat(m / "ggml-org_Qwen2.5-VL-72B-Instruct-GGUF_Qwen2.5-VL-72B-Instruct-Q4_K_M.gguf", arch="qwen2vl")
-        seven = projector(m / "unsloth_Qwen2.5-VL-7B-Instruct-GGUF_mmproj-F16.gguf", 256)
-        seventy = projector(m / "ggml-org_Qwen2.5-VL-72B-Instruct-GGUF_mmproj-Qwen2.5-VL-72B-Instruct-f16.gguf", 256)
+        seven = projector(m / "unsloth_Qwen2.5-VL-7B-Instruct-GGUF_mmproj-F16.gguf", 256, kind="qwen2.5vl_merger")
+        seventy = projector(m / "ggml-org_Qwen2.5-VL-72B-Instruct-GGUF_mmproj-Qwen2.5-VL-72B-Instruct-f16.gguf", 256,
+                            kind="qwen2.5vl_merger")
         _, rows = paired(tmp_path)
         by_name = {Path(r.path).name.split("_")[0]: r.mmproj for r in rows.values()}
         assert by_name == {"unsloth": str(seven), "ggml-org": str(seventy)}
@@ -139,9 +143,80 @@ class TestProjectors:
         """The old image-encoder converter wrote CLIP's projection_dim and no general.type: not a width to check."""
         m = tmp_path / "models/cjpais/llava-GGUF"
         chat(m / "llava-v1.6-mistral-7b.Q4_K_M.gguf", arch="llama", embd=256)
-        old = projector(m / "mmproj-model-f16.gguf", 256, mmproj_type=False)
+        old = projector(m / "mmproj-model-f16.gguf", 256, mmproj_type=False, kind="mlp")
         _, rows = paired(tmp_path)
         assert rows["llava-v1.6-mistral-7b-q4_k_m"].mmproj == str(old)
+
+
+class TestProjectorArchitectures:
+    """A projector whose type llama.cpp converts only with text models of certain architectures
+    (`projector_archs`) feeds only those: the width alone pairs a text model as wide."""
+
+    def test_a_text_model_as_wide_as_a_vision_models_projector_does_not_get_it(self, tmp_path):
+        m = tmp_path / "models"
+        chat(m / "Qwen2.5-7B-Instruct-Q4_K_M.gguf", arch="qwen2", embd=3584)
+        chat(m / "Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", arch="qwen2vl", embd=3584)
+        proj = write_projector(qwen25vl(), m / "mmproj-Qwen2.5-VL-7B-Instruct-f16.gguf")
+        found, rows = paired(tmp_path)
+        assert rows["qwen2.5-vl-7b-instruct-q4_k_m"].mmproj == str(proj)
+        assert rows["qwen2.5-7b-instruct-q4_k_m"].mmproj is None
+        assert str(proj) not in rows["qwen2.5-7b-instruct-q4_k_m"].inputs
+        assert listed(found) == {proj.name: ("projector of qwen2.5-vl-7b-instruct-q4_k_m", True)}
+
+    def test_the_text_model_wins_no_projector_even_when_its_name_is_closer(self, tmp_path):
+        """The name rule ranks only the projectors a model may take."""
+        m = tmp_path / "models"
+        chat(m / "Qwen2.5-7B-Instruct-Q4_K_M.gguf", arch="qwen2", embd=3584)
+        proj = projector(m / "mmproj-Qwen2.5-7B-Instruct-f16.gguf", 3584, kind="qwen2.5vl_merger")
+        found, rows = paired(tmp_path)
+        assert rows["qwen2.5-7b-instruct-q4_k_m"].mmproj is None
+        assert listed(found) == {proj.name: (
+            "projector of a qwen2vl model (qwen2.5vl merger); no model of that architecture beside it (qwen2), "
+            "not served", False)}
+
+    def test_a_projector_serving_several_architectures_names_them_all(self, tmp_path):
+        m = tmp_path / "models"
+        chat(m / "Qwen3-8B-Q4_K_M.gguf", arch="qwen3", embd=256)
+        proj = projector(m / "mmproj-F16.gguf", 256, kind="glm4v")
+        found, _ = paired(tmp_path)
+        assert listed(found)[proj.name] == (
+            "projector of a glm4 or glm4moe model (glm4v); no model of that architecture beside it (qwen3), "
+            "not served", False)
+
+    def test_a_gemma_3_finetune_still_gets_its_projector(self, tmp_path):
+        """A finetune keeps its base's architecture, whatever its name: gemma3."""
+        m = tmp_path / "models/someone/Fallen-Gemma3-4B-v1-GGUF"
+        chat(m / "Fallen-Gemma3-4B-v1-Q4_K_M.gguf", arch="gemma3", embd=2560)
+        proj = write_projector(gemma3(2560, "4b"), m / "mmproj-F16.gguf")
+        found, rows = paired(tmp_path)
+        assert rows["fallen-gemma3-4b-v1-q4_k_m"].mmproj == str(proj)
+        assert listed(found) == {"mmproj-F16.gguf": ("projector of fallen-gemma3-4b-v1-q4_k_m", True)}
+
+    def test_a_llava_projector_serves_any_architecture_as_wide(self, tmp_path):
+        """llava's `mlp` projector feeds Vicuna (llama) and Mistral text models alike: not constrained."""
+        m = tmp_path / "models"
+        chat(m / "llava-v1.5-7b-Q4_K_M.gguf", arch="llama", embd=4096)
+        chat(m / "Qwen2.5-VL-7B-Instruct-Q4_K_M.gguf", arch="qwen2vl", embd=3584)
+        proj = write_projector(llava15(4096, "7b"), m / "mmproj-llava-v1.5-7b-f16.gguf")
+        qwen = write_projector(qwen25vl(), m / "mmproj-Qwen2.5-VL-7B-Instruct-f16.gguf")
+        _, rows = paired(tmp_path)
+        assert rows["llava-v1.5-7b-q4_k_m"].mmproj == str(proj)
+        assert rows["qwen2.5-vl-7b-instruct-q4_k_m"].mmproj == str(qwen)
+
+    @pytest.mark.parametrize("arch", ["mistral3", "qwen2", "gemma3"])
+    def test_an_unconstrained_projector_pairs_by_width_as_before(self, tmp_path, arch):
+        m = tmp_path / "models"
+        chat(m / "Some-Vision-Q4_K_M.gguf", arch=arch, embd=256)
+        proj = projector(m / "mmproj-F16.gguf", 256, kind="pixtral")
+        _, rows = paired(tmp_path)
+        assert rows["some-vision-q4_k_m"].mmproj == str(proj)
+
+    @pytest.mark.parametrize("kind, arch, fits", [("QWEN2.5VL_MERGER", "Qwen2VL", True), ("qwen2vl_merger", "llama", True),
+                                                  ("qwen3vl_merger", "qwen35moe", True), ("gemma4v", "gemma3", False),
+                                                  ("kimivl", "deepseek2", True), ("llama4", "llama", False),
+                                                  ("lfm2", "llama", True), ("", "qwen2", True), ("gemma3", "", True)])
+    def test_which_architectures_a_projector_type_serves(self, kind, arch, fits):
+        assert serves(kind, arch) is fits
 
 
 class TestLora:

@@ -7,7 +7,9 @@ the models they speed up.
   projectors of a model's folder only those of its width, or of a width not known, are its
   candidates; of these, the one whose name shares the longest start with the model's (a folder
   of several vision models, `mmproj-gemma-3-4b-it-F16.gguf` beside `gemma-3-4b-it-Q4_K_M.gguf`),
-  then the last in name order.
+  then the last in name order. A projector whose type llama.cpp converts only with text models
+  of certain architectures (`projector_archs`: a qwen2.5vl merger's is qwen2vl) feeds only a
+  model of one of them, never a text model of another that happens to be as wide.
 
 - A LoRA GGUF goes to the models llama.cpp would accept it on (src/llama-adapter.cpp refuses
   another architecture, and tensors of another shape): the same architecture, its `lora_a`
@@ -36,6 +38,7 @@ import xxhash
 
 from autogen.discovery.ledger import Ledger, id_changes
 from autogen.discovery.naming import clean_id, quant_from_name, repo_name
+from autogen.discovery.projector_archs import serves, text_archs
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.engines import Engine, engine_row
@@ -69,23 +72,38 @@ def _shared_start(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
-def choose_projector(model_path: str, width: int, projectors: Sequence[FolderProjector]) -> FolderProjector | None:
+def _feeds(projector: FolderProjector, width: int, arch: str) -> bool:
+    """Whether `projector` may feed a model `width` wide of architecture `arch` (0, "": not known)."""
+    return ((not projector.width or not width or projector.width == width)
+            and (projector.tower is None or serves(projector.tower.projector_type, arch)))
+
+
+def choose_projector(model_path: str, width: int, projectors: Sequence[FolderProjector],
+                     arch: str = "") -> FolderProjector | None:
     """The projector of the model at `model_path` (`width`: its embedding length, 0 when not
-    known) among the projectors of its folder, in name order (module docstring)."""
+    known; `arch`: its architecture, "" when not known) among the projectors of its folder, in
+    name order (module docstring)."""
     key = name_key(os.path.basename(model_path).rpartition(".")[0])
-    fitting = [(i, p) for i, p in enumerate(projectors) if not p.width or not width or p.width == width]
+    fitting = [(i, p) for i, p in enumerate(projectors) if _feeds(p, width, arch)]
     if not fitting:
         return None
     return max(fitting, key=lambda ip: (_shared_start(key, _projector_key(ip[1].path)), ip[0]))[1]
 
 
-def unpaired_projector(projector: FolderProjector, widths: Sequence[int]) -> str:
-    """Why a projector of a folder serves none of its models (`widths`: theirs)."""
-    if not widths:
+def unpaired_projector(projector: FolderProjector, models: Sequence[tuple[int, str]]) -> str:
+    """Why a projector of a folder serves none of its models (`models`: their (width, arch))."""
+    if not models:
         return "with no model beside it, not served"
+    widths = [w for w, _ in models]
     if projector.width and all(w and w != projector.width for w in widths):
         return (f"for a text model {projector.width} wide (its projection_dim), and no model beside it has that "
                 f"embedding length ({', '.join(map(str, sorted(set(widths))))}), not served")
+    if not any(_feeds(projector, w, a) for w, a in models):
+        kind = projector.tower.projector_type  # only a typed projector refuses a width-fitting model
+        archs = " or ".join(sorted(text_archs(kind)))
+        beside = ", ".join(sorted({a for _, a in models if a}))
+        return (f"of a {archs} model ({kind.replace('_', ' ')}); no model of that architecture beside it "
+                f"({beside}), not served")
     return "not paired: each model beside it takes another projector (the name closest to its own, else the last " \
            "in name order)"
 

@@ -353,14 +353,14 @@ class _Walker:
         draft, codec = (paired.get(v) for v in (Verdict.DRAFT, Verdict.CODEC))
         for path, _, what in filter(None, (draft, codec)):
             self.sidecars.append((path, what, f"{what} with no model beside it, not served"))
-        widths = [info.meta.embedding_length if info is not None and info.meta is not None else 0
-                  for _, _, info in candidates]
+        shapes = [(info.meta.embedding_length if info is not None and info.meta is not None else 0,
+                   info.arch if info is not None else "") for _, _, info in candidates]
         for projector in projectors:
-            self.sidecars.append((projector.path, "projector", f"projector {unpaired_projector(projector, widths)}"))
+            self.sidecars.append((projector.path, "projector", f"projector {unpaired_projector(projector, shapes)}"))
         sidecars = tuple(p[0] for p in (draft, codec) if p)
-        for (name, st, info), width in zip(candidates, widths, strict=True):
+        for (name, st, info), (width, arch) in zip(candidates, shapes, strict=True):
             path = os.path.join(folder, name)
-            mmproj = choose_projector(path, width, projectors)
+            mmproj = choose_projector(path, width, projectors, arch)
             shard = SHARD_NAME.search(name)
             id_name = name[: shard.start()] + ".gguf" if shard else name
             shards: tuple[str, ...] = ()
