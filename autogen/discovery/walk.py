@@ -105,6 +105,14 @@ def _folder_projector(path: str, size: int, info: HeaderInfo | None) -> FolderPr
     return FolderProjector(path=path, size_bytes=size, width=meta.projector_width, tower=meta.vision_tower)
 
 
+def _text_shape(info: HeaderInfo | None) -> tuple[int, str]:
+    """(embedding length, architecture) of a model of a folder, what its projector must match;
+    (0, "") when its header says nothing."""
+    if info is None:
+        return 0, ""
+    return (info.meta.embedding_length if info.meta is not None else 0), info.arch
+
+
 def _folder_names(folder: str) -> tuple[str, str]:
     """(publisher, repo) of a folder: the `models--owner--repo` names in the HF cache, else the
     parent's and the folder's own names."""
@@ -353,8 +361,7 @@ class _Walker:
         draft, codec = (paired.get(v) for v in (Verdict.DRAFT, Verdict.CODEC))
         for path, _, what in filter(None, (draft, codec)):
             self.sidecars.append((path, what, f"{what} with no model beside it, not served"))
-        shapes = [(info.meta.embedding_length if info is not None and info.meta is not None else 0,
-                   info.arch if info is not None else "") for _, _, info in candidates]
+        shapes = [_text_shape(info) for _, _, info in candidates]
         for projector in projectors:
             self.sidecars.append((projector.path, "projector", f"projector {unpaired_projector(projector, shapes)}"))
         sidecars = tuple(p[0] for p in (draft, codec) if p)
