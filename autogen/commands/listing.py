@@ -18,7 +18,6 @@ from typing import Any
 from autogen.commands.tasks import TaskGraph
 from autogen.discovery.rows import Download
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
-from autogen.engines import Engine
 from autogen.numfmt import size_gb
 from autogen.router.assemble import Fragment
 
@@ -54,7 +53,7 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
         if job.override is not None and job.override.skip:
             skip, entries = SKIPPED_BY_OVERRIDE, []
         # weights no engine swapgen knows loads: no engine serves them unless a custom row claims them
-        serves = job.backend is not None and not (job.row.foreign_format and job.engine in set(Engine))
+        serves = job.backend is not None and not job.foreign_unserved
         out.append({
             "id": job.row.id,
             "host": host,

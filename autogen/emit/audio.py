@@ -57,12 +57,13 @@ def _comment(engine: str, arch: str, row: ModelRow, why: str) -> str:
     return f"{engine} · {arch or '?'} · {format_g(size_gb(row.size_bytes))} GiB · {why}"
 
 
-def _footprint(ctx: EmitContext, engine: str, est_vram_gb: float | None) -> Footprint:
+def _footprint(ctx: EmitContext, engine: Engine, est_vram_gb: float | None) -> Footprint:
     """The entry's footprint: the flat VRAM rule's figure (GiB, two decimals) as bytes, with the
     model file on the GPU; None = CPU, the file in host RAM."""
     vram = round(est_vram_gb * GIB) if est_vram_gb is not None else 0
     size = ctx.row.size_bytes
-    return Footprint(engine=engine, vram=vram, disk=size, memory=flat_record(vram, size, 0 if vram else size))
+    return Footprint(engine=ENGINES[engine].label, vram=vram, disk=size,
+                     memory=flat_record(vram, size, 0 if vram else size))
 
 
 def _metadata(footprint: Footprint, ctx: EmitContext, arch: str,
@@ -119,7 +120,7 @@ def emit_tts(ctx: EmitContext, file_size: Callable[[str], int | None] = fsutil.f
     est = round_half_away(gib(row.size_bytes + codec_bytes) + 0.3, 2)
     comment = [_comment("qwentts.cpp", arch, row, f"Qwen3-TTS talker, codec {os.path.basename(row.codec)}, "
                                                   f"est VRAM talker + codec + 0.3 GiB")]
-    entry = _entry(ctx, argv, comment, _footprint(ctx, ENGINES[Engine.TTS].label, est), arch, ("voice_clone", True),
+    entry = _entry(ctx, argv, comment, _footprint(ctx, Engine.TTS, est), arch, ("voice_clone", True),
                    check_endpoint="/health", capabilities=Capabilities(inputs=("text",), outputs=("audio",)))
     notes = (f"backend {ctx.backend.backend_id} ({ctx.backend.why})",
              f"est VRAM {format_g(est)} GiB = talker {format_g(size_gb(row.size_bytes))} + codec "
@@ -138,7 +139,7 @@ def _emit_ttscpp(ctx: EmitContext) -> Plan:
     if ctx.backend.row is None:
         comment.append(f"WARNING: no TTS.cpp backend registered (a row of kind ttscpp); using {ctx.backend.exe}, "
                        f"which must be TTS.cpp's tts-server for this model to load")
-    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, ENGINES[Engine.TTSCPP].label, None), arch,
+    entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, _footprint(ctx, Engine.TTSCPP, None), arch,
                    check_endpoint="/health", use_model_name=_stem(row.path),
                    capabilities=Capabilities(inputs=("text",), outputs=("audio",)), coexist_group="tts")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
@@ -152,7 +153,7 @@ def emit_asr(ctx: EmitContext) -> Plan:
     arch = meta.arch if meta is not None else ""
     argv = (ctx.backend.exe or ENGINES[Engine.ASR].exe, "--model", row.path, "--port", "${PORT}", *_extra(ctx))
     comment = [_comment("parakeet", arch, row, "Parakeet ASR, parakeet.cpp parakeet-server, CPU (no VRAM charge)")]
-    entry = _entry(ctx, argv, comment, _footprint(ctx, ENGINES[Engine.ASR].label, None), arch, check_endpoint="none",
+    entry = _entry(ctx, argv, comment, _footprint(ctx, Engine.ASR, None), arch, check_endpoint="none",
                    capabilities=Capabilities(inputs=("audio",), outputs=("text",)), coexist_group="asr")
     return Plan(model_id=row.id, entries=(entry,), notes=(f"backend {ctx.backend.backend_id} ({ctx.backend.why})",))
 
@@ -207,7 +208,7 @@ def emit_audiocpp(ctx: EmitContext) -> Plan:
     clone = task == "tts" and family in AUDIOCPP_CLONE
     caps = (Capabilities(inputs=("text",), outputs=("audio",)) if task == "tts"
             else Capabilities(inputs=("audio",), outputs=("text",)))
-    footprint = _footprint(ctx, ENGINES[Engine.AUDIOCPP].label, est)
+    footprint = _footprint(ctx, Engine.AUDIOCPP, est)
     entry = _entry(ctx, tuple(argv) + _extra(ctx), comment, footprint, family, ("task", task),
                    *((("voice_clone", True),) if clone else ()), check_endpoint="/health", capabilities=caps)
     text = audiocpp_config(row.id, family, row.path, task)

@@ -19,7 +19,7 @@ from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.emit.llama_swap_keys import finish_plan
 from autogen.emit.placement import place_plan, prefer_one_card
-from autogen.engines import ENGINES, Engine, EngineRow, Role, engine_row, imported
+from autogen.engines import ENGINES, EngineRow, Role, engine_row, imported
 from autogen.errors import ModelError
 from autogen.footprint import Reading
 from autogen.fsutil import file_size
@@ -316,9 +316,9 @@ def emitter_for_custom() -> Callable[[EmitContext], Plan]:
 
 def _dispatch(job: Job, ctx: EmitContext) -> Plan:
     row, engine = job.row, job.engine
-    if row.foreign_format:  # a format no engine swapgen knows loads: a custom backend row alone may claim it
-        if engine in set(Engine):
-            raise ModelError(foreign_reason(row.foreign_format, row.foreign_evidence))
+    if job.foreign_unserved:  # a format no engine swapgen knows loads: a custom backend row alone may claim it
+        raise ModelError(foreign_reason(row.foreign_format, row.foreign_evidence))
+    if row.foreign_format:
         return emitter_for_custom()(ctx)
     if folder_unloadable(job):
         raise ModelError("safetensors model folder needs a vllm backend; llama.cpp loads gguf only. "

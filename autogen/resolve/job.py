@@ -10,7 +10,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from autogen.discovery.rows import ModelRow
-from autogen.engines import EngineRow, Role, engine_row
+from autogen.engines import CUSTOM, EngineRow, Role, engine_row
 from autogen.resolve.backends import Resolved
 from autogen.resolve.devices import NO_PLACEMENT, Placement
 from autogen.resolve.nodes import MultiNode
@@ -49,3 +49,9 @@ class Job:
     def served_by(self) -> EngineRow:
         """The resolved engine's row (`CUSTOM` for an engine swapgen does not know)."""
         return engine_row(self.engine)
+
+    @property
+    def foreign_unserved(self) -> bool:
+        """Weights no engine swapgen knows loads (`row.foreign_format`), resolved to such an engine
+        rather than claimed by a `custom` backend row: skipped, and `list` names no engine."""
+        return bool(self.row.foreign_format) and self.served_by is not CUSTOM
