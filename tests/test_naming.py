@@ -12,6 +12,7 @@ import pytest
 from autogen.discovery.ledger import Ledger, load_ledger, save_ledger
 from autogen.discovery.naming import gguf_ids
 from autogen.discovery.walk import discover
+from autogen.ids import settle_names
 from autogen.metadata.cache import MetaCache
 from tests.gguf_fixtures import Q, write_gguf
 
@@ -110,3 +111,22 @@ class TestAnIdThatChangesIsSaid:
     def test_an_unreadable_ledger_is_an_empty_one(self, tmp_path):
         (tmp_path / "ids.json").write_text("{not json")
         assert load_ledger(str(tmp_path)) == Ledger()
+
+
+class TestSettleNames:
+    """The one rule model ids and adapter names settle a clash by (autogen/ids.py)."""
+
+    def test_a_held_name_stays_and_the_others_take_their_first_free_candidate(self):
+        names = settle_names([("m", "m-a", "m-1111"), ("m", "m-b", "m-2222")], [None, "m"])
+        assert names == ["m-a", "m"], "the newcomer sorts first but the name stays with who held it"
+
+    def test_a_held_name_no_longer_a_candidate_is_given_up(self):
+        assert settle_names([("m", "m-a")], ["old"]) == ["m"]
+
+    def test_names_are_unique_within_each_scope_only(self):
+        names = settle_names([("x", "x-1"), ("x", "x-2"), ("x", "x-3")], [None] * 3, [("base-a",), ("base-b",),
+                                                                                     ("base-a", "base-b")])
+        assert names == ["x", "x", "x-3"]
+
+    def test_only_a_tag_made_to_collide_gets_a_counter(self):
+        assert settle_names([("t",), ("t",), ("t",)], [None] * 3) == ["t", "t-2", "t-3"]

@@ -20,10 +20,9 @@ import re
 from collections.abc import Iterable, Mapping
 
 import attrs
-import xxhash
 
 from autogen.discovery.rows import ModelRow
-from autogen.ids import slugify
+from autogen.ids import path_tag, settle_names, slugify
 
 QUANT_TOKEN = re.compile(
     r"(?i)[-_.](I?Q\d+(?:_[A-Z0-9]+)*|TQ\d+(?:_[A-Z0-9]+)*|(?:MX|NV)?FP\d+(?:_[A-Z0-9]+)*|BF\d+|F\d+)"
@@ -90,7 +89,7 @@ def candidates(row: ModelRow) -> list[str]:
         slug = slugify(part)
         if slug and f"{row.id}-{slug}" not in out:
             out.append(f"{row.id}-{slug}")
-    out.append(f"{row.id}-{xxhash.xxh3_64_hexdigest(row.path.encode('utf-8', 'surrogatepass'))[:8]}")
+    out.append(f"{row.id}-{path_tag(row.path)}")
     return out
 
 
@@ -100,23 +99,5 @@ def assign_unique_ids(rows: Iterable[ModelRow], previous: Mapping[str, str] | No
     take their first free candidate, in (id, publisher, path) order."""
     previous = previous or {}
     rows = sorted(rows, key=lambda r: (r.id, r.publisher, r.path))
-    taken: set[str] = set()
-    chosen: dict[str, str] = {}
-    for row in rows:
-        held = previous.get(row.path)
-        if held is not None and held not in taken and held in candidates(row):
-            chosen[row.path] = held
-            taken.add(held)
-    out = []
-    for row in rows:
-        new = chosen.get(row.path)
-        if new is None:
-            options = candidates(row)
-            new = next((c for c in options if c not in taken), None)
-            n = 2
-            while new is None:  # a hash already taken: only by a row made to collide
-                new = f"{options[-1]}-{n}" if f"{options[-1]}-{n}" not in taken else None
-                n += 1
-            taken.add(new)
-        out.append(row if new == row.id else attrs.evolve(row, id=new))
-    return out
+    names = settle_names([candidates(row) for row in rows], [previous.get(row.path) for row in rows])
+    return [row if new == row.id else attrs.evolve(row, id=new) for row, new in zip(rows, names, strict=True)]

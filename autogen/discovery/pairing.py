@@ -34,7 +34,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
-import xxhash
 
 from autogen.discovery.ledger import Ledger, id_changes
 from autogen.discovery.naming import clean_id, quant_from_name, repo_name
@@ -42,7 +41,7 @@ from autogen.discovery.projector_archs import serves, text_archs
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
 from autogen.discovery.tree import AdapterFile, Discovery, Ignored
 from autogen.engines import Engine, engine_row
-from autogen.ids import slugify
+from autogen.ids import path_tag, settle_names, slugify
 from autogen.metadata.model_meta import ModelMeta
 from autogen.vision_tower import VisionTower
 
@@ -230,7 +229,7 @@ def name_candidates(path: str, name: str, base_id: str = "") -> tuple[str, ...]:
     with a hash of its path; never a counter that depends on which other adapters exist."""
     folder = slugify(os.path.basename(os.path.dirname(path.rstrip("/"))))
     out = [name, *([f"{base_id}+{name}"] if base_id else []), *([f"{name}-{folder}"] if folder else [])]
-    out.append(f"{name}-{xxhash.xxh3_64_hexdigest(path.encode('utf-8', 'surrogatepass'))[:8]}")
+    out.append(f"{name}-{path_tag(path)}")
     return tuple(dict.fromkeys(out))
 
 
@@ -238,27 +237,11 @@ def _assign_names(claims: Sequence[_Claim], previous: Mapping[str, str]) -> list
     """Each claim's name, unique in its scopes: the name it had on the previous run (`previous`:
     path → name) while still one of its candidates, else its first free candidate, in path
     order. So an adapter that arrives never takes or moves another's name."""
-    taken: set[tuple[str, str]] = set()
-    chosen: dict[int, str] = {}
     order = sorted(range(len(claims)), key=lambda i: claims[i].record.path)
-
-    def free(claim: _Claim, name: str) -> bool:
-        return all((scope, name) not in taken for scope in claim.scopes)
-
-    for keep_held in (True, False):
-        for i in order:
-            claim = claims[i]
-            held = previous.get(claim.record.path)
-            options = ([held] if held in claim.candidates else []) if keep_held else list(claim.candidates)
-            name = next((n for n in options if i not in chosen and free(claim, n)), None)
-            n = 2
-            while name is None and not keep_held and i not in chosen:  # only a hash made to collide
-                name = f"{claim.candidates[-1]}-{n}" if free(claim, f"{claim.candidates[-1]}-{n}") else None
-                n += 1
-            if name is not None:
-                chosen[i] = name
-                taken.update((scope, name) for scope in claim.scopes)
-    return [chosen[i] for i in range(len(claims))]
+    names = settle_names([claims[i].candidates for i in order], [previous.get(claims[i].record.path) for i in order],
+                         [claims[i].scopes for i in order])
+    by_claim = dict(zip(order, names, strict=True))
+    return [by_claim[i] for i in range(len(claims))]
 
 
 def pair_adapters(discovery: Discovery, metas: Mapping[str, ModelMeta | None],
