@@ -21,10 +21,15 @@ def gib(n_bytes: int | float) -> float:
     return n_bytes / GIB
 
 
+def gib_figure(n_bytes: int | float) -> str:
+    """`2.39`: a byte count in GiB to two decimals, where the unit is said once beside several."""
+    return f"{gib(n_bytes):.2f}"
+
+
 def gib_text(n_bytes: int | float) -> str:
     """`2.39 GiB`: a byte count as every explanation prints it (notes, comments, `swapgen show`,
     messages), in the one unit and under its own name."""
-    return f"{gib(n_bytes):.2f} GiB"
+    return f"{gib_figure(n_bytes)} GiB"
 
 
 def size_gb(n_bytes: int) -> float:

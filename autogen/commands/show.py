@@ -20,7 +20,7 @@ from autogen.commands.library import Library
 from autogen.emit.entry import Entry
 from autogen.footprint import MemoryRecord, Source, record_to_data
 from autogen.metadata.kvcost import kv_cost
-from autogen.numfmt import GIB
+from autogen.numfmt import GIB, gib_figure
 from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import eligible, inventory
 from autogen.resolve.job import Job
@@ -134,11 +134,11 @@ def memory_table(used: str | None, figures: dict) -> list[str]:
             if estimate is not None and source != Source.ESTIMATE and i < len(estimate["devices"]):
                 base = estimate["devices"][i]
                 diff = f"{(total - sum(base[p] for p in PARTS) - _at(estimate['unseen'], i)) / GIB:+.2f}"
-            rows.append((device["name"], f"{source}{mark}", *(_gib(device[p]) for p in PARTS), _gib(other),
-                         _gib(total), diff))
+            rows.append((device["name"], f"{source}{mark}", *(gib_figure(device[p]) for p in PARTS), gib_figure(other),
+                         gib_figure(total), diff))
         if fp["host"]:
             host = fp["host"]
-            rows.append((host["name"], f"{source}{mark}", *(_gib(host[p]) for p in PARTS), "", _gib(
+            rows.append((host["name"], f"{source}{mark}", *(gib_figure(host[p]) for p in PARTS), "", gib_figure(
                 sum(host[p] for p in PARTS)), ""))
         if fp["note"]:
             notes.append(f"{source}: {fp['note']}")
@@ -162,10 +162,6 @@ def _fragment(library: Library, job: Job, plan) -> str:
 
 def _at(values: Sequence[int], i: int) -> int:
     return values[i] if i < len(values) else 0
-
-
-def _gib(n: int) -> str:
-    return f"{n / GIB:.2f}"
 
 
 def main(library: Library, model_id: str, as_json: bool, hosts: Sequence[tuple[str, Library]] = ()) -> int:

@@ -60,7 +60,7 @@ from autogen.errors import ModelError
 from autogen.footprint import Footprint, MemoryRecord
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
-from autogen.numfmt import GIB, format_g
+from autogen.numfmt import GIB, format_g, gib_figure, gib_text
 from autogen.resolve.context import DraftModel, EmitContext
 from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
@@ -73,7 +73,6 @@ from autogen.sizing.llama import (
     LlamaSizing,
     Weights,
     estimator_gap,
-    gb,
     memory_record,
     runtime_bytes,
     size_llama,
@@ -340,7 +339,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
     if used.vram > sizing.budget:
-        comment.append(f"est VRAM {gb(used.vram)} GiB is above the {format_g(ctx.budget_gb)} GiB budget")
+        comment.append(f"est VRAM {gib_text(used.vram)} is above the {format_g(ctx.budget_gb)} GiB budget")
     metadata = [*_metadata(ctx, sizing, footprint), ("pooling", pooling or "default")]
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
@@ -351,7 +350,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
              *(memory.rules if known_kv else (f"KV cost unknown, not charged; {memory.rules[-1]}",)),
              fit_note(choices),
-             f"estimate: VRAM {gb(vram)} GiB = weights {gb(size)} + KV + state + compute + runtime {gb(runtime)}"
-             f" + base {gb(BASE_OVERHEAD)}")
+             f"estimate: VRAM {gib_text(vram)} = weights {gib_figure(size)} + KV + state + compute"
+             f" + runtime {gib_figure(runtime)} + base {gib_figure(BASE_OVERHEAD)}")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
 

@@ -42,7 +42,7 @@ from autogen.errors import ModelError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
 from autogen.metadata.model_meta import ModelMeta
-from autogen.numfmt import GIB
+from autogen.numfmt import GIB, gib_text
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 from autogen.sizing.projector import ProjectorCharge
@@ -74,11 +74,6 @@ FLOAT_KV_TYPES = frozenset(t for t, size in KV_TYPE_BYTES.items() if size >= F16
 #: Slots of llama-server b11434 without `--parallel` (tools/server/server.cpp: "n_parallel is set
 #: to auto, using n_parallel = 4 and kv_unified = true"): one KV pool of -c, but 4 sequences.
 AUTO_SLOTS = 4
-
-
-def gb(n_bytes: float) -> str:
-    """Display form of a byte count in GiB, two decimals."""
-    return f"{n_bytes / GIB:.2f}"
 
 
 @frozen
@@ -256,13 +251,13 @@ def _place(w: Weights, *, kv: int, overhead: int, budget: int, ngl_pin: int | No
         if ncm <= blocks and _price(w, kv=kv, overhead=overhead, ngl=all_layers, ncm=ncm)[0] <= budget:
             dense = f", after {w.leading} dense layers" if w.leading else ""
             return all_layers, ncm, (f"experts of {ncm - w.leading} of {moe_layers} MoE layers on the CPU "
-                                     f"({gb(per_layer)} GiB each{dense})")
+                                     f"({gib_text(per_layer)} each{dense})")
         rest = (w.size - w.experts + kv) / blocks
         ngl = max(0, min(blocks, int(room // rest)))
         return ngl, blocks, f"all experts on the CPU and {ngl} of {blocks} layers on the GPU"
     per_layer = (w.size + kv) / blocks
     ngl = max(0, min(blocks, int(room // per_layer)))
-    return ngl, 0, f"{ngl} of {blocks} layers on the GPU ({gb(per_layer)} GiB each with KV)"
+    return ngl, 0, f"{ngl} of {blocks} layers on the GPU ({gib_text(per_layer)} each with KV)"
 
 
 def _price(w: Weights, *, kv: int, overhead: int, ngl: int, ncm: int) -> tuple[int, int]:
@@ -372,20 +367,20 @@ def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, 
     if knobs.flash_attn == "off":
         return "f16", "KV type f16 (flash attention off: llama-server cannot quantize V without it)"
     if room <= 0:
-        return "q8_0", (f"KV type q8_0: the weights and fixed charges are {gb(-room)} GiB over the budget already, "
+        return "q8_0", (f"KV type q8_0: the weights and fixed charges are {gib_text(-room)} over the budget already, "
                         "no room on the GPU for a cache at f16")
     need = engine.need("f16")
     if knobs.ctx:
         pinned = need(knobs.ctx)
         if pinned <= room:
-            return "f16", (f"KV type f16: the pinned ctx {knobs.ctx} needs {gb(pinned)} GiB at f16 (KV, state, "
-                           f"compute), {gb(room)} GiB is free beside the weights")
-        return "q8_0", (f"KV type q8_0: the pinned ctx {knobs.ctx} needs {gb(pinned)} GiB at f16 (KV, state, "
-                        f"compute), only {gb(room)} GiB is free beside the weights")
+            return "f16", (f"KV type f16: the pinned ctx {knobs.ctx} needs {gib_text(pinned)} at f16 (KV, state, "
+                           f"compute), {gib_text(room)} is free beside the weights")
+        return "q8_0", (f"KV type q8_0: the pinned ctx {knobs.ctx} needs {gib_text(pinned)} at f16 (KV, state, "
+                        f"compute), only {gib_text(room)} is free beside the weights")
     fits = max_ctx(need, room, top)
 
     def would(ctx: int) -> str:
-        return f"{ctx:,} would need {gb(need(ctx) + budget - room)} GiB of {gb(budget)} GiB"
+        return f"{ctx:,} would need {gib_text(need(ctx) + budget - room)} of {gib_text(budget)}"
 
     if fits >= min_ctx:
         return "f16", f"f16 KV: {fits:,} tokens fit" + (f"; {would(top)}" if fits < top else "")
@@ -474,7 +469,7 @@ def _facts(parts: tuple[Fact, ...], charges: list[Fact], vram: int, ram: int, bu
     """The decision's figures: the model's parts (a part of 0 bytes left out), the fixed charges,
     and what they come to on the GPU and in RAM."""
     over = " (ABOVE BUDGET)" if vram > budget else ""
-    return (*(f for f in parts if f.bytes), *charges, Fact("VRAM", vram, f"of the {gb(budget)} GiB budget{over}"),
+    return (*(f for f in parts if f.bytes), *charges, Fact("VRAM", vram, f"of the {gib_text(budget)} budget{over}"),
             Fact("RAM", ram, "what placement keeps on the CPU"))
 
 
@@ -495,7 +490,8 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     fixed = correction.fixed(charges)
     least = fixed + engine.resident(knobs.kv_type or "q8_0")(1)
     if least >= budget:
-        raise ModelError(f"VRAM budget {gb(budget)} GiB does not cover llama-server's fixed overhead {gb(least)} GiB")
+        raise ModelError(f"VRAM budget {gib_text(budget)} does not cover llama-server's fixed overhead "
+                         f"{gib_text(least)}")
     model_max = meta.context_length if meta.context_length > 0 else NATIVE_CTX_FALLBACK
     top = min(model_max, LADDER_TOP)
     min_ctx = knobs.ctx if knobs.ctx else min(MIN_CTX, model_max)
@@ -526,14 +522,14 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
              Fact("compute buffer", compute, "llama.cpp's graph buffers at this launch"))
     facts = _facts(parts, charges, vram, ram, budget)
     notes = [
-        f"weights {gb(size)} GiB, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
+        f"weights {gib_text(size)}, {blocks} layers" + (f", MoE: {experts_note}" if w.experts else ""),
         kv_type_note,
         f"ctx {ctx}{slots}: {why} (trained {model_max})",
         *memory.rules,
         *(fact.line for fact in charges),
         f"placement: {place_note}",
         *([f"corrected by {correction.describe()}"] if correction.readings else []),
-        f"estimate: VRAM {gb(facts[-2].bytes)} GiB of {gb(budget)} GiB budget, RAM {gb(facts[-1].bytes)} GiB"
+        f"estimate: VRAM {gib_text(facts[-2].bytes)} of {gib_text(budget)} budget, RAM {gib_text(facts[-1].bytes)}"
         + (" (ABOVE BUDGET)" if vram > budget else ""),
     ]
     return LlamaSizing(ctx=ctx, parallel=parallel, ngl=ngl, n_cpu_moe=ncm, kv_type=kv_type,

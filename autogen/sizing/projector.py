@@ -31,7 +31,7 @@ from collections.abc import Callable
 from attrs import frozen
 
 from autogen.metadata.gguf_keys import Keys
-from autogen.numfmt import GIB
+from autogen.numfmt import GIB, gib_text
 from autogen.vision_tower import VisionTower
 
 #: A projector file not read: assumed this size.
@@ -171,15 +171,15 @@ def projector_charge(mmproj_bytes: int, tower: VisionTower | None, flash_attn: s
     buffer. `flash_attn`: llama-server's `-fa` ("off" turns clip's off too; auto and on keep it,
     every GPU backend running the encoder's head widths); `image_max_tokens`: its
     `--image-max-tokens`, which shrinks (or, for LFM2-VL, sets) the warmup image."""
-    file_part = f"its file {mmproj_bytes / GIB:.2f} GiB" if mmproj_bytes > 0 else \
-        f"its file, assumed {MMPROJ_ASSUMED / GIB:.2f} GiB (not read)"
+    file_part = f"its file {gib_text(mmproj_bytes)}" if mmproj_bytes > 0 else \
+        f"its file, assumed {gib_text(MMPROJ_ASSUMED)} (not read)"
     weights = mmproj_bytes if mmproj_bytes > 0 else MMPROJ_ASSUMED
     buffer = clip_buffer(tower, flash_attn != "off", image_max_tokens) if tower is not None else None
     if buffer is None:
         return ProjectorCharge(weights + CLIP_BUFFER_ASSUMED,
-                               f"{file_part} and an assumed {CLIP_BUFFER_ASSUMED / GIB:.2f} GiB CLIP compute buffer "
+                               f"{file_part} and an assumed {gib_text(CLIP_BUFFER_ASSUMED)} CLIP compute buffer "
                                f"({why_unsized(tower)})")
     attention = "" if buffer.flash_attn else ", flash attention off"
     return ProjectorCharge(weights + buffer.bytes,
                            f"{file_part} and llama.cpp's CLIP compute buffer for a {buffer.image}×{buffer.image} "
-                           f"image{attention}, {buffer.bytes / GIB:.2f} GiB")
+                           f"image{attention}, {gib_text(buffer.bytes)}")
