@@ -90,8 +90,8 @@ class EngineRow:
     #: Executable names `swapgen backends detect` looks for. Example: ("sd-server",).
     binaries: tuple[str, ...] = ()
     #: How detect reads a found binary's version and build: `module:function` under `autogen`,
-    #: an `(ask, path, real path) -> engine_probes.Probed`. Example: "commands.engine_probes:probe_llama".
-    probe: str = "commands.engine_probes:probe_ggml"
+    #: an `(ask, path, real path) -> figures.probes.Probed`. Example: "figures.probes:probe_llama".
+    probe: str = "figures.probes:probe_ggml"
     #: Detect names a found row `<engine>-<build>` ("llama-cuda"); False: the engine alone
     #: ("vllm", "vllm-2"), its build being its venv's torch.
     build_in_id: bool = True
@@ -120,7 +120,7 @@ class EngineRow:
     #: the largest card(s) without a pin, sized against the card reading, and able to span hosts.
     per_card: bool = False
     #: How `swapgen calibrate` reads the memory its log reports: `module:name` under `autogen`, a
-    #: `commands.engine_logs.LogReader`; "" = its entries are not measured.
+    #: `figures.logs.LogReader`; "" = its entries are not measured.
     log_reader: str = ""
     #: The binary beside its executable that estimates a command's memory without loading the
     #: weights (or a row's `fit_params`); "" = none. Example: "llama-fit-params".
@@ -140,7 +140,7 @@ class EngineRow:
     @property
     def measured(self) -> bool:
         """`swapgen calibrate` starts its entries and reads the memory its log reports, and
-        sizing follows those figures (`commands.engine_figures`)."""
+        sizing follows those figures (`figures.plan`)."""
         return bool(self.log_reader)
 
 
@@ -149,14 +149,14 @@ ENGINES: dict[Engine, EngineRow] = {
     Engine.LLAMA: EngineRow(
         kinds=("llama", "llama.cpp", "server"), roles=(Role.LLM, Role.EMBEDDING), emitter="emit.llama:emit_llama",
         exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
-        probe="commands.engine_probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
-        profiles=True, splits_layers=True, log_reader="commands.engine_logs:LLAMA_LOG", estimator="llama-fit-params",
+        probe="figures.probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
+        profiles=True, splits_layers=True, log_reader="figures.logs:LLAMA_LOG", estimator="llama-fit-params",
         lora_formats=("gguf",)),
     Engine.VLLM: EngineRow(
         kinds=("vllm",), roles=(Role.LLM,), emitter="emit.vllm:emit_vllm", exe="vllm", component="vllm",
-        binaries=("vllm",), probe="commands.engine_probes:probe_vllm", build_in_id=False, host_flags=("--host",),
+        binaries=("vllm",), probe="figures.probes:probe_vllm", build_in_id=False, host_flags=("--host",),
         slot_flags=("--max-num-seqs",), no_profiles_note="vLLM entries have no profiles", per_card=True,
-        log_reader="commands.engine_logs:VLLM_LOG", hf_folders=True, lora_formats=("peft",)),
+        log_reader="figures.logs:VLLM_LOG", hf_folders=True, lora_formats=("peft",)),
     Engine.SD: EngineRow(
         kinds=("sd", "sd-server", "image"), roles=(Role.IMAGE,), emitter="emit.sd:emit_sd", exe="sd-server",
         legacy_slot="sd_server_exe", component="stable-diffusion.cpp", label="sd-server", binaries=("sd-server",),
@@ -166,10 +166,10 @@ ENGINES: dict[Engine, EngineRow] = {
     Engine.TTS: EngineRow(
         kinds=("tts", "tts-server", "speech"), roles=(Role.TTS,), emitter="emit.audio:emit_tts", exe="tts-server",
         legacy_slot="tts_server_exe", component="qwentts.cpp", binaries=("tts-server",),
-        probe="commands.engine_probes:probe_tts_server", host_flags=("--host",), serves_custom_rows=True),
+        probe="figures.probes:probe_tts_server", host_flags=("--host",), serves_custom_rows=True),
     Engine.TTSCPP: EngineRow(
         kinds=("ttscpp", "tts.cpp", "kokoro"), roles=(Role.TTS,), emitter="emit.audio:emit_tts", exe="tts-server",
-        component="tts.cpp", probe="commands.engine_probes:probe_tts_server", host_flags=("--host",),
+        component="tts.cpp", probe="figures.probes:probe_tts_server", host_flags=("--host",),
         serves_custom_rows=True),
     Engine.ASR: EngineRow(
         kinds=("asr", "parakeet", "parakeet-server", "transcribe"), roles=(Role.ASR,), emitter="emit.audio:emit_asr",

@@ -5,7 +5,7 @@
 Plans every GGUF under MODELS_DIR for llama-server three ways: swapgen's model alone
 (`fit_params: none`), with the build's llama-fit-params and an empty answer cache (a first run,
 or a new build), and again with the answers cached (every later run of the same commands).
-Prints per model the estimator calls per entry (bounded by `engine_figures.MAX_ROUNDS`), the
+Prints per model the estimator calls per entry (bounded by `figures.plan.MAX_ROUNDS`), the
 seconds, the ratio to the model alone, and the context and source each way decided. Real-width
 headers with sparse weights make it honest: llama-fit-params reads the header, the tensor list
 and the vocabulary, never the weights (`tests/data/record_llama_alloc.py WORK` writes such files
@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autogen.commands import fit_params
 from autogen.commands.library import Library
+from autogen.figures import fit_params
 from autogen.settings.load import load_settings
 
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def fit_params_bound() -> int:
-    from autogen.commands.engine_figures import MAX_ROUNDS  # noqa: PLC0415
+    from autogen.figures.plan import MAX_ROUNDS  # noqa: PLC0415
 
     return MAX_ROUNDS
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands import cli, engine_process
+from autogen.commands import cli
+from autogen.figures import process as engine_process
 from tests.builders import add_model
 from tests.gguf_fixtures import write_lora
 from tests.shared import not_set_up
@@ -252,7 +253,8 @@ def calibrating(lib: Path) -> subprocess.Popen:
     """`swapgen calibrate` in a process of its own, once its engine (which ignores SIGTERM) and
     that engine's child are running."""
     env = {**os.environ, "FAKE_MODE": "hang"}
-    script = ("import sys; from autogen.commands import cli, engine_process; engine_process.GRACE_S = 1.0; "
+    script = ("import sys; from autogen.commands import cli; "
+              "from autogen.figures import process as engine_process; engine_process.GRACE_S = 1.0; "
               f"sys.exit(cli.main(['--settings', {str(lib / 'swapgen.yaml')!r}, 'calibrate', 'alpha-q4_k_m']))")
     proc = subprocess.Popen([sys.executable, "-c", script], env=env, cwd=lib)
     deadline = time.monotonic() + 60
@@ -295,7 +297,7 @@ def test_a_missing_engine_is_recorded_not_raised(lib, capsys):
 
 
 def test_the_engines_devices_are_the_visible_gpus_in_order():
-    from autogen.commands.calibrate import _gpu_index, visible_devices  # noqa: PLC0415
+    from autogen.figures.calibrate import _gpu_index, visible_devices  # noqa: PLC0415
 
     visible = visible_devices(("CUDA_DEVICE_ORDER=PCI_BUS_ID", "CUDA_VISIBLE_DEVICES=2,3"))
     assert visible == [2, 3] and _gpu_index("CUDA1", 0, visible) == 3 and _gpu_index("Host", 1, visible) is None

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands import cli, detect, engine_probes
+from autogen.commands import cli, detect
 from autogen.errors import SettingsError
+from autogen.figures import probes as engine_probes
 from autogen.settings.load import load_backends_file, load_settings
 from autogen.settings.schema import BackendRow
 

@@ -14,9 +14,10 @@ from ruamel.yaml import YAML
 
 from autogen.commands import cli
 from autogen.discovery.rows import ModelRow
-from autogen.emit.dispatch import budget_for, build_plan, global_inputs, make_job, model_inputs
+from autogen.emit.dispatch import build_plan, global_inputs, model_inputs
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
+from autogen.flags.vllm import vllm_tensor_parallel
 from autogen.metadata.cache import MetaCache
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
@@ -25,10 +26,10 @@ from autogen.resolve import devices, gpus
 from autogen.resolve.backends import Resolved
 from autogen.resolve.context import EmitContext
 from autogen.resolve.devices import Placement, place
+from autogen.resolve.job import budget_for, make_job
 from autogen.router.validate import validate_text
 from autogen.settings.schema import BackendRow, Gpu, Override, Settings
 from autogen.sizing.vllm import size_vllm
-from autogen.sizing.vllm_args import vllm_tensor_parallel
 from tests.gguf_fixtures import Q, write_gguf
 from tests.runs import generate
 

@@ -9,11 +9,12 @@ import pytest
 
 from autogen.discovery.rows import ModelRow
 from autogen.emit.audio import emit_asr, emit_audiocpp, emit_tts
-from autogen.emit.dispatch import build_plan, make_job, resolve_for
+from autogen.emit.dispatch import build_plan
 from autogen.engines import Engine, Role
 from autogen.errors import ModelError
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.context import EmitContext
+from autogen.resolve.job import make_job, resolve_for
 from autogen.resolve.roles import audiocpp_task, model_role, preferred_engine
 from autogen.settings.schema import BackendRow, Override, Settings
 

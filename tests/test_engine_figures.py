@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from autogen.commands import cli, fit_params
-from autogen.commands.engine_figures import MAX_ROUNDS
+from autogen.commands import cli
 from autogen.commands.library import Library
+from autogen.figures import fit_params
+from autogen.figures.plan import MAX_ROUNDS
 from autogen.settings.load import load_settings
 from tests.gguf_fixtures import Q, write_gguf
 

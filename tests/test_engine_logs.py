@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from autogen.commands.engine_logs import (
+from autogen.figures.logs import (
     GIB,
     VllmReport,
     buffer_device,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands.engine_binaries import estimator_for, identity
-from autogen.commands.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
 from autogen.engines import ENGINES, Engine
+from autogen.figures.binaries import estimator_for, identity
+from autogen.figures.fit_params import AnswerCache, EstimatorCall, estimator_call, parse, run
 from autogen.footprint import MIB, DeviceMemory, MemoryRecord, Source
 from tests.shared import not_set_up
 

@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from autogen.commands.engine_logs import LogReader
 from autogen.discovery.rows import ModelRow
-from autogen.emit.dispatch import emitter_for, emitting_engine, resolve_for
+from autogen.emit.dispatch import emitter_for, emitting_engine
 from autogen.engines import CUSTOM_KIND, ENGINES, Engine, Role, imported
 from autogen.errors import ModelError
+from autogen.figures.logs import LogReader
 from autogen.fsutil import code_stamp
 from autogen.resolve.backends import resolve_backend
+from autogen.resolve.job import resolve_for
 from autogen.settings.schema import BackendRow, Override, Settings
 
 PACKAGE = Path(__file__).resolve().parent.parent / "autogen"
 #: Top to bottom: a stage may import its own modules and those of the stages below it.
-STAGES = ("commands", "router", "emit", "sizing", "resolve", "discovery", "metadata", "settings")
+STAGES = ("commands", "figures", "router", "emit", "sizing", "resolve", "discovery", "metadata", "flags", "settings")
 LEAF = "(leaf)"
 
 

@@ -33,7 +33,8 @@ from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
 from autogen.commands import cli
-from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, recorded_table
+from autogen.flags.llama import recorded_table
+from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED
 from tests.hf_fixtures import write_config, write_safetensors
 from tests.shared import not_set_up
 from tests.test_llama_server_real import write_real_lora

@@ -117,7 +117,7 @@ def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
 NOT_ON_A_NO_OP = ("autogen.emit.dispatch", "autogen.emit.llama", "autogen.emit.llama_profiles", "autogen.sizing",
                   "autogen.router.assemble", "autogen.router.validate", "autogen.settings.structure",
                   "autogen.metadata", "autogen.resolve.context", "autogen.discovery.walk",
-                  "autogen.discovery.pairing", "autogen.discovery.naming", "autogen.commands.engine_figures",
+                  "autogen.discovery.pairing", "autogen.discovery.naming", "autogen.figures.plan",
                   "decimal")
 NO_OP = """import json, sys
 from autogen.commands.cli import main

@@ -9,12 +9,11 @@ import pytest
 
 from autogen.emit.entry import Entry, Plan, Skip
 from autogen.errors import SwapgenError
+from autogen.flags.llama import FLAG_KNOBS, recorded_table
 from autogen.footprint import Footprint
-from autogen.router.llama_options import recorded_table
 from autogen.router.matrix_plan import Device, Load
 from autogen.router.preset import PresetError, Section, models_max, preset_plan, render_preset, section_of
 from autogen.router.preset_check import check_preset_text
-from autogen.sizing.llama_args import FLAG_KNOBS
 
 EXE = "/opt/llama/bin/llama-server"
 HEAD = (EXE, "-m", "/models/Qwen3 8B.gguf", "--host", "127.0.0.1", "--port", "${PORT}")
@@ -224,6 +223,6 @@ class TestRenderPreset:
 
 
 def test_the_recorded_table_knows_every_flag_the_llama_emitter_spells():
-    """`sizing.llama_args.FLAG_KNOBS` names every flag the emitter writes or reads back."""
+    """`flags.llama.FLAG_KNOBS` names every flag the emitter writes or reads back."""
     table = recorded_table()
     assert sorted(f for f in FLAG_KNOBS if f not in table.by_flag) == []

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from autogen.commands import cli
-from autogen.router.llama_options import PRESET_KEYS, help_keys, recorded_table
+from autogen.flags.llama import recorded_table
+from autogen.router.llama_options import PRESET_KEYS, help_keys
 from autogen.router.preset_check import build_keys, check_preset_text, listed_name, recorded_keys
 
 HELP = Path(__file__).resolve().parent / "data" / "llama_server_help_b11434.txt"

@@ -14,7 +14,7 @@ from ruamel.yaml import YAML
 from autogen.cmdline import split_command
 from autogen.commands import cli
 from autogen.errors import SettingsError
-from autogen.router.llama_options import recorded_table
+from autogen.flags.llama import recorded_table
 from autogen.router.preset_check import check_preset_text
 from autogen.settings.load import load_settings
 from tests.builders import SETTINGS, add_model

@@ -6,8 +6,8 @@ import pytest
 from vllm_fixtures import make_ctx
 
 from autogen.emit.vllm import emit_vllm
+from autogen.flags.vllm import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
 from autogen.settings.schema import Override
-from autogen.sizing.vllm_args import AUTO, ExtraArgs, parse_max_model_len, read_extra_args
 
 
 class TestExtraArgsReadAsVllmReadsThem:

@@ -25,11 +25,11 @@ from vllm_fixtures import (
     meta_of,
 )
 
-from autogen.commands.calibrate import read_figures
-from autogen.commands.engine_figures import measured_record
-from autogen.commands.measurements import Measurement
 from autogen.emit.vllm import emit_vllm
 from autogen.errors import ModelError
+from autogen.figures.calibrate import read_figures
+from autogen.figures.measurements import Measurement
+from autogen.figures.plan import measured_record
 from autogen.footprint import Reading, margin
 from autogen.metadata.hf_config import meta_from_hf_config
 from autogen.metadata.kvcost import KvCost, kv_cost

@@ -17,7 +17,7 @@ pipx / uv keep their venvs elsewhere but link the entry points into `~/.local/bi
 Version: `<exe> --version`, stdout and stderr together, all probes in parallel, each killed
 (with its whole process group) after `PROBE_TIMEOUT` s; a failure leaves "" and a note. What each
 engine is asked and how its answer and its files are read (version, build, and which engine a
-shared binary name is) is its row's probe (`EngineRow.probe`, in `engine_probes`).
+shared binary name is) is its row's probe (`EngineRow.probe`, in `figures.probes`).
 
 Only rows with `managed: true` are ours: rows in `backends:` and unmanaged rows of the file are
 never changed. A known binary keeps its row's id and ★ (a probe that fails keeps the row's last

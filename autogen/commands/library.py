@@ -21,19 +21,19 @@ from attrs import frozen
 
 from autogen import GENERATOR_VERSION, __version__
 from autogen.commands.checks import check_roots, check_vanished, no_budget, unmatched_settings
-from autogen.commands.engine_binaries import engine_state
 from autogen.discovery.ledger import Ledger, load_ledger, save_ledger
 from autogen.discovery.rows import ModelRow
 from autogen.discovery.tree import Discovery, walk_signature
 from autogen.emit.served_paths import PathMap
 from autogen.errors import ModelError
+from autogen.figures.binaries import engine_state
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.resolve.gpus import card_vram_gb, inventory
 from autogen.settings.schema import Settings
 
 if TYPE_CHECKING:  # what planning and discovery use: a run served from the load memo imports none
-    from autogen.commands.engine_figures import EngineFigures
     from autogen.emit.entry import Plan
+    from autogen.figures.plan import EngineFigures
     from autogen.metadata.cache import MetaCache
     from autogen.metadata.model_meta import ModelMeta
     from autogen.resolve.context import DraftModel
@@ -172,9 +172,10 @@ class Library:
         # deliberate lazy imports: a run served from the load memo walks, resolves and reads nothing
         from autogen.discovery.pairing import pair_adapters, pair_drafts  # noqa: PLC0415
         from autogen.discovery.walk import discover  # noqa: PLC0415
-        from autogen.emit.dispatch import engine_for, global_inputs, make_job  # noqa: PLC0415
+        from autogen.emit.dispatch import global_inputs  # noqa: PLC0415
         from autogen.emit.llama_profiles import draft_path  # noqa: PLC0415
         from autogen.metadata.cache import MetaCache  # noqa: PLC0415
+        from autogen.resolve.job import engine_for, make_job  # noqa: PLC0415
 
         path_map = path_map if path_map is not None else PathMap.of(settings)
         cache = MetaCache(settings.cache_dir)
@@ -263,7 +264,7 @@ class Library:
     def engine(self) -> EngineFigures:
         """The engines' own figures (measurements, llama-fit-params' answers), read on first use."""
         # lazy: a run served from the load memo plans nothing
-        from autogen.commands.engine_figures import EngineFigures  # noqa: PLC0415
+        from autogen.figures.plan import EngineFigures  # noqa: PLC0415
 
         return EngineFigures(self.settings, self.stamps)
 
@@ -284,8 +285,8 @@ class Library:
     def host_plan(self, job: Job) -> Plan:
         """The model's plan with this host's paths, sized with the engine's own figures where it
         has them: llama-fit-params and `swapgen calibrate` run its commands here."""
-        from autogen.commands.engine_figures import plan_with_engine  # noqa: PLC0415 - lazy, as `engine`
         from autogen.emit.dispatch import build_plan  # noqa: PLC0415 - lazy: a no-op run plans nothing
+        from autogen.figures.plan import plan_with_engine  # noqa: PLC0415 - lazy, as `engine`
 
         def build(readings):
             return build_plan(job, self.metas.get(job.row.id), self.settings, self.metas.keys(),  # keys: every id

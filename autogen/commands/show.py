@@ -15,9 +15,9 @@ from collections.abc import Sequence
 
 import attrs
 
-from autogen.commands.engine_figures import measured_record
 from autogen.commands.library import Library
 from autogen.emit.entry import Entry
+from autogen.figures.plan import measured_record
 from autogen.footprint import MemoryRecord, Source, record_to_data
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB, gib_figure

@@ -243,8 +243,8 @@ class TaskGraph:
 
     def emit_model(self, model_id: str) -> bool:
         # deliberate lazy imports here and below: a no-op run emits and assembles nothing
-        from autogen.commands.engine_figures import start_errors  # noqa: PLC0415
         from autogen.emit.entry import Plan  # noqa: PLC0415
+        from autogen.figures.plan import start_errors  # noqa: PLC0415
         from autogen.router.assemble import Fragment  # noqa: PLC0415
         from autogen.router.preset import preset_plan  # noqa: PLC0415
 

@@ -1,4 +1,4 @@
-"""From a discovered row to its plan: override, role, backend, budget → the right emitter.
+"""From a resolved job (`resolve.job.make_job`) to its plan: the right emitter for its role and engine.
 
 Which emitter serves a model is read from the engine's row (`engines.ENGINES`); emitters stay
 pure and small. `model_inputs` is the plain-data key doit stores per model: when it (or one of
@@ -26,109 +26,15 @@ from autogen.fsutil import file_size
 from autogen.metadata.formats import foreign_reason
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
-from autogen.resolve.backends import Resolved, llama_router_exe, resolution_key, resolve_backend, resolve_embedder
+from autogen.resolve.backends import llama_router_exe, resolution_key
 from autogen.resolve.context import DraftModel, EmitContext
-from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.devices import key as placement_key
-from autogen.resolve.gpus import inventory
-from autogen.resolve.job import Job
-from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
-from autogen.resolve.roles import model_role, preferred_engine
+from autogen.resolve.job import Job, budget_for
 from autogen.settings.fields import EVERY_FRAGMENT, inputs_of
-from autogen.settings.globs import glob_pattern
-from autogen.settings.schema import DEFAULT_BUDGET_GB, SD_COMPONENT_FIELDS, Gpu, Override, Settings
-from autogen.sizing.vllm_args import vllm_tensor_parallel
+from autogen.settings.schema import SD_COMPONENT_FIELDS, Override, Settings
 
 SKIPPED_BY_OVERRIDE = "skip: true in the matching override"
 
-
-
-def match_override(settings: Settings, row: ModelRow) -> Override | None:
-    """First override whose glob matches the full path (and quant, when set) wins."""
-    subject = row.match_path
-    for ov in settings.overrides:
-        if ov.quant and ov.quant.strip().lower() != row.quant.lower():
-            continue
-        if glob_pattern(ov.match).match(subject):
-            return ov
-    return None
-
-
-def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: Role,
-                meta: ModelMeta | None = None) -> Resolved:
-    """Which backend serves this model (raises ModelError for a pin to another role)."""
-    if role == Role.EMBEDDING:
-        return resolve_embedder(settings, override)
-    return resolve_backend(settings, override, role, preferred_engine(row, role, meta))
-
-
-def engine_for(settings: Settings, row: ModelRow, meta: ModelMeta | None) -> str | None:
-    """The engine that will serve the row, or None when its backend pin is refused."""
-    try:
-        return resolve_for(settings, match_override(settings, row), row, model_role(row, meta), meta).engine
-    except ModelError:
-        return None
-
-
-def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None,
-               devices: tuple[Gpu, ...] = ()) -> float:
-    """Override budget, else the VRAM of the model's devices (`devices.budget_gb`), else the
-    settings budget, else the card reading, else 8."""
-    if override is not None and override.vram_budget_gb:
-        return override.vram_budget_gb
-    if devices:
-        return budget_gb(devices, settings.vram_budget_gb)
-    if settings.vram_budget_gb:
-        return settings.vram_budget_gb
-    return card_vram_gb if card_vram_gb else DEFAULT_BUDGET_GB
-
-
-def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
-             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None, fleet: Fleet | None = None) -> Job:
-    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it.
-    `fleet`: the hosts a run from a fleet front knows (`vllm_nodes` needs them)."""
-    override = match_override(settings, row)
-    role = model_role(row, meta)
-    prefer = preferred_engine(row, role, meta)
-    backend = None
-    placement = NO_PLACEMENT
-    nodes = None
-    if error is None:
-        try:
-            backend = resolve_for(settings, override, row, role, meta)
-            if override is not None and override.vllm_nodes:
-                nodes = _nodes(override, backend, fleet)
-            else:
-                placement = _placement(settings, override, backend, gpus)
-        except ModelError as exc:
-            error = str(exc)
-    budget = budget_for(settings, override, card_vram_gb, placement.gpus)
-    if nodes is not None and not (override is not None and override.vram_budget_gb):
-        budget = nodes.budget_gb
-    return Job(row=row, override=override, role=role, prefer=prefer, backend=backend, error=error,
-               budget_gb=budget, card_vram_gb=card_vram_gb, placement=placement, nodes=nodes)
-
-
-def _nodes(override: Override, backend: Resolved, fleet: Fleet | None) -> MultiNode:
-    """The multi-node layout of `vllm_nodes` (vLLM only: llama-server has no such mode here)."""
-    if not engine_row(backend.engine).per_card:
-        raise ModelError(f"vllm_nodes needs a vllm backend; this model resolves to {backend.backend_id} "
-                         f"({backend.engine}); pin a vllm row with `backend:`")
-    tp, source = vllm_tensor_parallel(override)
-    return plan_nodes(override, fleet, tp if source else None)
-
-
-def _placement(settings: Settings, override: Override | None, backend: Resolved,
-               gpus: tuple[Gpu, ...] | None) -> Placement:
-    """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
-    vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
-    wanted, _ = requested(settings, override)
-    per_card = engine_row(backend.engine).per_card
-    if not wanted and (not per_card or (settings.card_vram_gb is not None and settings.gpus is None)):
-        return NO_PLACEMENT
-    if gpus is None:
-        gpus = inventory(settings)
-    return place(settings, override, backend.row, backend.engine, gpus, vllm_tensor_parallel(override))
 
 
 def global_inputs(settings: Settings) -> str:

@@ -57,6 +57,7 @@ from autogen.emit.llama_profiles import (
 )
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
+from autogen.flags.llama import FLAG_KNOBS
 from autogen.footprint import Footprint, MemoryRecord
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
@@ -77,7 +78,7 @@ from autogen.sizing.llama import (
     runtime_bytes,
     size_llama,
 )
-from autogen.sizing.llama_args import FLAG_KNOBS, LlamaChoices, checked_path, extra_flags, resolve_choices
+from autogen.sizing.llama_args import LlamaChoices, checked_path, extra_flags, resolve_choices
 from autogen.sizing.llama_memory import Launch, allocations
 from autogen.sizing.projector import projector_charge
 

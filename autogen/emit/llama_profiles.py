@@ -37,10 +37,11 @@ from attrs import frozen
 from autogen.discovery.pairing import same_vocabulary, vocabulary_text
 from autogen.discovery.rows import Adapter, ModelRow
 from autogen.emit.entry import Plan
+from autogen.flags.llama import FLAG_KNOBS, SWITCHES
 from autogen.ids import slugify
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import MMPROJ_MODES, Override, Profile, Settings
-from autogen.sizing.llama_args import FLAG_KNOBS, SWITCHES, checked_path, extra_flags, split_equals
+from autogen.sizing.llama_args import checked_path, extra_flags, split_equals
 
 #: The profile name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
@@ -48,7 +49,7 @@ VISION = "vision"
 DRAFT = "draft"
 #: The override's `draft` that turns the draft profile off.
 NO_DRAFT = "none"
-#: Profile field → the flag meanings (`sizing.llama_args.FLAG_KNOBS` values) it takes over from
+#: Profile field → the flag meanings (`flags.llama.FLAG_KNOBS` values) it takes over from
 #: inherited extra_args, as each field declares them.
 PROFILE_KNOBS: dict[str, tuple[str, ...]] = {a.name: a.metadata["knobs"] for a in attrs.fields(Profile)
                                              if a.metadata.get("knobs")}

@@ -32,11 +32,11 @@ from autogen.emit.entry import Capabilities, Entry, MetaValue, Plan
 from autogen.emit.toolparsers import ParserChoice, choose_tool_parser
 from autogen.engines import ENGINES, Engine
 from autogen.errors import ModelError
+from autogen.flags.vllm import ExtraArgs
 from autogen.footprint import DeviceMemory, Footprint, MemoryRecord, Source
 from autogen.numfmt import format_g, gib, gib_text, size_gb
 from autogen.resolve.context import EmitContext
 from autogen.sizing.vllm import VllmSizing, size_vllm
-from autogen.sizing.vllm_args import ExtraArgs
 from autogen.versions import format_version, parse_version
 
 #: GGUF left vLLM core in 0.24.0 for the `vllm-gguf-plugin` package (vllm-project/vllm#39612).

@@ -13,7 +13,7 @@ docs/maintainers/backends.md#preferring):
 
 An exclusive engine's rows (audio.cpp: `EngineRow.exclusive`) are seen only by the models that
 prefer it, and those models see only them (docs/maintainers/backends.md#audiocpp-filters). What each model
-resolves (`emit.dispatch.resolve_for`, docs/maintainers/backends.md#what-each-emitter-resolves):
+resolves (`resolve.job.resolve_for`, docs/maintainers/backends.md#what-each-emitter-resolves):
 
     chat gguf   resolve_backend(s, ov, llm)                    engine vllm → vllm emitter
     HF folder   resolve_backend(s, ov, llm, prefer="vllm")     not vllm → skip the model

@@ -146,7 +146,7 @@ def place(settings: Settings, override: Override | None, row: BackendRow | None,
           inventory: Sequence[Gpu], tensor_parallel: tuple[int, str] = (1, "")) -> Placement:
     """The model's placement; raises ModelError for devices the inventory or the build cannot
     serve (the model is skipped with that reason). `tensor_parallel`: (ranks, what pinned them),
-    `sizing.vllm_args.vllm_tensor_parallel`, for a vLLM model placed without devices."""
+    `flags.vllm.vllm_tensor_parallel`, for a vLLM model placed without devices."""
     wanted, why = requested(settings, override)
     usable = eligible(tuple(inventory))
     if wanted:

@@ -1,7 +1,8 @@
 """One model as the task graph sees it (`Job`): its row, override, role, resolved backend,
 placement and budget, everything its fragment depends on before the emitter runs.
 
-Built by `emit.dispatch.make_job`; kept in the load memo (`commands.library.LoadMemo`), so a run
+Built by `make_job`: the first matching override, the model's role, the backend that serves it
+(`resolve_for`), where it runs and its budget. Kept in the load memo (`commands.library.LoadMemo`), so a run
 that plans nothing reads jobs without importing an emitter or a sizer.
 """
 
@@ -11,10 +12,16 @@ from attrs import frozen
 
 from autogen.discovery.rows import ModelRow
 from autogen.engines import CUSTOM, EngineRow, Role, engine_row
-from autogen.resolve.backends import Resolved
-from autogen.resolve.devices import NO_PLACEMENT, Placement
-from autogen.resolve.nodes import MultiNode
-from autogen.settings.schema import Override
+from autogen.errors import ModelError
+from autogen.flags.vllm import vllm_tensor_parallel
+from autogen.metadata.model_meta import ModelMeta
+from autogen.resolve.backends import Resolved, resolve_backend, resolve_embedder
+from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
+from autogen.resolve.gpus import inventory
+from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
+from autogen.resolve.roles import model_role, preferred_engine
+from autogen.settings.globs import glob_pattern
+from autogen.settings.schema import DEFAULT_BUDGET_GB, Gpu, Override, Settings
 
 
 @frozen
@@ -55,3 +62,91 @@ class Job:
         """Weights no engine swapgen knows loads (`row.foreign_format`), resolved to such an engine
         rather than claimed by a `custom` backend row: skipped, and `list` names no engine."""
         return bool(self.row.foreign_format) and self.served_by is not CUSTOM
+
+
+def match_override(settings: Settings, row: ModelRow) -> Override | None:
+    """First override whose glob matches the full path (and quant, when set) wins."""
+    subject = row.match_path
+    for ov in settings.overrides:
+        if ov.quant and ov.quant.strip().lower() != row.quant.lower():
+            continue
+        if glob_pattern(ov.match).match(subject):
+            return ov
+    return None
+
+
+def resolve_for(settings: Settings, override: Override | None, row: ModelRow, role: Role,
+                meta: ModelMeta | None = None) -> Resolved:
+    """Which backend serves this model (raises ModelError for a pin to another role)."""
+    if role == Role.EMBEDDING:
+        return resolve_embedder(settings, override)
+    return resolve_backend(settings, override, role, preferred_engine(row, role, meta))
+
+
+def engine_for(settings: Settings, row: ModelRow, meta: ModelMeta | None) -> str | None:
+    """The engine that will serve the row, or None when its backend pin is refused."""
+    try:
+        return resolve_for(settings, match_override(settings, row), row, model_role(row, meta), meta).engine
+    except ModelError:
+        return None
+
+
+def budget_for(settings: Settings, override: Override | None, card_vram_gb: float | None,
+               devices: tuple[Gpu, ...] = ()) -> float:
+    """Override budget, else the VRAM of the model's devices (`devices.budget_gb`), else the
+    settings budget, else the card reading, else 8."""
+    if override is not None and override.vram_budget_gb:
+        return override.vram_budget_gb
+    if devices:
+        return budget_gb(devices, settings.vram_budget_gb)
+    if settings.vram_budget_gb:
+        return settings.vram_budget_gb
+    return card_vram_gb if card_vram_gb else DEFAULT_BUDGET_GB
+
+
+def make_job(settings: Settings, row: ModelRow, meta: ModelMeta | None, error: str | None,
+             card_vram_gb: float | None, gpus: tuple[Gpu, ...] | None = None, fleet: Fleet | None = None) -> Job:
+    """`gpus`: the inventory; None = declared or probed (`gpus.inventory`) when a placement needs it.
+    `fleet`: the hosts a run from a fleet front knows (`vllm_nodes` needs them)."""
+    override = match_override(settings, row)
+    role = model_role(row, meta)
+    prefer = preferred_engine(row, role, meta)
+    backend = None
+    placement = NO_PLACEMENT
+    nodes = None
+    if error is None:
+        try:
+            backend = resolve_for(settings, override, row, role, meta)
+            if override is not None and override.vllm_nodes:
+                nodes = _nodes(override, backend, fleet)
+            else:
+                placement = _placement(settings, override, backend, gpus)
+        except ModelError as exc:
+            error = str(exc)
+    budget = budget_for(settings, override, card_vram_gb, placement.gpus)
+    if nodes is not None and not (override is not None and override.vram_budget_gb):
+        budget = nodes.budget_gb
+    return Job(row=row, override=override, role=role, prefer=prefer, backend=backend, error=error,
+               budget_gb=budget, card_vram_gb=card_vram_gb, placement=placement, nodes=nodes)
+
+
+def _nodes(override: Override, backend: Resolved, fleet: Fleet | None) -> MultiNode:
+    """The multi-node layout of `vllm_nodes` (vLLM only: llama-server has no such mode here)."""
+    if not engine_row(backend.engine).per_card:
+        raise ModelError(f"vllm_nodes needs a vllm backend; this model resolves to {backend.backend_id} "
+                         f"({backend.engine}); pin a vllm row with `backend:`")
+    tp, source = vllm_tensor_parallel(override)
+    return plan_nodes(override, fleet, tp if source else None)
+
+
+def _placement(settings: Settings, override: Override | None, backend: Resolved,
+               gpus: tuple[Gpu, ...] | None) -> Placement:
+    """Devices asked for, or vLLM's default card; the inventory is read only then, and not for
+    vLLM when `card_vram_gb` is declared without `gpus` (that reading stands for one card)."""
+    wanted, _ = requested(settings, override)
+    per_card = engine_row(backend.engine).per_card
+    if not wanted and (not per_card or (settings.card_vram_gb is not None and settings.gpus is None)):
+        return NO_PLACEMENT
+    if gpus is None:
+        gpus = inventory(settings)
+    return place(settings, override, backend.row, backend.engine, gpus, vllm_tensor_parallel(override))

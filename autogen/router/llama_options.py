@@ -12,42 +12,10 @@ against the `--help` of the resolved build when it can run it (`help_keys`).
 
 from __future__ import annotations
 
-import functools
 import re
 
-from attrs import frozen
-
-from autogen.router.llama_options_b11434 import BUILD, OPTIONS, PRESET_ONLY
-
-
-@frozen
-class LlamaOption:
-    """One argument of llama-server.
-
-    Example: LlamaOption(names=("-c", "--ctx-size"), negatives=(), values=1, env="LLAMA_ARG_CTX_SIZE").
-    """
-
-    names: tuple[str, ...]
-    #: The `--no-…` spellings of an on/off option.
-    negatives: tuple[str, ...] = ()
-    #: Values it takes on a command line: 0 (a switch), 1, or 2 (which a preset cannot carry).
-    values: int = 1
-    env: str = ""
-    #: Repeated occurrences add up, and one value may list several (`--lora a,b`).
-    is_list: bool = False
-
-    @property
-    def key(self) -> str:
-        """The preset key llama.cpp writes for it: its last name without dashes."""
-        return self.names[-1].lstrip("-")
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Every key a preset may spell it with (`get_map_key_opt`)."""
-        envs = (self.env, self.env.replace("LLAMA_ARG_", "LLAMA_ARG_NO_")) if self.env and self.negatives else \
-            ((self.env,) if self.env else ())
-        return (*(n.lstrip("-") for n in self.names + self.negatives), *envs)
-
+from autogen.flags.llama import OptionTable
+from autogen.flags.llama_b11434 import PRESET_ONLY
 
 #: The environment names of the options llama.cpp's router sets or removes for every instance
 #: (tools/server/server-models.cpp `unset_reserved_args`, `server_model_meta::update_args`):
@@ -72,37 +40,10 @@ ALIAS_ENV = "LLAMA_ARG_ALIAS"
 VERSION_KEY = "version"
 
 
-@frozen
-class OptionTable:
-    """Every option of one llama-server build, by command-line spelling and by preset key."""
-
-    options: tuple[LlamaOption, ...]
-    build: str
-
-    @functools.cached_property
-    def by_flag(self) -> dict[str, LlamaOption]:
-        return {name: o for o in self.options for name in o.names + o.negatives}
-
-    @functools.cached_property
-    def by_key(self) -> dict[str, LlamaOption]:
-        return {key: o for o in self.options for key in o.keys}
-
-    @functools.cached_property
-    def by_env(self) -> dict[str, LlamaOption]:
-        return {o.env: o for o in self.options if o.env}
-
-    def owner_of(self, key: str) -> str | None:
-        """Why the router owns the option `key` names (None: the section's to set)."""
-        option = self.by_key.get(key)
-        return ROUTER_OWNED.get(option.env) if option is not None else None
-
-
-@functools.cache
-def recorded_table() -> OptionTable:
-    """llama-server b11434's options, recorded from llama.cpp's own definitions."""
-    return OptionTable(options=tuple(LlamaOption(names=names, negatives=negatives, values=values, env=env,
-                                                 is_list=is_list)
-                                     for names, negatives, values, env, is_list in OPTIONS), build=BUILD)
+def owner_of(table: OptionTable, key: str) -> str | None:
+    """Why the router owns the option `key` names (None: the section's to set)."""
+    option = table.by_key.get(key)
+    return ROUTER_OWNED.get(option.env) if option is not None else None
 
 
 #: The preset-only keys (`load-on-startup`, `stop-timeout`, `dedup-cache-models`).

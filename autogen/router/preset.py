@@ -37,10 +37,10 @@ from attrs import frozen
 from autogen.emit.entry import Entry, Plan, Skip
 from autogen.engines import Engine
 from autogen.errors import ModelError, SwapgenError
+from autogen.flags.llama import FLAG_KNOBS, OptionTable, recorded_table
 from autogen.router.fragments import comment_text, quote
-from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED, OptionTable, recorded_table
+from autogen.router.llama_options import ALIAS_ENV, ROUTER_OWNED
 from autogen.router.matrix_plan import Device, Load, capacity, demand, shared_capacity
-from autogen.sizing.llama_args import FLAG_KNOBS
 
 #: The router binds each instance itself: dropped from the command line (`update_args`).
 ROUTER_SETS = frozenset({"LLAMA_ARG_HOST", "LLAMA_ARG_PORT"})
@@ -55,7 +55,7 @@ OWN_KEYS = frozenset({"model", "alias", "load-on-startup"})
 
 @functools.cache
 def sizing_keys() -> frozenset[str]:
-    """The preset keys of the flags swapgen sizes a model with (`sizing.llama_args.FLAG_KNOBS`,
+    """The preset keys of the flags swapgen sizes a model with (`flags.llama.FLAG_KNOBS`,
     all but the thread count, which is the host's) and of its devices: never moved to `[*]`
     (module docstring)."""
     table = recorded_table()

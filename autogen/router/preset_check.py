@@ -20,14 +20,8 @@ from collections.abc import Iterable
 from attrs import frozen
 
 from autogen.errors import did_you_mean
-from autogen.router.llama_options import (
-    ALIAS_ENV,
-    PRESET_KEYS,
-    VERSION_KEY,
-    OptionTable,
-    help_keys,
-    recorded_table,
-)
+from autogen.flags.llama import OptionTable, recorded_table
+from autogen.router.llama_options import ALIAS_ENV, PRESET_KEYS, VERSION_KEY, help_keys, owner_of
 from autogen.router.validate import WARNING, Problem
 
 _HEADER = re.compile(r"\[[ \t]*([^\]]+)\][ \t]*(?:[;#].*)?")
@@ -172,7 +166,7 @@ def _key_problem(section: str, line: _Line, keys: Keys, table: OptionTable) -> s
     option = table.by_key.get(key)
     if option is None:
         return None
-    owner = table.owner_of(key)
+    owner = owner_of(table, key)
     if owner:
         return f"llama.cpp's router owns it: {owner}; remove it"
     if option.env == ALIAS_ENV and section == GLOBAL_SECTION:

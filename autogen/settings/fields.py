@@ -15,7 +15,7 @@ The metadata, read by the stages that need it:
   `build`).
 - `older`: an older spelling of the key, still accepted (`variants` for `profiles`); a record
   that uses both is refused, naming the place (`settings.structure`).
-- `knobs`: the llama-server flag meanings it sets (`sizing.llama_args.FLAG_KNOBS` values): a
+- `knobs`: the llama-server flag meanings it sets (`flags.llama.FLAG_KNOBS` values): a
   profile that sets it drops an inherited `extra_args` flag of the same meaning.
 """
 

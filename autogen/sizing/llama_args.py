@@ -3,7 +3,7 @@ llama-server b11434 reads its flags (`llama-server --help`).
 
 A flag in `extra_args` (any spelling) replaces ours of the same meaning, and its value pins the
 sizing (`-c`, `-ngl`, `--n-cpu-moe`, `-np`, `-fa`, `-ctk`/`-ctv`, `--image-max-tokens`); each value read back is checked
-against what b11434 accepts. The vLLM counterpart is `sizing.vllm_args`.
+against what b11434 accepts. The vLLM counterpart is `flags.vllm`.
 """
 
 from __future__ import annotations
@@ -14,50 +14,11 @@ from attrs import frozen
 
 from autogen.cmdline import unsafe_arg_reason
 from autogen.errors import ModelError
+from autogen.flags.llama import FLAG_KNOBS, SWITCHES
 from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import FLASH_ATTN_MODES
 from autogen.sizing.llama import AUTO_SLOTS, FLOAT_KV_TYPES, LlamaKnobs
-
-#: Every spelling of each flag we generate or read, by meaning (llama-server b11434 `--help`).
-FLAG_KNOBS: dict[str, str] = {
-    **dict.fromkeys(("-m", "--model"), "model"),
-    "--host": "host",
-    "--port": "port",
-    **dict.fromkeys(("-c", "--ctx-size"), "ctx"),
-    **dict.fromkeys(("-ngl", "--gpu-layers", "--n-gpu-layers"), "ngl"),
-    **dict.fromkeys(("-ncmoe", "--n-cpu-moe", "-cmoe", "--cpu-moe"), "n_cpu_moe"),
-    **dict.fromkeys(("-fa", "--flash-attn"), "flash_attn"),
-    **dict.fromkeys(("-ctk", "--cache-type-k"), "cache_type_k"),
-    **dict.fromkeys(("-ctv", "--cache-type-v"), "cache_type_v"),
-    **dict.fromkeys(("-np", "--parallel"), "parallel"),
-    **dict.fromkeys(("-t", "--threads"), "threads"),
-    **dict.fromkeys(("-mm", "--mmproj", "-mmu", "--mmproj-url", "--no-mmproj", "--mmproj-auto",
-                     "--no-mmproj-auto"), "mmproj"),
-    **dict.fromkeys(("--mmproj-offload", "--no-mmproj-offload"), "mmproj_offload"),
-    "--image-max-tokens": "image_max_tokens",
-    **dict.fromkeys(("--embedding", "--embeddings"), "embeddings"),
-    "--pooling": "pooling",
-    **dict.fromkeys(("-b", "--batch-size"), "batch"),
-    **dict.fromkeys(("-ub", "--ubatch-size"), "ubatch"),
-    **dict.fromkeys(("-sm", "--split-mode"), "split_mode"),
-    **dict.fromkeys(("-ts", "--tensor-split"), "tensor_split"),
-    "--swa-full": "swa_full",
-    **dict.fromkeys(("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"), "kv_unified"),
-    **dict.fromkeys(("-fit", "--fit"), "fit"),
-    # speculative decoding with a draft model (the `-draft` profile)
-    **dict.fromkeys(("-md", "--model-draft", "--spec-draft-model"), "draft_model"),
-    **dict.fromkeys(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"), "draft_ngl"),
-    **dict.fromkeys(("-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"), "cache_type_k_draft"),
-    **dict.fromkeys(("-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"), "cache_type_v_draft"),
-    "--spec-type": "spec_type",
-    "--spec-draft-n-max": "draft_max",
-    "--spec-draft-n-min": "draft_min",
-}
-#: Flags that take no value (the rest take exactly one).
-SWITCHES = frozenset({"--cpu-moe", "-cmoe", "--no-mmproj", "--mmproj-auto", "--no-mmproj-auto",
-                       "--mmproj-offload", "--no-mmproj-offload", "--embedding", "--embeddings", "--swa-full",
-                       "-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"})
 
 
 def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:

@@ -59,12 +59,12 @@ import attrs
 from attrs import field, frozen
 
 from autogen.errors import ModelError
+from autogen.flags.vllm import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
 from autogen.footprint import MARGIN_SHARE, Fact, Reading, Source, margin
 from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, gib_text, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
-from autogen.sizing.vllm_args import AUTO, ExtraArgs, read_extra_args, vllm_tensor_parallel
 from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, vllm_kv
 from autogen.versions import format_version
 
@@ -180,7 +180,7 @@ def per_gpu_state_bytes(kv: KvCost | None, tp: int) -> int:
 class Measured:
     """What `swapgen calibrate` measured at earlier launches of this model on as many GPUs (only
     figures of the exact commands, the model's files and the engine binary as they are now reach
-    sizing: a changed one is another key, `commands.measurements`): vLLM's model-loading size per
+    sizing: a changed one is another key, `figures.measurements`): vLLM's model-loading size per
     GPU, the largest seen, and its KV cache's capacity, the fewest tokens per pool byte seen.
 
     Example: Measured(weights=8_063_891_046, capacity=(202_176, 13_249_974_108), launches=1).

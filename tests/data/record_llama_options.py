@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record llama-server's arguments into `autogen/router/llama_options_b11434.py`, the table a
+"""Record llama-server's arguments into `autogen/flags/llama_b11434.py`, the table a
 models preset is written and checked with. Not run by the tests; rerun it when llama.cpp moves.
 
 It reads llama.cpp's own definitions, `common_params_parser_init` in common/arg.cpp (every
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"--help names no definition was found for: {', '.join(missing)}", file=sys.stderr)
         return 1
-    out = REPO / "autogen" / "router" / f"llama_options_{args.build}.py"
+    out = REPO / "autogen" / "flags" / f"llama_{args.build}.py"
     out.write_text(render(kept, args.build), encoding="utf-8")
     print(f"{out}: {len(kept)} options")
     return 0

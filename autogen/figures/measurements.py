@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import xxhash
 from attrs import frozen
 
-from autogen.commands.engine_binaries import CALIBRATION_DIR
+from autogen.figures.binaries import CALIBRATION_DIR
 from autogen.footprint import MemoryRecord, record_from_data, record_to_data
 from autogen.fsutil import write_if_changed
 

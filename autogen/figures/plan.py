@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 import attrs
 
-from autogen.commands import fit_params
-from autogen.commands.engine_binaries import estimator_for, identity, which
-from autogen.commands.measurements import Measurement, Measurements
-from autogen.emit.dispatch import Job
 from autogen.emit.entry import Entry, Plan
+from autogen.figures import fit_params
+from autogen.figures.binaries import estimator_for, identity, which
+from autogen.figures.measurements import Measurement, Measurements
 from autogen.footprint import MemoryRecord, Reading, Source, margin, with_gap
+from autogen.resolve.job import Job
 from autogen.settings.schema import Settings
 
 #: Rounds of asking: the engine is called at most this many times per entry of a model.

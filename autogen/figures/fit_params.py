@@ -2,7 +2,7 @@
 common/fit.cpp `common_fit_print`) prints, per device, the MiB of model, context (KV cache and
 recurrent state) and compute buffer that the same flags would allocate, without reading weights.
 
-Which binary (`engine_binaries.estimator_for`): the backend row's `fit_params`, else
+Which binary (`binaries.estimator_for`): the backend row's `fit_params`, else
 `llama-fit-params` beside its `llama-server` (`fit_params: none` turns it off). Its identity (path,
 size, modification time) is part of every cache key that holds its answers.
 
@@ -40,8 +40,8 @@ from collections.abc import Sequence
 import xxhash
 from attrs import frozen
 
-from autogen.commands.engine_binaries import identity
-from autogen.commands.engine_logs import llama_error
+from autogen.figures.binaries import identity
+from autogen.figures.logs import llama_error
 from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source, record_from_data, record_to_data
 from autogen.fsutil import write_if_changed
 
@@ -147,7 +147,7 @@ def parse(text: str) -> MemoryRecord | None:
 
 def run(call: EstimatorCall, timeout: float = TIMEOUT_S) -> tuple[MemoryRecord | None, str]:
     """(figures, "") or (None, the estimator's own line on why it failed: its first error line that
-    says more than a later one, as llama-server's (`engine_logs.llama_error`), else its last line)."""
+    says more than a later one, as llama-server's (`logs.llama_error`), else its last line)."""
     import subprocess  # noqa: PLC0415 - lazy: a run that asks nothing does not pay for it
 
     env = {**os.environ, **dict(e.split("=", 1) for e in call.env if "=" in e)}
