@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import xxhash
 from doit.cmd_base import ModuleTaskLoader
 from doit.cmd_info import Info
@@ -50,11 +51,15 @@ from autogen.settings.schema import LLAMA_SERVER, Host, Settings
 if TYPE_CHECKING:  # what emitting and assembling use: a no-op run imports none of it
     from autogen.resolve.job import Job
     from autogen.router.assemble import Fragment
+    from autogen.router.checked_blocks import Assembled
     from autogen.router.fleet import Peer
 
 #: The metadata cache's file (`metadata.cache.CACHE_FILE`, which a no-op run does not import; a
 #: test keeps the two in step).
 CACHE_FILE = "metadata.json"
+
+#: The blocks of the config found valid (`router.checked_blocks.FILE`, kept in step by a test).
+CHECKED_BLOCKS = "checked-blocks.json"
 
 FRAGMENTS = "fragments"
 DOIT_STATE = "doit-state.sqlite3"
@@ -164,7 +169,7 @@ def _fragments_state(paths: list[str]) -> str:
 def clean_caches(cache_dir: str) -> None:
     """What `doit clean` removes besides the fragments: the run's summary and the caches
     (never the config: llama-swap may be serving it)."""
-    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE):
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, CHECKED_BLOCKS):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(cache_dir, name))
 
@@ -270,8 +275,7 @@ class TaskGraph:
         return True
 
     def assemble(self) -> dict[str, str] | TaskFailed:
-        from autogen.router.assemble import assemble, assemble_preset, passthrough_hint, write_config  # noqa: PLC0415
-        from autogen.router.fleet import render_front  # noqa: PLC0415
+        from autogen.router.assemble import passthrough_hint, write_config  # noqa: PLC0415
 
         fragments = [self._load_fragment(row.id) for row in self.library.models]
         conflicts = sorted({c for f in fragments for c in f.conflicts})
@@ -279,22 +283,11 @@ class TaskGraph:
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
             return TaskFailed(f"{settings_error(self.library.settings.source, conflicts)}\nNothing was written.")
-        counts: dict[str, Any] = {}
         try:
-            if self.router_exe is not None:
-                preset = assemble_preset(self.library.settings, fragments, self.router_exe)
-                text = preset.text
-                counts = {"router": preset.command,
-                          "left_out": [list(item) for f in fragments for item in f.left_out]}
-            else:
-                text = assemble(self.library.settings, fragments,
-                                warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
-            if self.hosts:
-                part = render_front(self.peers(), {m[0] for f in fragments for m in f.members})
-                text += part.text
-                counts = {"peers": part.peers, "selectors": part.selectors}
+            config, counts = self._config(fragments)
         except SwapgenError as exc:
             return TaskFailed(str(exc))
+        text = config if isinstance(config, str) else config.text
         digest_ = xxhash.xxh3_128_hexdigest(text.encode())
         served = sum(1 for f in fragments if f.members)
         # before the config: a summary that names the config's digest describes it (`output_intact`)
@@ -304,12 +297,31 @@ class TaskGraph:
         try:
             # a preset holds no `llama_swap:` keys as given: no hint points to them
             hint = None if self.router_exe else (lambda problems: passthrough_hint(self.library.settings, problems))
-            written = write_config(self.library.settings.output, text, hint, self.router_exe)
+            written = write_config(self.library.settings.output, config, hint, self.router_exe,
+                                   self.library.settings.cache_dir)
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["config"] = "written" if written else "unchanged"
         self._prune_fragments(set(self.fragments.values()))
         return {"digest": digest_}
+
+    def _config(self, fragments: list[Fragment]) -> tuple[Assembled | str, dict[str, Any]]:
+        """The config of these fragments (a models preset's text, or the assembled llama-swap
+        config: its blocks are validated apart, `checked_blocks`) and the counts the run's
+        summary reports. Raises SwapgenError."""
+        from autogen.router.assemble import assemble, assemble_preset  # noqa: PLC0415 - lazy, as `assemble`
+        from autogen.router.fleet import render_front  # noqa: PLC0415
+
+        if self.router_exe is not None:
+            preset = assemble_preset(self.library.settings, fragments, self.router_exe)
+            return preset.text, {"router": preset.command,
+                                 "left_out": [list(item) for f in fragments for item in f.left_out]}
+        config = assemble(self.library.settings, fragments,
+                          warn=lambda message: print(f"swapgen: warning: {message}", file=sys.stderr))
+        if not self.hosts:
+            return config, {}
+        part = render_front(self.peers(), {m[0] for f in fragments for m in f.members})
+        return attrs.evolve(config, tail=config.tail + part.text), {"peers": part.peers, "selectors": part.selectors}
 
     def peers(self) -> list[Peer]:
         """Each host with the ids its config serves: its fragments' entries, as `config:<host>`
@@ -530,7 +542,7 @@ def _acquire(settings: Settings, notify):
     # Under the lock no write is in flight: a temp file beside the output or a cache file is what
     # a killed run left between writing and renaming it, whichever tasks this run goes on to skip.
     remove_stale_temps(settings.output)
-    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE, LEDGER):
+    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE, LEDGER, CHECKED_BLOCKS):
         remove_stale_temps(os.path.join(settings.cache_dir, name))
     return held
 

@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
+from attrs import frozen
 
 from autogen.discovery.ledger import Ledger, id_changes
 from autogen.discovery.naming import clean_id, quant_from_name, repo_name
@@ -344,29 +345,68 @@ def _can_draft(meta: ModelMeta) -> bool:
     return bool(meta.vocab_digest) and meta.pooling_type == 0 and meta.block_count > 0 and not meta.adapter_type
 
 
-def choose_draft(target: ModelRow, meta: ModelMeta, models: Sequence[tuple[ModelRow, ModelMeta]]) -> SpecDraft | None:
-    """The draft of `target`: same vocabulary, a quarter of its parameters at most, one file (a
-    split set is never a draft), in its folder, its family or a related one (`lineage`); the
-    same folder first, then the same family, then the fewest parameters, then the largest file
-    (the better quant), then the path."""
-    if not _can_draft(meta):
+@frozen
+class _Draftable:
+    """A single-file GGUF model that could draft for the others of its vocabulary."""
+
+    row: ModelRow
+    params: int
+    folder: str
+    family: str
+
+    @property
+    def order(self) -> tuple[int, int, str]:
+        """Within a tier: the fewest parameters, then the largest file (the better quant), then the path."""
+        return self.params, -self.row.size_bytes, self.row.path
+
+
+class _Drafts:
+    """The drafts of one vocabulary, indexed by folder, family and lineage word, each list in
+    `_Draftable.order`: a target's draft is the first fitting one of its best tier, so a
+    vocabulary shared by hundreds of models costs a few lookups per model, not a pass over all."""
+
+    def __init__(self, members: Sequence[tuple[ModelRow, ModelMeta]]):
+        self.by_folder: dict[str, list[_Draftable]] = {}
+        self.by_family: dict[str, list[_Draftable]] = {}
+        self.by_word: dict[str, list[_Draftable]] = {}
+        found = sorted((_Draftable(row, _params(meta), os.path.dirname(row.path), family(row.id))
+                        for row, meta in members if row.format == "gguf" and not row.shards),
+                       key=lambda d: d.order)
+        for d in found:
+            self.by_folder.setdefault(d.folder, []).append(d)
+            if d.family:
+                self.by_family.setdefault(d.family, []).append(d)
+            for word in lineage(d.family):
+                self.by_word.setdefault(word, []).append(d)
+
+    def choose(self, target: ModelRow, meta: ModelMeta) -> SpecDraft | None:
+        """The draft of `target`: a quarter of its parameters at most, one file (a split set is
+        never a draft), in its folder, its family or a related one (`lineage`); the same folder
+        first, then the same family, then the fewest parameters, the largest file, the path."""
+        most = _params(meta)
+        fam = family(target.id)
+        tiers = ((self.by_folder.get(os.path.dirname(target.path), ()),),
+                 (self.by_family.get(fam, ()),) if fam else (),
+                 tuple(self.by_word.get(word, ()) for word in sorted(lineage(fam))))
+        for rank, lists in enumerate(tiers):
+            fitting = [d for d in (_first_fitting(found, target, most) for found in lists) if d is not None]
+            if fitting:
+                row = min(fitting, key=lambda d: d.order).row
+                where = ("same folder", f"family {fam}", f"related family {family(row.id)}")[rank]
+                return SpecDraft(path=row.path, model_id=row.id, size_bytes=row.size_bytes,
+                                 why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
         return None
-    folder, fam = os.path.dirname(target.path), family(target.id)
-    words = lineage(fam)
-    found = []
-    for row, other in models:
-        if (row.path == target.path or row.format != "gguf" or row.shards or not _can_draft(other)
-                or _params(other) * DRAFT_SHARE > _params(meta) or not same_vocabulary(meta, other)):
-            continue
-        beside, theirs = os.path.dirname(row.path) == folder, family(row.id)
-        if beside or (fam and theirs == fam) or words & lineage(theirs):
-            found.append((0 if beside else 1 if theirs == fam else 2, _params(other), -row.size_bytes, row.path, row))
-    if not found:
-        return None
-    rank, *_, row = min(found, key=lambda f: f[:4])
-    where = ("same folder", f"family {fam}", f"related family {family(row.id)}")[rank]
-    return SpecDraft(path=row.path, model_id=row.id, size_bytes=row.size_bytes,
-                     why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
+
+
+def _first_fitting(found: Sequence[_Draftable], target: ModelRow, most: int) -> _Draftable | None:
+    """The first of `found` (in order, fewest parameters first) small enough to draft for a model
+    of `most` parameters, other than the target itself."""
+    for d in found:
+        if d.params * DRAFT_SHARE > most:
+            return None
+        if d.row.path != target.path:
+            return d
+    return None
 
 
 def _vocabulary_key(meta: ModelMeta) -> tuple:
@@ -375,17 +415,18 @@ def _vocabulary_key(meta: ModelMeta) -> tuple:
 
 def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> Discovery:
     """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model.
-    Models are grouped by vocabulary first, so a library costs one pass, not one per pair."""
-    groups: dict[tuple, list[tuple[ModelRow, ModelMeta]]] = {}
+    Models are grouped by vocabulary, and each group indexed once (`_Drafts`)."""
+    members: dict[tuple, list[tuple[ModelRow, ModelMeta]]] = {}
     for row in discovery.models:
         meta = metas.get(row.id)
         if meta is not None and row.id not in discovery.row_errors and not row.shards and _can_draft(meta):
-            groups.setdefault(_vocabulary_key(meta), []).append((row, meta))  # the drafts a model may take
+            members.setdefault(_vocabulary_key(meta), []).append((row, meta))  # the drafts a model may take
+    groups = {key: _Drafts(found) for key, found in members.items()}
     out = []
     for row in discovery.models:
         meta = metas.get(row.id)
-        group = groups.get(_vocabulary_key(meta), ()) if meta is not None and _can_draft(meta) else ()
-        draft = choose_draft(row, meta, group) if group and row.id not in discovery.row_errors else None
+        group = groups.get(_vocabulary_key(meta)) if meta is not None and _can_draft(meta) else None
+        draft = group.choose(row, meta) if group is not None and row.id not in discovery.row_errors else None
         if draft is not None:
             row = attrs.evolve(row, spec_draft=draft, inputs=(*row.inputs, draft.path))
         out.append(row)

@@ -23,6 +23,7 @@ from autogen.footprint import Footprint
 from autogen.fsutil import write_if_changed
 from autogen.numfmt import counted
 from autogen.resolve.gpus import card_vram_gb, eligible, inventory
+from autogen.router.checked_blocks import Assembled
 from autogen.router.fragments import comment_text, quote, render_data, render_plan
 from autogen.router.matrix_dsl import compile_sets, expand
 from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix
@@ -189,22 +190,20 @@ def _problem_place(problem: str) -> str:
     return problem.split(" ", 1)[0].rstrip(":")
 
 
-def assemble(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None] | None = None) -> str:
-    """The whole config text, models sorted by id (skips in their sorted place). `warn`
-    receives what the routing planner has to say (`routing: auto`)."""
-    blocks = sorted((b for f in fragments for b in f.blocks), key=lambda b: (b[0], b[1]))
+def assemble(settings: Settings, fragments: list[Fragment], warn: Callable[[str], None] | None = None) -> Assembled:
+    """The whole config, models sorted by id (skips in their sorted place), as its head, blocks
+    and tail (`checked_blocks.Assembled`). `warn` receives what the routing planner has to say
+    (`routing: auto`)."""
+    blocks = tuple(sorted((b for f in fragments for b in f.blocks), key=lambda b: (b[0], b[1])))
     members = [(*m, f.model_id) for f in fragments for m in f.members]
     auto = settings.routing == "auto"
     top = {k: v for k, v in settings.llama_swap.items() if not (auto and k == "routing")}
-    text = header(settings) + render_top_level(top) + ("models:\n" if members else "models: {}\n")
-    text += "".join(body for _, body in blocks)
+    head = header(settings) + render_top_level(top) + ("models:\n" if members else "models: {}\n")
     if auto:
         routing = _routing(settings, fragments, warn or (lambda _: None))
-        return text + with_user_routing(routing, settings.llama_swap.get("routing") or {})
+        return Assembled(head, blocks, with_user_routing(routing, settings.llama_swap.get("routing") or {}))
     group_lines = _groups(settings, members)
-    if group_lines:
-        text += "groups:\n" + "\n".join(group_lines) + "\n"
-    return text
+    return Assembled(head, blocks, "groups:\n" + "\n".join(group_lines) + "\n" if group_lines else "")
 
 
 def assemble_preset(settings: Settings, fragments: list[Fragment], router_exe: str) -> Preset:
@@ -283,16 +282,16 @@ def _written_sets(plan, lines: list[str]) -> list[frozenset[str]]:
     return [members for name, _ in sets for members in expand(roots[name], roots)]
 
 
-def write_config(path: str, text: str, hint: Callable[[list[str]], str] | None = None,
-                 router_exe: str | None = None) -> bool:
-    """Validate, then write atomically only when the bytes differ. True = written. `hint` ends
-    the error, given the problems' messages (where the keys written as the user gave them come
-    from). `router_exe`: the text is a models preset for that llama-server's router mode,
-    checked against its own `--help` when it runs (`router.preset_check`)."""
+def write_config(path: str, config: Assembled | str, hint: Callable[[list[str]], str] | None = None,
+                 router_exe: str | None = None, cache_dir: str | None = None) -> bool:
+    """Validate, then write atomically only when the bytes differ. True = written. `config`: the
+    assembled config (validated at the cost of what changed, `checked_blocks`, with `cache_dir`)
+    or its text. `hint` ends the error, given the problems' messages (where the keys written as
+    the user gave them come from). `router_exe`: the text is a models preset for that
+    llama-server's router mode, checked against its own `--help` when it runs (`router.preset_check`)."""
+    text = config.text if isinstance(config, Assembled) else config
     if router_exe is None:
-        from autogen.router.validate import validate_text  # noqa: PLC0415 (lazy: a no-op run writes nothing)
-
-        problems, reader = [p for p in validate_text(text, path) if p.fatal], "llama-swap"
+        problems, reader = [p for p in _llama_swap_problems(config, path, cache_dir) if p.fatal], "llama-swap"
     else:
         from autogen.router.preset_check import build_keys, check_preset_text  # noqa: PLC0415 (lazy, as above)
 
@@ -309,3 +308,15 @@ def write_config(path: str, text: str, hint: Callable[[list[str]], str] | None =
     except OSError as exc:
         raise SwapgenError(f"{path}: cannot write the config ({exc.strerror or exc}); "
                            "check `output` in the settings file") from None
+
+
+def _llama_swap_problems(config: Assembled | str, path: str, cache_dir: str | None):
+    """What llama-swap's rules find in the config: by blocks when it is assembled and a cache
+    folder keeps the blocks found valid, else over the whole text."""
+    if isinstance(config, Assembled) and cache_dir is not None:
+        from autogen.router.checked_blocks import check_generated  # noqa: PLC0415 (lazy: a no-op run writes nothing)
+
+        return check_generated(config, path, cache_dir)
+    from autogen.router.validate import validate_text  # noqa: PLC0415 (lazy, as above)
+
+    return validate_text(config.text if isinstance(config, Assembled) else config, path)

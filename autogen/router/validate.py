@@ -698,7 +698,7 @@ def check_document(doc: LineMap, report) -> None:
     _check_references(doc, report)
 
 
-def _validate(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
+def validate_document(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
     report = _Report(source)
     doc = parse_document(text, report)
     if doc is None:  # an empty file
@@ -713,7 +713,7 @@ def _validate(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
 
 def validate_text(text: str, source: str = "config.yaml") -> list[Problem]:
     """Every reason llama-swap would refuse (or silently ignore part of) this config."""
-    return _validate(text, source)[0]
+    return validate_document(text, source)[0]
 
 
 def _read(path: str) -> tuple[str | None, Problem | None]:
@@ -764,7 +764,7 @@ def main_validate(paths: list[str]) -> int:
     any_error = False
     for path in paths or ["config.yaml"]:
         text, problem = _read(path)
-        problems, doc = ([problem], None) if problem else _validate(text, path)
+        problems, doc = ([problem], None) if problem else validate_document(text, path)
         for p in problems:
             print(p)
         if failed(problems) or doc is None:
