@@ -9,7 +9,7 @@ import json
 import pytest
 
 from autogen.router import checked_blocks
-from autogen.router.checked_blocks import Assembled, CheckedBlocks, check_generated, stand_in
+from autogen.router.checked_blocks import Assembled, CheckedBlocks, StandIn, check_generated
 from autogen.router.validate import validate_text
 from tests.builders import add_model
 from tests.runs import generate
@@ -37,9 +37,9 @@ def parsed_blocks(monkeypatch) -> list[str]:
     seen = []
     real = checked_blocks.validate_document
 
-    def spy(text, source):
+    def spy(text, source, known=None):
         seen.append(text)
-        return real(text, source)
+        return real(text, source, known)
 
     monkeypatch.setattr(checked_blocks, "validate_document", spy)
     return seen
@@ -55,7 +55,7 @@ class TestCheckGenerated:
         assert check_generated(second, "config.yaml", str(tmp_path)) == []
         assert len(seen) == 1 and "${base}/llama-server" in seen[0]
         assert seen[0].count("llama-server") == 1  # b in full, a as its stand-in
-        assert len(memo(tmp_path)) == 2
+        assert len(memo(tmp_path)) == 2 and {s["model_id"] for s in memo(tmp_path).values()} == {"a", "b"}
 
     def test_a_duplicate_alias_across_a_known_and_a_new_block_is_found_at_the_line_written(self, tmp_path):
         check_generated(config(block("a", "aliases: [x]")), "config.yaml", str(tmp_path))
@@ -95,11 +95,16 @@ class TestCheckGenerated:
 
     def test_a_stand_in_carries_only_what_checks_across_entries_read(self):
         entry = {"cmd": "x", "aliases": ["p", 3], "filters": {"setParamsByID": {"q": {"t": 1}}}, "ttl": 5}
-        line = stand_in("m", entry)
-        assert line.startswith('  "m": {') and line.endswith("}\n")
-        data = json.loads(line.split(": ", 1)[1])
-        assert data["aliases"] == ["p"] and data["filters"] == {"setParamsByID": {"q": {}}} and "ttl" not in data
-        assert validate_text(HEAD + line) == []
+        found = StandIn.of("m", entry)
+        assert found == StandIn("m", aliases=("p",), params=("q",))
+        rebuilt = found.entry()
+        assert rebuilt["aliases"] == ["p"] and list(rebuilt["filters"]["setParamsByID"]) == ["q"] and "ttl" not in rebuilt
+
+    def test_only_known_entries_still_make_a_mapping_of_models(self, tmp_path):
+        """A change in the tail alone: one known entry is parsed in full, the rest stand in."""
+        check_generated(config(block("a"), block("b")), "config.yaml", str(tmp_path))
+        tail = "groups:\n  g:\n    members: [a, b]\n"
+        assert check_generated(config(block("a"), block("b"), tail=tail), "config.yaml", str(tmp_path)) == []
 
     def test_the_memo_record_has_its_stamp(self, tmp_path):
         check_generated(config(block("a")), "config.yaml", str(tmp_path))

@@ -10,11 +10,20 @@ from autogen.emit.dispatch import global_inputs
 from autogen.emit.llama_profiles import PROFILE_KNOBS
 from autogen.errors import SettingsError
 from autogen.flags.llama import FLAG_KNOBS
-from autogen.settings.fields import CONFIG, EVERY_FRAGMENT, PER_MODEL, inputs_of, key_of, older_spellings
+from autogen.settings.fields import (
+    CONFIG,
+    EVERY_FRAGMENT,
+    PER_MATCH,
+    PER_MODEL,
+    WALK,
+    inputs_of,
+    key_of,
+    older_spellings,
+)
 from autogen.settings.schema import BackendRow, LlamaOptions, Override, Profile, ProfileOptions, Settings
 from autogen.settings.structure import PARSERS, _records, structure, unstructure
 
-OUTPUTS = {EVERY_FRAGMENT, CONFIG, PER_MODEL}
+OUTPUTS = {EVERY_FRAGMENT, CONFIG, PER_MODEL, PER_MATCH, WALK}
 
 
 def problems(data: dict) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ from autogen.commands import library as library_module
 from autogen.commands import tasks
 from autogen.discovery import walk
 from autogen.discovery.rows import Adapter, ModelRow, SpecDraft
+from autogen.records import dumps, loads
 from autogen.settings.schema import Gpu
 from autogen.vision_tower import VisionTower
 from tests.builders import SETTINGS, add_model
@@ -36,12 +36,12 @@ def served_from_memo(library, monkeypatch) -> bool:
         called.append(True)
         return real(*args, **kwargs)
 
-    real = walk.discover
-    monkeypatch.setattr(walk, "discover", spy)
+    real = walk.walk_roots
+    monkeypatch.setattr(walk, "walk_roots", spy)
     try:
         load(library)
     finally:
-        monkeypatch.setattr(walk, "discover", real)
+        monkeypatch.setattr(walk, "walk_roots", real)
     return not called
 
 
@@ -107,8 +107,8 @@ def test_a_new_gpu_inventory_or_generator_version_is_a_miss(library, monkeypatch
 
 def test_a_corrupt_memo_is_a_miss_and_is_rewritten(library, monkeypatch):
     load(library)
-    memo = library / "cache" / library_module.LoadMemo.FILE
-    memo.write_bytes(b"not a pickle")
+    memo = library / "cache" / library_module.RUN_MEMO
+    memo.write_bytes(b"not a record")
     assert not served_from_memo(library, monkeypatch)
     assert served_from_memo(library, monkeypatch)
 
@@ -140,11 +140,11 @@ def test_a_no_op_run_imports_no_emitter_sizer_or_assembler(library):
 
 
 def test_a_row_reads_back_from_the_memo_as_it_was():
-    """`ModelRow` pickles as its fields in order: every field, nested records included, survives."""
+    """A row stored through the one converter comes back equal, nested records included."""
     row = ModelRow(id="a", format="gguf", path="/m/a.gguf", quant="Q4_K_M", size_bytes=5, publisher="p", repo="r",
                    shards=("/m/a-1.gguf", "/m/a-2.gguf"), mmproj="/m/mm.gguf", inputs=("/m/a.gguf",), mmproj_bytes=7,
                    mmproj_tower=VisionTower(projector_type="gemma3", image_size=896, patch_size=14),
                    foreign_format="", loras=(Adapter(path="/m/l.gguf", name="l", kind="gguf", size_bytes=3),),
                    spec_draft=SpecDraft(path="/m/d.gguf", model_id="d", size_bytes=2, why="same vocabulary"))
-    again = pickle.loads(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
+    again = loads("row", ModelRow, dumps("row", row))
     assert again == row and attrs.asdict(again) == attrs.asdict(row)

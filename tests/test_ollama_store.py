@@ -467,7 +467,8 @@ class TestPipeline:
         settings = setup_library(tmp_path)
         rc, _ = generate(settings)
         called = []
-        monkeypatch.setattr(walk, "discover", lambda *a, **k: called.append(1) or discover(*a, **k))
+        real = walk.walk_roots
+        monkeypatch.setattr(walk, "walk_roots", lambda *a, **k: called.append(1) or real(*a, **k))
         rc, graph = generate(settings)
         assert rc == 0 and not called and graph.stats["emitted"] == 0
         pull(store, "qwen3:8b")

@@ -16,7 +16,7 @@ from autogen.commands import cli, listing, tasks
 from autogen.discovery.ledger import load_ledger
 from autogen.discovery.pairing import adapter_name, family, lineage, pair_adapters, pair_drafts
 from autogen.discovery.projector_archs import serves
-from autogen.discovery.walk import discover
+from autogen.discovery.walk import walk_roots
 from autogen.metadata.cache import MetaCache
 from tests.clip_projectors import gemma3, llava15, qwen25vl, write_projector
 from tests.gguf_fixtures import Q, write_gguf, write_lora, write_split_set
@@ -47,10 +47,11 @@ def chat(path, *, blocks=8, embd=256, tokens=QWEN_TOKENS, tokenizer=QWEN, arch="
 def paired(tmp_path, previous=None):
     """Discovery and pairing as a run does them; `previous`: the last run's ledger (`found.ledger`)."""
     cache = MetaCache(str(tmp_path / "cache"))
-    found = discover((str(tmp_path / "models"),), cache.gguf, cache.config, safetensors=cache.safetensors,
-                     previous=previous)
+    walked = walk_roots((str(tmp_path / "models"),), cache.gguf, cache.config, safetensors=cache.safetensors,
+                        previous=previous, hf_meta=cache.hf_meta)
+    found = walked.discovery
     metas = {r.id: cache.meta(r.path, hf=r.format == "hf") for r in found.models if r.id not in found.row_errors}
-    found = pair_drafts(pair_adapters(found, metas, cache.meta, previous=previous), metas)
+    found = pair_drafts(pair_adapters(found, metas, cache.meta, previous=previous), walked.facts)
     return found, {r.id: r for r in found.models}
 
 

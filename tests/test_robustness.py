@@ -265,7 +265,7 @@ def test_a_failed_load_releases_the_lock(library, monkeypatch, capsys):
     def broken(*args, **kwargs):
         raise SwapgenError("simulated failure while discovering")
 
-    monkeypatch.setattr(walk, "discover", broken)
+    monkeypatch.setattr(walk, "walk_roots", broken)
     assert run(library) == 1
     monkeypatch.undo()
     assert run(library) == 0 and served(library) == ["alpha-q4_k_m", "beta-q8_0"]
@@ -276,7 +276,8 @@ def test_a_no_op_run_removes_the_temp_files_a_killed_run_left(library):
     have no task to run, and still leaves the folder clean."""
     assert run(library) == 0
     cache = library / "cache"
-    stale = [cache / ".load-memo.pickle.k1ll3d.tmp", cache / ".metadata.json.k1ll3d.tmp",
+    stale = [cache / ".load-memo.json.k1ll3d.tmp", cache / ".library-memo.json.k1ll3d.tmp",
+             cache / ".checked-blocks.json.k1ll3d.tmp", cache / ".metadata.json.k1ll3d.tmp",
              cache / ".gpus.json.k1ll3d.tmp", library / ".config.yaml.k1ll3d.tmp"]
     for path in stale:
         path.write_bytes(b"half a write")

@@ -15,7 +15,6 @@ import sys
 import attrs
 
 from autogen.discovery.rows import ModelRow
-from autogen.discovery.tree import Discovery
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
 from autogen.settings.globs import glob_pattern
@@ -78,7 +77,7 @@ def _serves_any(lines: list[str]) -> bool:
     return re.search(r"^models:[ \t]*\n[ \t]+\S", text, re.MULTILINE) is not None
 
 
-def check_vanished(settings: Settings, discovery: Discovery) -> None:
+def check_vanished(settings: Settings, model_paths: list[str], unreadable: tuple[tuple[str, str], ...]) -> None:
     """Models the live config serves must not vanish without a word: a root that finds nothing
     while the config serves models from it (an unmounted disk or share, models moved into a
     hidden folder) or a folder that cannot be listed stops the run, unless the settings allow
@@ -87,7 +86,7 @@ def check_vanished(settings: Settings, discovery: Discovery) -> None:
     fatal, warnings = [], []
     for i, root in enumerate(settings.roots):
         folders = (root, os.path.realpath(root))
-        if any(under(row.path, folders) for row in discovery.models):
+        if any(under(path, folders) for path in model_paths):
             continue
         lines = _served_lines(settings.output) if lines is None else lines
         if lines and _serves_from(lines, folders):
@@ -97,12 +96,12 @@ def check_vanished(settings: Settings, discovery: Discovery) -> None:
         else:
             warnings.append(f"roots[{i}]: {root} holds no model swapgen can serve (is it mounted? "
                             "folders whose names start with '.' are not walked)")
-    for folder, why in discovery.unreadable:
+    for folder, why in unreadable:
         lines = _served_lines(settings.output) if lines is None else lines
         if lines and _serves_from(lines, (folder,)):
             fatal.append(f"{folder}: cannot list this folder ({why}), and {settings.output} serves models from it; "
                          "check its permissions, or whether it is mounted")
-    if not discovery.models and not fatal:
+    if not model_paths and not fatal:
         lines = _served_lines(settings.output) if lines is None else lines
         if lines and _serves_any(lines):
             fatal.append(f"no model found in any root, but {settings.output} serves models; a config without "
@@ -117,10 +116,8 @@ def check_vanished(settings: Settings, discovery: Discovery) -> None:
                            f"{settings.source or 'the settings'} to write the config without those models.")
 
 
-def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list[str]:
-    """One line per override or group pattern that matches no model, and per backend row whose
-    absolute `path` does not exist (llama-swap could not start what it serves); with a
-    `path_map`, backend paths are the container's and not looked for here."""
+def unmatched_patterns(settings: Settings, models: tuple[ModelRow, ...]) -> list[str]:
+    """One line per override or group pattern that matches no model."""
     where = os.path.basename(settings.source) or "settings"
     paths = [row.match_path for row in models]
     problems = []
@@ -136,6 +133,15 @@ def unmatched_settings(settings: Settings, models: tuple[ModelRow, ...]) -> list
         for j, text in enumerate(group.match):
             if not any(glob_pattern(text).match(model_id) for model_id in ids):
                 problems.append(f"{where}: groups[{i}].match[{j}] ({text!r}, group {group.name!r}) matches no model id")
+    return problems
+
+
+def backend_warnings(settings: Settings) -> list[str]:
+    """One line per backend row whose absolute `path` does not exist (llama-swap could not start
+    what it serves; with a `path_map`, backend paths are the container's and not looked for
+    here), and what `llama_swap_warnings` says. Checked on every run: a binary installed later
+    silences it."""
+    problems = []
     for row in () if settings.path_map else settings.backends:
         exe = row.path.strip()
         if os.path.isabs(exe) and not os.path.exists(exe):

@@ -37,7 +37,7 @@ from doit.doit_cmd import DoitMain
 from doit.exceptions import InvalidCommand, TaskFailed
 from doit.tools import config_changed
 
-from autogen.commands.library import Library, LoadMemo, digest
+from autogen.commands.library import LIBRARY_MEMO, RUN_MEMO, Library, digest
 from autogen.commands.report import SUMMARY, SummaryReporter
 from autogen.commands.sample import ensure_for_settings
 from autogen.discovery.ledger import LEDGER
@@ -169,7 +169,7 @@ def _fragments_state(paths: list[str]) -> str:
 def clean_caches(cache_dir: str) -> None:
     """What `doit clean` removes besides the fragments: the run's summary and the caches
     (never the config: llama-swap may be serving it)."""
-    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, CHECKED_BLOCKS):
+    for name in (SUMMARY, RUN_MEMO, LIBRARY_MEMO, CACHE_FILE, CHECKED_BLOCKS):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(cache_dir, name))
 
@@ -542,7 +542,7 @@ def _acquire(settings: Settings, notify):
     # Under the lock no write is in flight: a temp file beside the output or a cache file is what
     # a killed run left between writing and renaming it, whichever tasks this run goes on to skip.
     remove_stale_temps(settings.output)
-    for name in (SUMMARY, LoadMemo.FILE, CACHE_FILE, GPU_CACHE_FILE, LEDGER, CHECKED_BLOCKS):
+    for name in (SUMMARY, RUN_MEMO, LIBRARY_MEMO, CACHE_FILE, GPU_CACHE_FILE, LEDGER, CHECKED_BLOCKS):
         remove_stale_temps(os.path.join(settings.cache_dir, name))
     return held
 

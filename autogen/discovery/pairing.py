@@ -34,6 +34,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 
 import attrs
+import xxhash
 from attrs import frozen
 
 from autogen.discovery.ledger import Ledger, id_changes
@@ -337,6 +338,30 @@ def vocabulary_text(meta: ModelMeta) -> str:
     return ", ".join(parts)
 
 
+@frozen
+class DraftFacts:
+    """What draft pairing reads of a model's header (`discovery.pairing.pair_drafts`), kept with
+    its folder's record so that pairing a library needs no model's metadata.
+
+    Example: DraftFacts(vocabulary="3f1c…", params=4_294_967_296,
+    text="gpt2/qwen2, 151936 tokens, adds no BOS").
+    """
+
+    #: Digest of the tokenizer (model, pre-tokenizer, token count and list, BOS and EOS);
+    #: "" = it cannot draft or be drafted for (no token list, an embedding model, an adapter).
+    vocabulary: str
+    #: Layers × width²: what "a quarter of its parameters" compares.
+    params: int
+    #: The vocabulary as a reason says it (`pairing.vocabulary_text`).
+    text: str
+
+
+def draft_facts(meta: ModelMeta) -> DraftFacts:
+    """What draft pairing reads of a model's metadata."""
+    vocabulary = xxhash.xxh3_64_hexdigest(repr(_vocabulary_key(meta)).encode()) if _can_draft(meta) else ""
+    return DraftFacts(vocabulary=vocabulary, params=_params(meta), text=vocabulary_text(meta))
+
+
 def _params(meta: ModelMeta) -> int:
     return meta.block_count * meta.embedding_length ** 2
 
@@ -365,12 +390,12 @@ class _Drafts:
     `_Draftable.order`: a target's draft is the first fitting one of its best tier, so a
     vocabulary shared by hundreds of models costs a few lookups per model, not a pass over all."""
 
-    def __init__(self, members: Sequence[tuple[ModelRow, ModelMeta]]):
+    def __init__(self, members: Sequence[tuple[ModelRow, DraftFacts]]):
         self.by_folder: dict[str, list[_Draftable]] = {}
         self.by_family: dict[str, list[_Draftable]] = {}
         self.by_word: dict[str, list[_Draftable]] = {}
-        found = sorted((_Draftable(row, _params(meta), os.path.dirname(row.path), family(row.id))
-                        for row, meta in members if row.format == "gguf" and not row.shards),
+        found = sorted((_Draftable(row, facts.params, os.path.dirname(row.path), family(row.id))
+                        for row, facts in members if row.format == "gguf" and not row.shards),
                        key=lambda d: d.order)
         for d in found:
             self.by_folder.setdefault(d.folder, []).append(d)
@@ -379,22 +404,21 @@ class _Drafts:
             for word in lineage(d.family):
                 self.by_word.setdefault(word, []).append(d)
 
-    def choose(self, target: ModelRow, meta: ModelMeta) -> SpecDraft | None:
+    def choose(self, target: ModelRow, facts: DraftFacts) -> SpecDraft | None:
         """The draft of `target`: a quarter of its parameters at most, one file (a split set is
         never a draft), in its folder, its family or a related one (`lineage`); the same folder
         first, then the same family, then the fewest parameters, the largest file, the path."""
-        most = _params(meta)
         fam = family(target.id)
         tiers = ((self.by_folder.get(os.path.dirname(target.path), ()),),
                  (self.by_family.get(fam, ()),) if fam else (),
                  tuple(self.by_word.get(word, ()) for word in sorted(lineage(fam))))
         for rank, lists in enumerate(tiers):
-            fitting = [d for d in (_first_fitting(found, target, most) for found in lists) if d is not None]
+            fitting = [d for d in (_first_fitting(found, target, facts.params) for found in lists) if d is not None]
             if fitting:
                 row = min(fitting, key=lambda d: d.order).row
                 where = ("same folder", f"family {fam}", f"related family {family(row.id)}")[rank]
                 return SpecDraft(path=row.path, model_id=row.id, size_bytes=row.size_bytes,
-                                 why=f"same vocabulary ({vocabulary_text(meta)}, identical token list), {where}")
+                                 why=f"same vocabulary ({facts.text}, identical token list), {where}")
         return None
 
 
@@ -413,20 +437,21 @@ def _vocabulary_key(meta: ModelMeta) -> tuple:
     return meta.vocab_digest, meta.vocab_size, meta.tokenizer_model, meta.tokenizer_pre, meta.special_tokens
 
 
-def pair_drafts(discovery: Discovery, metas: Mapping[str, ModelMeta | None]) -> Discovery:
+def pair_drafts(discovery: Discovery, facts: Mapping[str, DraftFacts]) -> Discovery:
     """Each GGUF model's draft (`ModelRow.spec_draft`); its file becomes an input of the model.
-    Models are grouped by vocabulary, and each group indexed once (`_Drafts`)."""
-    members: dict[tuple, list[tuple[ModelRow, ModelMeta]]] = {}
+    `facts`: row path → what its header says (`draft_facts`). Models are grouped by
+    vocabulary, and each group indexed once (`_Drafts`)."""
+    members: dict[str, list[tuple[ModelRow, DraftFacts]]] = {}
     for row in discovery.models:
-        meta = metas.get(row.id)
-        if meta is not None and row.id not in discovery.row_errors and not row.shards and _can_draft(meta):
-            members.setdefault(_vocabulary_key(meta), []).append((row, meta))  # the drafts a model may take
+        found = facts.get(row.path)
+        if found is not None and found.vocabulary and row.id not in discovery.row_errors and not row.shards:
+            members.setdefault(found.vocabulary, []).append((row, found))  # the drafts a model may take
     groups = {key: _Drafts(found) for key, found in members.items()}
     out = []
     for row in discovery.models:
-        meta = metas.get(row.id)
-        group = groups.get(_vocabulary_key(meta)) if meta is not None and _can_draft(meta) else None
-        draft = group.choose(row, meta) if group is not None and row.id not in discovery.row_errors else None
+        found = facts.get(row.path)
+        group = groups.get(found.vocabulary) if found is not None and found.vocabulary else None
+        draft = group.choose(row, found) if group is not None and row.id not in discovery.row_errors else None
         if draft is not None:
             row = attrs.evolve(row, spec_draft=draft, inputs=(*row.inputs, draft.path))
         out.append(row)

@@ -13,7 +13,6 @@ import operator
 import os
 import stat as statmod
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import xxhash
 from attrs import field, frozen
@@ -21,9 +20,6 @@ from attrs import field, frozen
 from autogen.discovery.hub_cache import incomplete_in
 from autogen.discovery.ledger import Ledger
 from autogen.discovery.rows import Download, ModelRow
-
-if TYPE_CHECKING:  # a no-op run imports no metadata module
-    from autogen.metadata.model_meta import ModelMeta
 
 #: Ollama's home folder: the one hidden folder discovery walks (its `models/` is the store).
 OLLAMA_HOME = ".ollama"
@@ -81,9 +77,6 @@ class Discovery:
     ledger: Ledger = field(factory=Ledger, hash=False)
     #: One line per file whose id changed since the previous run (`ledger.id_changes`).
     id_changes: tuple[str, ...] = ()
-    #: Row path → its metadata, read by the walk (a GGUF's header, an HF folder's config.json)
-    #: and handed on: the library asks no file again. Not kept in the load memo.
-    metas: dict[str, ModelMeta] = field(factory=dict, hash=False)
 
 
 def skipped_folder(name: str, parent: str) -> bool:

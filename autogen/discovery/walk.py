@@ -16,6 +16,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
+from attrs import frozen
+
 from autogen.discovery.hf_weights import check_weights, incomplete_text, names_text, still_written
 from autogen.discovery.hub_cache import (
     hf_cache_repo,
@@ -43,7 +45,7 @@ from autogen.discovery.ollama_store import (
     is_store,
     scan_store,
 )
-from autogen.discovery.pairing import FolderProjector, choose_projector, unpaired_projector
+from autogen.discovery.pairing import DraftFacts, FolderProjector, choose_projector, draft_facts, unpaired_projector
 from autogen.discovery.rows import Download, ModelRow
 from autogen.discovery.rules import (
     SHARD_NAME,
@@ -55,6 +57,7 @@ from autogen.discovery.rules import (
     ggml_magic,
 )
 from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
+from autogen.discovery.walk_memo import FolderRecord, WalkMemo, replayable, signature
 from autogen.metadata.gguf_keys import PROJECTOR_ARCH
 from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.probes import (
@@ -124,14 +127,26 @@ def _folder_names(folder: str) -> tuple[str, str]:
 
 class _Walker:
     def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe,
-                 hf_meta: HeaderProbe):
-        self.probe = probe
-        self.config = config
-        self.safetensors = safetensors
-        self.hf_meta = hf_meta
+                 hf_meta: HeaderProbe, memo: WalkMemo | None = None):
+        #: Paths looked up through the probes, in order (a folder's record keeps its own).
+        self.looked_up: list[str] = []
+        self.probe = self._recorded(probe)
+        self.config = self._recorded(config)
+        self.safetensors = self._recorded(safetensors)
+        self.hf_meta = self._recorded(hf_meta)
         #: Row path → the metadata read on the way (its GGUF header, its config.json), handed on.
         self.metas: dict[str, ModelMeta] = {}
-        self.sign = sign
+        #: Row path → whether its metadata is a config.json (True) or a GGUF header, for every row
+        #: with metadata, those of replayed folders too (`walk_memo.FolderRecord.metas`).
+        self.meta_kinds: dict[str, bool] = {}
+        #: Row path → what draft pairing reads of it (`pairing.draft_facts`).
+        self.facts: dict[str, DraftFacts] = {}
+        #: The last walk's folder records, and this walk's (`walk_memo`).
+        self.memo = memo.folders if memo is not None else {}
+        self.records: dict[str, FolderRecord] = {}
+        #: Path → (size, mtime) of every file of every folder walked.
+        self.stats: dict[str, tuple[int, int]] = {}
+        self.sign = self._recorded(sign) if sign is not None else None
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
         self.row_keys: list[tuple[int, int]] = []
@@ -153,6 +168,12 @@ class _Walker:
         #: The root being walked, and the roots that nest (reported once, walked once).
         self.root = ""
         self.overlapping: set[frozenset[str]] = set()
+
+    def _recorded(self, probe: Callable):
+        def looked_up(path: str, size: int, mtime_ns: int):
+            self.looked_up.append(path)
+            return probe(path, size, mtime_ns)
+        return looked_up
 
     def _add(self, row: ModelRow, st: os.stat_result, stats: dict[str, os.stat_result]) -> ModelRow:
         """Record the row, and the signature of each of its inputs (the doit checker's file_deps)."""
@@ -178,7 +199,61 @@ class _Walker:
             elif folder.again:
                 self._seen_again(folder)
             else:
-                self._folder(folder)
+                self._read_or_replay(folder)
+
+    # -- records (`walk_memo`) ------------------------------------------------------------------
+
+    def _read_or_replay(self, folder: Folder) -> None:
+        """A folder as its record of the last walk says when its signature is the same, else read."""
+        self.stats.update((entry.path, (st.st_size, st.st_mtime_ns)) for entry, st in folder.files)
+        sig = signature(folder)
+        record = self.memo.get(folder.path)
+        if record is not None and record.signature == sig:
+            self._replay(folder, record)
+            return
+        kept = replayable(folder)  # before reading: it drops an Ollama store's folders from the walk
+        marks = self._marks()
+        self._folder(folder)
+        troubled = len(self.problems) > marks[0] or len(self.row_errors) > marks[1] or len(self.unreadable) > marks[2]
+        if kept and not troubled:
+            self.records[folder.path] = self._record(folder, sig, marks)
+
+    def _marks(self) -> tuple[int, ...]:
+        return (len(self.problems), len(self.row_errors), len(self.unreadable), len(self.rows), len(self.ignored),
+                len(self.downloads), len(self.adapters), len(self.sidecars), len(self.looked_up))
+
+    def _record(self, folder: Folder, sig: str, marks: tuple[int, ...]) -> FolderRecord:
+        """What reading `folder` added (everything after `marks`), as its record."""
+        *_, rows, ignored, downloads, adapters, sidecars, looked_up = marks
+        added = self.rows[rows:]
+        index = {id(row): i for i, row in enumerate(added)}
+        return FolderRecord(
+            path=folder.path, signature=sig, rows=tuple(added), row_keys=tuple(self.row_keys[rows:]),
+            row_times=tuple(self.row_times[rows:]), ignored=tuple(self.ignored[ignored:]),
+            downloads=tuple((index[id(row)], d) for row, d in self.downloads[downloads:]),
+            adapters=tuple(self.adapters[adapters:]), sidecars=tuple(self.sidecars[sidecars:]),
+            metas=tuple(self.meta_kinds.get(r.path) for r in added), facts=tuple(self.facts.get(r.path) for r in added),
+            walked=tuple(entry.name for entry, _ in folder.folders),
+            looked_up=tuple(dict.fromkeys(self.looked_up[looked_up:])))
+
+    def _replay(self, folder: Folder, record: FolderRecord) -> None:
+        """What reading the folder again would add, from its record; its subfolders walked as then."""
+        self.visited[folder.key] = (folder.path, self.root)
+        self.rows.extend(record.rows)
+        self.row_keys.extend(record.row_keys)
+        self.row_times.extend(record.row_times)
+        self.ignored.extend(record.ignored)
+        self.downloads.extend((record.rows[i], d) for i, d in record.downloads)
+        self.adapters.extend(record.adapters)
+        self.sidecars.extend(record.sidecars)
+        self.meta_kinds.update((row.path, hf) for row, hf in zip(record.rows, record.metas, strict=True)
+                               if hf is not None)
+        self.facts.update((row.path, facts) for row, facts in zip(record.rows, record.facts, strict=True)
+                          if facts is not None)
+        self.looked_up.extend(record.looked_up)
+        walked = set(record.walked)
+        folder.folders[:] = [(entry, st) for entry, st in folder.folders if entry.name in walked]
+        self.records[folder.path] = record
 
     def _folder(self, folder: Folder) -> None:
         """One folder's models and sidecars; then which of its subfolders are walked."""
@@ -273,7 +348,7 @@ class _Walker:
         if reason is None and "config.json" in names:
             config_entry, config_st = names["config.json"]
             read = self.hf_meta(config_entry.path, config_st.st_size, config_st.st_mtime_ns)
-            reason = self._keep_meta(row, read)
+            reason = self._keep_meta(row, read, hf=True)
         if reason is not None:
             self.row_errors.append((row, reason))
         if check.download is not None:
@@ -437,11 +512,13 @@ class _Walker:
         candidates += [(name, st, None) for name, st in headless.values()]
         return candidates, paired, projectors, foreign
 
-    def _keep_meta(self, row: ModelRow, read: HeaderInfo) -> str | None:
+    def _keep_meta(self, row: ModelRow, read: HeaderInfo, *, hf: bool = False) -> str | None:
         """Keep the row's metadata for the stages after discovery; why it has none, else None."""
         if read.meta is None:
             return read.error
         self.metas[row.path] = read.meta
+        self.meta_kinds[row.path] = hf
+        self.facts[row.path] = draft_facts(read.meta)
         return None
 
     def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
@@ -566,20 +643,47 @@ def overlapping_roots(roots: tuple[str, ...]) -> list[tuple[str, str, str]]:
     return found
 
 
+@frozen
+class Walked:
+    """A walk of the roots: what discovery found, and what the library plans with besides."""
+
+    discovery: Discovery
+    #: Row path → the metadata the walk read (folders replayed from their record read none).
+    metas: dict[str, ModelMeta]
+    #: Row path → whether its metadata is an HF config.json (True) or a GGUF header, every row
+    #: with metadata included: what the metadata cache is asked for a row the walk did not read.
+    meta_kinds: dict[str, bool]
+    #: Row path → what draft pairing reads of it.
+    facts: dict[str, DraftFacts]
+    #: This walk's folder records, for the next (`walk_memo`).
+    memo: WalkMemo
+    #: Path → (size, mtime) of every file of the folders walked.
+    stats: dict[str, tuple[int, int]]
+
+
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
              sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
              previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta,
              prefer: Callable[[str], bool] | None = None) -> Discovery:
+    """What `walk_roots` finds, with no record of an earlier walk."""
+    return walk_roots(roots, probe, config, sign, safetensors, previous, hf_meta, prefer).discovery
+
+
+def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
+               sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
+               previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta,
+               prefer: Callable[[str], bool] | None = None, memo: WalkMemo | None = None) -> Walked:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
     its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
     input's head there, for the doit file checker; `previous` is the last run's id ledger (a
-    file keeps the id it had). Roots that nest are reported once, as overlapping, and every
+    file keeps the id it had); `memo`: the last walk's folder records, replayed for the folders
+    that did not change (`walk_memo`). Roots that nest are reported once, as overlapping, and every
     folder is walked once; a file reached twice (a symlink, LM Studio's links into the hub
     cache) is one model, its other path listed as the same file: the first path found, or the
     first that `prefer` accepts (with a `path_map`, one the container can open: LM Studio's
     absolute links into the hub cache lead out of the container's view, the cache's own
     snapshot links do not)."""
-    walker = _Walker(probe, config, sign, safetensors, hf_meta)
+    walker = _Walker(probe, config, sign, safetensors, hf_meta, memo)
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
         walker.overlapping.add(frozenset((first, second)))
@@ -605,7 +709,7 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
     ledger = Ledger({r.path: (r.id, *keys[r.path], times[r.path]) for r in renamed})
     errors = {by_path[row.path].id: reason for row, reason in walker.row_errors if row.path in by_path}
     downloads = {by_path[row.path].id: d for row, d in walker.downloads if row.path in by_path}
-    return Discovery(
+    discovery = Discovery(
         models=tuple(sorted(renamed, key=lambda r: r.id)),
         ignored=tuple(walker.ignored) + _sidecar_reasons(walker.sidecars, renamed),
         problems=tuple(walker.problems),
@@ -615,8 +719,11 @@ def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _
         adapters=tuple(walker.adapters),
         ledger=ledger,
         id_changes=tuple(id_changes(previous, ledger)) if previous.entries else (),
-        metas={path: meta for path, meta in walker.metas.items() if path in by_path},
     )
+    return Walked(discovery, metas={path: meta for path, meta in walker.metas.items() if path in by_path},
+                  meta_kinds={path: hf for path, hf in walker.meta_kinds.items() if path in by_path},
+                  facts={path: facts for path, facts in walker.facts.items() if path in by_path},
+                  memo=WalkMemo(walker.records), stats=walker.stats)
 
 
 def _sidecar_reasons(sidecars: list[tuple[str, str, str]], rows: list[ModelRow]) -> tuple[Ignored, ...]:

@@ -56,7 +56,7 @@ def component_state(settings: Settings, override: Override | None) -> dict[str, 
     return {path: file_size(path) for path in paths}
 
 
-def _has_profiles(job: Job) -> bool:
+def has_profiles(job: Job) -> bool:
     """A chat model on llama-server that will be emitted: the models llama profiles belong to."""
     return (job.role == Role.LLM and job.served_by.profiles and job.error is None
             and not (job.override is not None and job.override.skip))
@@ -65,13 +65,13 @@ def _has_profiles(job: Job) -> bool:
 def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
     """Profile ids several models make → the model that keeps it (`llama_profiles.profile_owners`);
     computed once per run for `model_inputs` and `build_plan` (cross-model profile clashes)."""
-    return llama_profile_owners(((job.row, job.override) for job in jobs if _has_profiles(job)), settings)
+    return llama_profile_owners(((job.row, job.override) for job in jobs if has_profiles(job)), settings)
 
 
 def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
                      owners: Mapping[str, str] | None) -> dict[str, str]:
     """This model's llama profile ids that another model's id ("") or profile (its model) takes."""
-    if not _has_profiles(job):
+    if not has_profiles(job):
         return {}
     return profile_clashes(job.row, job.override, settings, taken_ids, owners)
 

@@ -171,14 +171,21 @@ def profile_ids(row: ModelRow, override: Override | None, settings: Settings) ->
 
 
 def profile_owners(models: Iterable[tuple[ModelRow, Override | None]], settings: Settings) -> dict[str, str]:
+    """Profile id → the model that keeps it, for ids several models' profiles make
+    (`shared_profile_ids`)."""
+    return shared_profile_ids({row.id: profile_ids(row, override, settings) for row, override in models})
+
+
+def shared_profile_ids(made: Mapping[str, Sequence[str]]) -> dict[str, str]:
     """Profile id → the model that keeps it, for ids several models' profiles make (model `a` +
     profile `b-long` and model `a-b` + profile `long`): the model whose id sorts first. Ids of one
-    model only are left out, so the map stays as small as the clashes."""
+    model only are left out, so the map stays as small as the clashes. `made`: model id → the
+    ids of its profiles."""
     owners: dict[str, str] = {}
     shared: set[str] = set()
-    for row, override in sorted(models, key=lambda m: m[0].id):
-        for pid in profile_ids(row, override, settings):
-            if owners.setdefault(pid, row.id) != row.id:
+    for model_id in sorted(made):
+        for pid in made[model_id]:
+            if owners.setdefault(pid, model_id) != model_id:
                 shared.add(pid)
     return {pid: owners[pid] for pid in shared}
 

@@ -132,19 +132,46 @@ class MetaCache:
 
     def __init__(self, cache_dir: str, *, progress: Progress | None = None):
         self.path = os.path.join(cache_dir, CACHE_FILE)
-        self.entries: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, dict[str, Any]] | None = None
         self.used: set[str] = set()
         self.dirty = False
         #: Files parsed this run (benchmarks and tests read this).
         self.reads = 0
         self.progress = progress if progress is not None else Progress(sys.stderr)
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-            if data.get("format") == _FORMAT and isinstance(data.get("entries"), dict):
-                self.entries = data["entries"]
-        except (OSError, ValueError, AttributeError):
-            self.entries = {}
+
+    @property
+    def entries(self) -> dict[str, dict[str, Any]]:
+        """The stored entries, read on first use: a run whose walk replays every folder
+        (`discovery.walk_memo`) never reads them."""
+        if self._entries is None:
+            self._entries = {}
+            try:
+                with open(self.path, encoding="utf-8") as f:
+                    data = json.load(f)
+                if data.get("format") == _FORMAT and isinstance(data.get("entries"), dict):
+                    self._entries = data["entries"]
+            except (OSError, ValueError, AttributeError):
+                pass
+        return self._entries
+
+    def keep(self, paths) -> None:
+        """Paths used this run without being looked up (their folders were replayed): kept when
+        the cache is pruned."""
+        self.used.update(paths)
+
+    def signature(self, path: str) -> tuple[int | None, str | None]:
+        """(size, head hash) of a file as signed (`head`), signing it when it is not yet;
+        (None, None) when it cannot be read."""
+        entry = self.entries.get(path)
+        if entry is None or not entry["head"]:
+            try:
+                st = os.stat(path)
+                self.head(path, st.st_size, st.st_mtime_ns)
+            except (OSError, ValueError):
+                return None, None
+            entry = self.entries[path]
+        self.used.add(path)
+        return entry["size"], entry["head"]
 
     def _current(self, path: str, size: int, mtime_ns: int) -> dict[str, Any] | None:
         entry = self.entries.get(path)
@@ -224,7 +251,7 @@ class MetaCache:
     def save(self, *, prune: bool = True) -> None:
         """Write the cache if anything changed; entries not used this run are dropped."""
         self.progress.done(self.reads, len(self.used))
-        if prune:
+        if prune and self._entries is not None:
             stale = set(self.entries) - self.used
             for path in stale:
                 del self.entries[path]

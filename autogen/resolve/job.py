@@ -2,8 +2,9 @@
 placement and budget, everything its fragment depends on before the emitter runs.
 
 Built by `make_job`: the first matching override, the model's role, the backend that serves it
-(`resolve_for`), where it runs and its budget. Kept in the load memo (`commands.library.LoadMemo`), so a run
-that plans nothing reads jobs without importing an emitter or a sizer.
+(`resolve_for`), where it runs and its budget. Not kept between runs: a run makes a model's job
+when it plans or lists it (`commands.library.Library.job`), so a run that plans nothing
+resolves nothing.
 """
 
 from __future__ import annotations

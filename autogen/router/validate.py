@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from attrs import frozen
@@ -691,20 +692,32 @@ def parse_document(text: str, report, scalars: dict | None = None) -> LineMap | 
     return False
 
 
-def check_document(doc: LineMap, report) -> None:
-    """The loader's pipeline on a parsed (or merged) document: macros, schema, references."""
+def check_document(doc: LineMap, report, known: Mapping[str, LineMap] | None = None) -> None:
+    """The loader's pipeline on a parsed (or merged) document: macros, schema, references.
+    `known`: entries checked on their own before (`router.checked_blocks`), by id, holding what
+    the checks across entries read: they join `models` for the references alone."""
     _resolve_macros(doc, report)
     check(doc, TOP_SPEC, "", 1, report.add)
+    if known:
+        models = doc.get("models")
+        if not isinstance(models, LineMap):
+            models = doc["models"] = LineMap()
+        for model_id, entry in known.items():
+            models[model_id] = entry
+            models.lines[model_id] = None
     _check_references(doc, report)
 
 
-def validate_document(text: str, source: str) -> tuple[list[Problem], LineMap | None]:
+def validate_document(text: str, source: str,
+                      known: Mapping[str, LineMap] | None = None) -> tuple[list[Problem], LineMap | None]:
+    """`validate_text`'s problems and the document they were found in (None when it does not
+    parse to a mapping); `known`: as `check_document`."""
     report = _Report(source)
     doc = parse_document(text, report)
     if doc is None:  # an empty file
         doc = LineMap()
     if isinstance(doc, LineMap):
-        check_document(doc, report)
+        check_document(doc, report, known)
     elif doc is not False:
         report.add(1, f"the top level must be a mapping, got {show(doc)}")
     doc = doc if isinstance(doc, LineMap) else None

@@ -8,9 +8,14 @@ The metadata, read by the stages that need it:
   in `settings.structure.PARSERS` for a value with a shape of its own (shell words, a kind, a URL).
 - `outputs`: for a top-level key (a `Settings` field), what it invalidates: `EVERY_FRAGMENT`
   (it is in every model's key: `emit.dispatch.global_inputs`), `CONFIG` (the config task's key:
-  `commands.tasks`), `PER_MODEL` (read through each model's job, whose key carries what it reads),
-  or nothing. The keys of a nested record follow the key that holds it (an override's are
-  `PER_MODEL`, as `overrides` is); a top-level key must say (`()`: nothing), a test checks it.
+  `commands.tasks`), `PER_MODEL` (read through each model's job, whose key carries what it reads:
+  a change resolves every model again, and re-emits those whose job changed), `PER_MATCH` (the
+  overrides: a change resolves again only the models whose matching override changed),
+  `WALK` (the roots: what the walk finds; a model's row carries it), or nothing. The keys of a
+  nested record follow the key that holds it (an override's are `PER_MATCH`, as `overrides`
+  is); a top-level key must say (`()`: nothing), a test checks it. `commands.library` reads
+  this table to resolve again what a change can affect, and nothing else
+  (docs/maintainers/performance.md#what-a-settings-change-resolves-again).
 - `key`: the YAML key when the code names the field otherwise (a backend row's `variant` holds
   `build`).
 - `older`: an older spelling of the key, still accepted (`variants` for `profiles`); a record
@@ -30,6 +35,8 @@ from attrs import field, frozen
 EVERY_FRAGMENT = "every fragment"
 CONFIG = "config"
 PER_MODEL = "per model"
+PER_MATCH = "the models it matches"
+WALK = "the walk"
 
 
 @frozen

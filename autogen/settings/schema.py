@@ -20,7 +20,9 @@ from autogen.settings.fields import (
     EVERY_FRAGMENT,
     FRACTION,
     NONBLANK,
+    PER_MATCH,
     PER_MODEL,
+    WALK,
     ZERO_OR_MORE,
     ZERO_OR_MORE_INT,
     Check,
@@ -298,7 +300,7 @@ class Settings(LlamaOptions):
     """The whole settings file, paths already absolute. Each key says what a change to it
     invalidates (`outputs`, `settings.fields`)."""
 
-    roots: tuple[str, ...] = setting(outputs=_PER_MODEL)
+    roots: tuple[str, ...] = setting(outputs=(WALK,))
     output: str = setting("config.yaml", outputs=_CONFIG)
     cache_dir: str = setting("cache", outputs=_NOTHING)
     #: Per-model VRAM budget in GiB; None = the probed card total, else 8.
@@ -317,7 +319,7 @@ class Settings(LlamaOptions):
     sd_server_exe: str | None = setting(None, outputs=_EVERY_FRAGMENT)
     tts_server_exe: str | None = setting(None, outputs=_EVERY_FRAGMENT)
     asr_server_exe: str | None = setting(None, outputs=_EVERY_FRAGMENT)
-    overrides: tuple[Override, ...] = setting((), outputs=_PER_MODEL)
+    overrides: tuple[Override, ...] = setting((), outputs=(PER_MATCH,))
     groups: tuple[Group, ...] = setting((), outputs=_CONFIG)
     #: Architecture → vLLM tool-call parser; extends/replaces the built-in table.
     tool_parsers: dict[str, str] = setting(check="string map", outputs=_EVERY_FRAGMENT, factory=dict, hash=False)
