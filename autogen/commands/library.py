@@ -29,6 +29,7 @@ from autogen.errors import ModelError
 from autogen.figures.binaries import engine_state
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.resolve.gpus import card_vram_gb, inventory
+from autogen.resolve.sleep import SleepPlan, host_ram_bytes, load_ports, save_ports
 from autogen.settings.schema import Settings
 
 if TYPE_CHECKING:  # what planning and discovery use: a run served from the load memo imports none
@@ -93,7 +94,8 @@ class LoadMemo:
     def __init__(self, settings: Settings, card: float | None, path_map: PathMap | None, fleet: Fleet | None = None):
         self.path = os.path.join(settings.cache_dir, self.FILE)
         self.key = digest(repr((GENERATOR_VERSION, __version__, code_stamp(), settings, card, inventory(settings),
-                                 fleet, walk_signature(settings.roots), path_map, engine_state(settings))))
+                                 fleet, walk_signature(settings.roots), path_map, engine_state(settings),
+                                 host_ram_bytes(settings.host_ram_gb))))
 
     def load(self) -> Loaded | None:
         try:
@@ -125,6 +127,9 @@ class Library:
         self._loaded = loaded
         self._resolution = resolution
         self._cache = cache
+        #: (the port ledger read, the run's sleep plan) when this library was discovered, for
+        #: `load` to save; None when served from the memo (nothing changed).
+        self.sleep: tuple[dict[str, int], SleepPlan] | None = None
 
     @property
     def models(self) -> tuple[ModelRow, ...]:
@@ -141,10 +146,10 @@ class Library:
         path_map = PathMap.of(settings)
         memo = LoadMemo(settings, card, path_map, fleet)
         loaded = memo.load()
-        ledger, id_changes = None, ()
+        ledger, id_changes, sleep = None, (), None
         if loaded is None:
             library = cls.discover(settings, card, fleet, path_map)
-            ledger, id_changes = library.discovery.ledger, library.discovery.id_changes
+            ledger, id_changes, sleep = library.discovery.ledger, library.discovery.id_changes, library.sleep
             library.discovery = attrs.evolve(library.discovery, ledger=Ledger(), id_changes=())  # not memoised
             memo.store(library.memo_record())
         else:
@@ -157,6 +162,8 @@ class Library:
         check_vanished(settings, library.discovery)
         if ledger is not None:  # after the vanished check: a refused run keeps the ids the live config has
             save_ledger(settings.cache_dir, ledger)
+            if sleep is not None:
+                save_ports(settings.cache_dir, *sleep)
             for line in id_changes:  # said once, by the run that gives the new id
                 print(f"swapgen: warning: {line}", file=sys.stderr)
         for problem in unmatched_settings(settings, library.discovery.models):
@@ -175,7 +182,7 @@ class Library:
         from autogen.emit.dispatch import global_inputs  # noqa: PLC0415
         from autogen.emit.llama_profiles import draft_path  # noqa: PLC0415
         from autogen.metadata.cache import MetaCache  # noqa: PLC0415
-        from autogen.resolve.job import engine_for, make_job  # noqa: PLC0415
+        from autogen.resolve.job import engine_for, make_job, with_sleep  # noqa: PLC0415
 
         path_map = path_map if path_map is not None else PathMap.of(settings)
         cache = MetaCache(settings.cache_dir)
@@ -200,13 +207,17 @@ class Library:
             if found is not None:
                 drafts[row.id], job = _draft(cache, job, metas, *found)
             jobs.append(job)
+        ports = load_ports(settings.cache_dir)
+        jobs, sleep = with_sleep(settings, jobs, ports, host_ram_bytes(settings.host_ram_gb))
         cache.save()
         stamps = {job.row.id: _inputs_stamp(cache, job) for job in jobs}
         # the map (its resolved links included) is part of every fragment's key
         settings_key = digest(global_inputs(settings) + repr(path_map))
         loaded = Loaded(discovery, rows=tuple(job.row for job in jobs), keys={}, docs={}, sides={},
                         settings_key=settings_key, resolved=b"")
-        return cls(settings, card, path_map, loaded, Resolution(jobs, metas, stamps, drafts), cache)
+        library = cls(settings, card, path_map, loaded, Resolution(jobs, metas, stamps, drafts), cache)
+        library.sleep = (ports, sleep)
+        return library
 
     def memo_record(self) -> Loaded:
         """What the load memo keeps of this library: every model's key, doc and side files

@@ -28,6 +28,8 @@ LOOPBACK = "127.0.0.1"
 #: Override `llama_swap:` keys that name the model itself, so only its own entry gets them
 #: (a profile `<id>-64k` has its own id; two entries cannot share an alias).
 MODEL_ONLY_KEYS = ("aliases", "name")
+#: The keys a sleeping vLLM entry sets itself (`emit.vllm.sleep_argv`, `resolve.sleep.unload_timeout`).
+SLEEP_KEYS = ("cmdStop", "unloadTimeout")
 
 
 def flag_value(argv: Sequence[str], flags: tuple[str, ...]) -> str | None:
@@ -105,6 +107,9 @@ def _finished(entry: Entry, engine: str, model_id: str, block: dict[str, Any], w
         elif key == "checkEndpoint" and entry.check_endpoint is not None:
             conflicts.append(f"{where}.checkEndpoint: swapgen sets checkEndpoint {entry.check_endpoint!r} "
                              f"for {entry.id!r} (its engine's readiness path)")
+        elif key in SLEEP_KEYS and (entry.cmd_stop or entry.unload_timeout is not None):
+            conflicts.append(f"{where}.{key}: swapgen sets {key} for {entry.id!r} (its vLLM daemon sleeps through "
+                             "vllm-wrapper; turn `vllm_sleep` off to set your own)")
         elif key == "useModelName" and entry.use_model_name is not None:
             conflicts.append(f"{where}.useModelName: swapgen sets useModelName {entry.use_model_name!r} "
                              f"for {entry.id!r} (the name its engine answers to)")

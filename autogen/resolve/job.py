@@ -8,6 +8,7 @@ that plans nothing reads jobs without importing an emitter or a sizer.
 
 from __future__ import annotations
 
+import attrs
 from attrs import frozen
 
 from autogen.discovery.rows import ModelRow
@@ -15,11 +16,13 @@ from autogen.engines import CUSTOM, EngineRow, Role, engine_row
 from autogen.errors import ModelError
 from autogen.flags.vllm import vllm_tensor_parallel
 from autogen.metadata.model_meta import ModelMeta
+from autogen.numfmt import GIB
 from autogen.resolve.backends import Resolved, resolve_backend, resolve_embedder
 from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, requested
 from autogen.resolve.gpus import inventory
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import model_role, preferred_engine
+from autogen.resolve.sleep import Asker, Sleeper, SleepPlan, asks_to_sleep, plan_sleep, start_port_range
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import DEFAULT_BUDGET_GB, Gpu, Override, Settings
 
@@ -43,6 +46,11 @@ class Job:
     placement: Placement = NO_PLACEMENT
     #: The hosts a multi-node vLLM model spans (`vllm_nodes`); None = this host alone.
     nodes: MultiNode | None = None
+    #: Its part of the run's sleep plan when it asked to sleep (`resolve.sleep`); None = it did not.
+    sleeper: Sleeper | None = None
+    #: GPU bytes other models' sleeping vLLM daemons keep on its cards (already taken off
+    #: `budget_gb`), the most on one card, and whose they are.
+    held: tuple[int, int, str] = (0, 0, "")
 
     @property
     def engine(self) -> str:
@@ -150,3 +158,34 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
     if gpus is None:
         gpus = inventory(settings)
     return place(settings, override, backend.row, backend.engine, gpus, vllm_tensor_parallel(override))
+
+
+def sleep_asker(job: Job) -> Asker | None:
+    """What the sleep plan needs of a job that asks to sleep (`resolve.sleep`), else None."""
+    row = job.backend.row if job.backend is not None else None
+    override = job.override
+    if job.error is not None or (override is not None and override.skip) or not asks_to_sleep(
+            job.engine, row is not None and row.sleep, override.vllm_sleep if override is not None else None):
+        return None
+    devices = tuple(g.index for g in job.placement.gpus)
+    tp, source = vllm_tensor_parallel(override)
+    refused = ("a multi-node model's workers run on other hosts, and vllm-wrapper puts one daemon to sleep: "
+               "it stops instead") if job.nodes is not None else ""
+    return Asker(model_id=job.row.id, weights=job.row.size_bytes, devices=devices,
+                 tensor_parallel=(tp if source else None) or max(1, len(devices)), refused=refused)
+
+
+def with_sleep(settings: Settings, jobs: list[Job], ledger: dict[str, int],
+               host_ram: int | None) -> tuple[list[Job], SleepPlan]:
+    """Every job with its part of the run's sleep plan: its own sleeper, and the GPU memory the
+    other sleepers keep on its cards, taken off its budget (docs/vllm-sleep.md#what-a-sleeping-model-keeps)."""
+    askers = [a for a in map(sleep_asker, jobs) if a is not None]
+    if not askers:
+        return jobs, SleepPlan()
+    plan = plan_sleep(askers, ledger, host_ram, start_port_range(settings.llama_swap))
+    out = []
+    for job in jobs:
+        held = plan.held(job.row.id, tuple(g.index for g in job.placement.gpus))
+        budget = max(0.0, job.budget_gb - held[0] / GIB) if held[0] else job.budget_gb
+        out.append(attrs.evolve(job, sleeper=plan.sleepers.get(job.row.id), held=held, budget_gb=budget))
+    return out, plan

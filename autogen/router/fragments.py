@@ -131,6 +131,9 @@ def render_entry(entry: Entry) -> str:
     body = INDENT * 2
     out.append(f"{body}cmd: |")
     out.extend(f"{body}{INDENT}{line}" for line in render_cmd(entry.argv).splitlines())
+    if entry.cmd_stop:
+        out.append(f"{body}cmdStop: |")
+        out.extend(f"{body}{INDENT}{line}" for line in render_cmd(entry.cmd_stop).splitlines())
     if entry.proxy is not None:
         out.append(f"{body}proxy: {quote(entry.proxy)}")
     if entry.env:
@@ -140,6 +143,8 @@ def render_entry(entry: Entry) -> str:
         out.append(f"{body}checkEndpoint: {quote(entry.check_endpoint)}")
     if entry.ttl is not None:
         out.append(f"{body}ttl: {entry.ttl}")
+    if entry.unload_timeout is not None:
+        out.append(f"{body}unloadTimeout: {entry.unload_timeout}")
     if entry.use_model_name is not None:
         out.append(f"{body}useModelName: {quote(entry.use_model_name)}")
     if entry.unlisted:
