@@ -7,6 +7,7 @@ checks skip, saying how to build them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -63,10 +64,8 @@ backends:
     log = tmp_path / "standin.jsonl"
     yield tmp_path / "config.yaml", log
     for pid in {e["pid"] for e in events(log) if e["event"] == "start"}:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
 
 
 def events(log: Path) -> list[dict]:

@@ -54,80 +54,97 @@ def query_error(loc: str, value: str, kind: str, msg: str) -> dict:
     return {"detail": [{"type": kind, "loc": ["query", loc], "msg": msg, "input": value}]}
 
 
-def make_handler(engine: Engine):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args) -> None:  # quiet, like vLLM's access log filtered
-            pass
+class Handler(BaseHTTPRequestHandler):
+    """vLLM's routes as the engine answers them; `engine` is set by `main`."""
 
-        def send_json(self, status: int, body: dict | None) -> None:
-            data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
-            self.send_response(status)
-            if body is not None:
-                self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    engine: Engine
 
-        def dev_route(self) -> bool:
-            return engine.dev and urlsplit(self.path).path in ("/sleep", "/wake_up", "/is_sleeping")
+    def log_message(self, *args) -> None:  # quiet
+        pass
 
-        def do_GET(self) -> None:
-            path = urlsplit(self.path).path
-            if path == "/health":
-                return self.send_json(200, None)
-            if path == "/is_sleeping" and engine.dev:
-                return self.send_json(200, {"is_sleeping": engine.level is not None})
-            if path == "/v1/models":
-                return self.send_json(200, {"object": "list", "data": [{"id": option(engine.argv, "--served-model-name",
-                                                                               engine.argv[1]), "object": "model"}]})
-            if self.dev_route():
-                return self.send_json(405, {"detail": "Method Not Allowed"})
+    def send_json(self, status: int, body: dict | None) -> None:
+        data = b"" if body is None else json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self.route("GET", b"")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        self.route("POST", self.rfile.read(length) if length else b"")
+
+    def route(self, method: str, body: bytes) -> None:
+        url = urlsplit(self.path)
+        routes = dict(PUBLIC)
+        if self.engine.dev:  # vllm/entrypoints/launchers/api_server/routers.py
+            routes |= DEV
+        if url.path not in {path for _, path in routes}:
             return self.send_json(404, {"detail": "Not Found"})
+        handler = routes.get((method, url.path))
+        if handler is None:
+            return self.send_json(405, {"detail": "Method Not Allowed"})
+        status, reply = handler(self.engine, parse_qs(url.query), body.decode("utf-8", "replace"))
+        return self.send_json(status, reply)
 
-        def do_POST(self) -> None:
-            url = urlsplit(self.path)
-            length = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
-            query = parse_qs(url.query)
-            if url.path == "/sleep" and engine.dev:
-                return self.sleep(query, body)
-            if url.path == "/wake_up" and engine.dev:
-                tags = query.get("tags") or None
-                engine.record("wake_up", tags=tags, was_level=engine.level)
-                engine.level = None
-                return self.send_json(200, {"status": "awake", "tags": tags})
-            if url.path in ("/v1/chat/completions", "/v1/completions"):
-                engine.record("request", path=url.path, asleep=engine.level is not None)
-                if engine.level is not None:
-                    return self.send_json(503, {"error": {"message": "the stand-in engine is asleep"}})
-                return self.send_json(200, {"object": "chat.completion", "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": f"stand-in on port {engine.port}"},
-                     "finish_reason": "stop"}]})
-            if self.dev_route():
-                return self.send_json(405, {"detail": "Method Not Allowed"})
-            return self.send_json(404, {"detail": "Not Found"})
 
-        def sleep(self, query: dict, body: str) -> None:
-            raw = (query.get("level") or ["1"])[-1]
-            mode = (query.get("mode") or ["abort"])[-1]
-            try:
-                level = int(raw)
-            except ValueError:
-                return self.send_json(422, query_error("level", raw, "int_parsing",
-                                                       "Input should be a valid integer, unable to parse string as an integer"))
-            if level < 0 or level > 2:
-                kind, msg = ("greater_than_equal", "Input should be greater than or equal to 0") if level < 0 else \
-                    ("less_than_equal", "Input should be less than or equal to 2")
-                return self.send_json(422, query_error("level", raw, kind, msg))
-            if mode not in MODES:
-                return self.send_json(422, query_error("mode", mode, "literal_error",
-                                                       "Input should be 'abort', 'wait' or 'keep'"))
-            engine.record("sleep", level=level, body=body, already=engine.level is not None)
-            if engine.level is None:
-                engine.level = level
-            return self.send_json(200, {"status": "sleeping", "level": level})
+def health(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    return 200, None
 
-    return Handler
+
+def models(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    name = option(engine.argv, "--served-model-name", engine.argv[1])
+    return 200, {"object": "list", "data": [{"id": name, "object": "model"}]}
+
+
+def completion(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    engine.record("request", asleep=engine.level is not None)
+    if engine.level is not None:
+        return 503, {"error": {"message": "the stand-in engine is asleep"}}
+    return 200, {"object": "chat.completion", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": f"stand-in on port {engine.port}"},
+         "finish_reason": "stop"}]}
+
+
+def sleep(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    """`level` and `mode` from the query string only; the body is never read."""
+    raw = (query.get("level") or ["1"])[-1]
+    mode = (query.get("mode") or ["abort"])[-1]
+    try:
+        level = int(raw)
+    except ValueError:
+        return 422, query_error("level", raw, "int_parsing",
+                                "Input should be a valid integer, unable to parse string as an integer")
+    if level < 0:
+        return 422, query_error("level", raw, "greater_than_equal", "Input should be greater than or equal to 0")
+    if level > 2:
+        return 422, query_error("level", raw, "less_than_equal", "Input should be less than or equal to 2")
+    if mode not in MODES:
+        return 422, query_error("mode", mode, "literal_error", "Input should be 'abort', 'wait' or 'keep'")
+    engine.record("sleep", level=level, body=body, already=engine.level is not None)
+    if engine.level is None:
+        engine.level = level
+    return 200, {"status": "sleeping", "level": level}
+
+
+def wake_up(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    tags = query.get("tags") or None
+    engine.record("wake_up", tags=tags, was_level=engine.level)
+    engine.level = None
+    return 200, {"status": "awake", "tags": tags}
+
+
+def is_sleeping(engine: Engine, query: dict, body: str) -> tuple[int, dict | None]:
+    return 200, {"is_sleeping": engine.level is not None}
+
+
+PUBLIC = {("GET", "/health"): health, ("GET", "/v1/models"): models,
+          ("POST", "/v1/chat/completions"): completion, ("POST", "/v1/completions"): completion}
+DEV = {("POST", "/sleep"): sleep, ("POST", "/wake_up"): wake_up, ("GET", "/is_sleeping"): is_sleeping}
 
 
 def main(argv: list[str]) -> int:
@@ -136,7 +153,8 @@ def main(argv: list[str]) -> int:
         return 2
     engine = Engine(argv)
     engine.record("start", argv=argv, dev_mode=engine.dev, sleep_mode=engine.sleep_mode)
-    server = ThreadingHTTPServer((engine.host, engine.port), make_handler(engine))
+    Handler.engine = engine
+    server = ThreadingHTTPServer((engine.host, engine.port), Handler)
     print(f"stand-in vLLM serving {argv[1]} on {engine.host}:{engine.port}", flush=True)
     server.serve_forever()
     return 0
