@@ -243,6 +243,7 @@ def test_show_explains_sleep_and_the_budget_it_costs_others(library, capsys):
     out = capsys.readouterr().out
     assert "sleeps between requests through vllm-wrapper: daemon on port" in out
     assert "while asleep it keeps 1.00 GiB on each of its GPUs" in out
+    assert "level 1 always: vllm-wrapper sends the level in the request body" in out
     assert "after 1.00 GiB that sleeping vLLM models keep on its cards (llama-3.1-8b-instruct-bf16 1 GiB)" in out
     assert cli.main(["--settings", settings, "show", "gemma-3-12b-it-q4_k_m"]) == 0
     assert "20 GiB (card 24 GiB), after 2.00 GiB that sleeping vLLM models keep" in capsys.readouterr().out

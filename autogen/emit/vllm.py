@@ -132,6 +132,11 @@ SLEEP_FLAG = "--enable-sleep-mode"
 DEV_MODE = "VLLM_SERVER_DEV_MODE=1"
 
 
+#: Why a sleeping model's level is always 1, for `swapgen show` (docs/maintainers/vllm-sleep.md).
+LEVEL_NOTE = ("level 1 always: vllm-wrapper sends the level in the request body and vLLM 0.33 reads the query "
+              "string, and a model woken from level 2 would have no weights")
+
+
 def sleeping(ctx: EmitContext) -> bool:
     return ctx.sleeper is not None and ctx.sleeper.level is not None
 
@@ -228,6 +233,8 @@ def emit_vllm(ctx: EmitContext) -> Plan:
                   **({"cmd_stop": sleep_argv(ctx), "env": (DEV_MODE,),
                       "unload_timeout": ctx.sleeper.unload_timeout} if sleeping(ctx) else {}))
     notes = _notes(ctx, sizing, parser, row_version) + tuple(sleep_lines(ctx))
+    if sleeping(ctx):
+        notes += (LEVEL_NOTE,)
     if ctx.nodes is not None:
         notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
