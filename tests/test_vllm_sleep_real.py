@@ -189,6 +189,15 @@ def test_a_ttl_unload_leaves_the_daemon_asleep(config):
     assert "signal: killed" not in out.read_text()
 
 
+@pytest.mark.parametrize("config", ["routing: auto\n", "groups: [{name: vllm, match: ['model-*']}]\n"], indirect=True)
+@pytest.mark.skipif(not os.access(CHECKER, os.X_OK), reason=not_set_up(f"llama-swap's loader check ({CHECKER})"))
+def test_llama_swap_loads_sleepers_in_a_matrix_and_in_groups(config):
+    path, _ = config
+    done = subprocess.run([str(CHECKER), "-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("OK "), done.stdout + done.stderr
+    assert ("router=matrix" in done.stdout) == ("routing: auto" in path.with_name("swapgen.yaml").read_text())
+
+
 def port_of(config: Path, model: str) -> int:
     argv = split_command(entry(config, model)["cmd"])
     return int(argv[argv.index("--port", argv.index("--")) + 1])
