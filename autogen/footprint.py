@@ -264,6 +264,9 @@ class Footprint:
     results: tuple[tuple[str, int | str], ...] = ()
     #: The memory record (`metadata.memory`); None = an engine swapgen does not size per part.
     memory: MemoryRecord | None = None
+    #: Bytes it keeps on each of its GPUs while its vLLM daemon sleeps (`resolve.sleep`), in
+    #: every routing set; 0 = it stops and keeps nothing.
+    asleep: int = 0
 
     @property
     def vram_gb(self) -> float:
@@ -283,7 +286,7 @@ class Footprint:
         return {"engine": self.engine, "vram": self.vram, "host": self.host, "disk": self.disk,
                 "gpus": list(self.gpus) if self.gpus is not None else None,
                 "results": [list(r) for r in self.results],
-                "memory": record_to_data(self.memory) if self.memory is not None else None}
+                "memory": record_to_data(self.memory) if self.memory is not None else None, "asleep": self.asleep}
 
     @classmethod
     def from_data(cls, data: Any) -> Footprint:
@@ -293,7 +296,8 @@ class Footprint:
             return cls(engine=str(data["engine"]), vram=int(data["vram"]), host=int(data["host"]),
                        disk=int(data["disk"]), gpus=tuple(int(g) for g in gpus) if gpus is not None else None,
                        results=tuple((str(k), v) for k, v in data["results"]),
-                       memory=record_from_data(data["memory"]) if data["memory"] is not None else None)
+                       memory=record_from_data(data["memory"]) if data["memory"] is not None else None,
+                       asleep=int(data["asleep"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a footprint: {exc!r}") from exc
 

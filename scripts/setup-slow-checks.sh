@@ -9,7 +9,8 @@
 #   vllm          vLLM 0.33.0's CPU venv for its `vllm serve` parser (tools/vllm-argcheck,
 #                 ~3 min), in ${VLLM_CPU_VENV:-$TMPDIR/vllm-cpu}, plus the pure-Python packages
 #                 vLLM's model files import, for the capacity recheck
-#   llama-swap    llama-swap's loader check (tools/llamaswap-loadcheck; needs the Go module proxy)
+#   llama-swap    llama-swap's loader check (tools/llamaswap-loadcheck; needs the Go module proxy) and
+#                 its vllm-wrapper, built from the same source, for the vLLM sleep-mode checks
 #
 # Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap ...]
 #   --cached   build neither llama-server nor the vLLM venv (minutes each): use them if built
@@ -90,7 +91,9 @@ setup_vllm() {
 
 setup_llama_swap() {
   local checker  # setup.sh keeps its build per machine and says why when it cannot build
+  local wrapper="${TMPDIR:-/tmp}/llamaswap-loadcheck/bin/vllm-wrapper"
   if checker="$(bash "$here/tools/llamaswap-loadcheck/setup.sh")"; then echo "export LLAMASWAP_LOADCHECK=$checker"; fi
+  if [ -x "$wrapper" ]; then echo "export VLLM_WRAPPER=$wrapper"; fi
 }
 
 for part in "${parts[@]}"; do

@@ -110,7 +110,7 @@ class TestKeys:
         row = BackendRow(id="b", kind="llama", path="/b", build="cuda", derived=True)
         assert unstructure(row) == {"id": "b", "kind": "llama", "path": "/b", "name": "", "default": False,
                                     "version": "", "managed": False, "component": "", "variant": "cuda",
-                                    "build": True, "fit_params": ""}
+                                    "build": True, "fit_params": "", "sleep": False}
 
 
 class TestOutputs:

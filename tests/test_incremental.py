@@ -169,6 +169,7 @@ SETTINGS_CHANGES = [
     ("an override put first", "overrides:\n  - {match: '*gemma-2*', kv_type: q8_0}\n" + OVERRIDE % 2048),
     ("a setting every fragment reads", "ttl: 300\n"),
     ("a setting every model's job reads", "gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}]\n"),
+    ("a vLLM model put to sleep", "host_ram_gb: 64\noverrides:\n  - {match: '*Llama-3.1-8B-Instruct*', vllm_sleep: true}\n"),
 ]
 
 

@@ -40,8 +40,10 @@ from autogen.emit.served_paths import PathMap
 from autogen.errors import ModelError
 from autogen.figures.binaries import engine_state
 from autogen.fsutil import code_stamp, file_size, read_bytes, write_if_changed
+from autogen.numfmt import GIB
 from autogen.records import dumps, loads
 from autogen.resolve.gpus import card_vram_gb, inventory
+from autogen.resolve.sleep import host_ram_bytes
 from autogen.settings.schema import Settings
 
 if TYPE_CHECKING:  # what planning and discovery use: a run served from the load memo imports none
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # what planning and discovery use: a run served from the load
     from autogen.resolve.context import DraftModel
     from autogen.resolve.job import Job
     from autogen.resolve.nodes import Fleet
+    from autogen.resolve.sleep import Sleeper, SleepPlan
 
 
 def digest(text: str) -> str:
@@ -110,7 +113,7 @@ def _stamp_parts() -> tuple:
 def run_key(settings: Settings, card: float | None, path_map: PathMap | None, fleet: Fleet | None) -> str:
     """Digest of everything a `RunMemo` is computed from (module docstring)."""
     return digest(repr((_stamp_parts(), settings, card, inventory(settings), fleet, walk_signature(settings.roots),
-                        path_map, engine_state(settings))))
+                        path_map, engine_state(settings), host_ram_bytes(settings.host_ram_gb))))
 
 
 def load_run_memo(cache_dir: str, key: str) -> RunMemo | None:
@@ -191,6 +194,10 @@ class Library:
         check_vanished(settings, [task.path for task in memo.tasks], memo.unreadable)
         if ledger is not None:  # after the vanished check: a refused run keeps the ids the live config has
             save_ledger(settings.cache_dir, ledger)
+            if library.sleep_plan.sleepers:
+                from autogen.resolve.sleep import save_ports  # noqa: PLC0415 - lazy: only with sleeping models
+
+                save_ports(settings.cache_dir, library.sleep_ports, library.sleep_plan)
             for line in id_changes:  # said once, by the run that gives the new id
                 print(f"swapgen: warning: {line}", file=sys.stderr)
         for problem in (*memo.unmatched, *backend_warnings(settings)):
@@ -248,9 +255,12 @@ class Library:
         taken = frozenset(records)
         for model_id, record in records.items():
             clashes = tuple(sorted(_clashes(model_id, record.profile_ids, taken, owners).items()))
-            if record.key and clashes == record.clashes and not record.image:
+            sleeper, held = self.sleep_part(model_id, record.devices)
+            if record.key and (clashes, sleeper, held) == (record.clashes, record.sleeper, record.held) \
+                    and not record.image:
                 continue
-            records[model_id] = attrs.evolve(record, clashes=clashes, key=self._key(model_id, record, owners))
+            records[model_id] = attrs.evolve(record, clashes=clashes, sleeper=sleeper, held=held,
+                                             key=self._key(model_id, record, owners))
         paths = {row.id: row.path for row in self.discovery.models}
         self._tasks = tuple(ModelTask(id=model_id, path=paths[model_id], inputs=r.inputs, key=r.key, doc=r.doc,
                                       sides=r.sides) for model_id, r in records.items())
@@ -300,12 +310,14 @@ class Library:
         from autogen.emit.dispatch import has_profiles  # noqa: PLC0415
         from autogen.emit.llama_profiles import profile_ids  # noqa: PLC0415
         from autogen.engines import Role  # noqa: PLC0415
+        from autogen.resolve.job import sleep_asker  # noqa: PLC0415
 
-        job = self._make_job(row)
+        job = self._unplanned_job(row)
         pids = tuple(profile_ids(job.row, job.override, self.settings)) if has_profiles(job) else ()
         return ModelRecord(source=source, inputs=job.row.inputs, stamp=_inputs_stamp(self.cache, job), profile_ids=pids,
                            clashes=(), key="", doc=task_doc(self, job), sides=side_files(self.settings, job),
-                           image=job.role == Role.IMAGE)
+                           image=job.role == Role.IMAGE, asker=sleep_asker(job),
+                           devices=tuple(g.index for g in job.placement.gpus))
 
     def _key(self, model_id: str, record: ModelRecord, owners: Mapping[str, str]) -> str:
         """Digest of everything the model's fragment depends on besides its files."""
@@ -379,13 +391,19 @@ class Library:
         return [self.job(task.id) for task in self._tasks]
 
     def job(self, model_id: str) -> Job:
-        """The model's job, made on first use from its row and metadata."""
+        """The model's job, made on first use from its row and metadata, with its part of the
+        run's sleep plan (`sleep_part`)."""
         job = self._jobs.get(model_id)
         if job is None:
-            job = self._jobs[model_id] = self._make_job(self._rows[model_id])
+            job = self._unplanned_job(self._rows[model_id])
+            sleeper, held = self.sleep_part(model_id, tuple(g.index for g in job.placement.gpus))
+            if sleeper is not None or held[0]:
+                job = attrs.evolve(job, sleeper=sleeper, held=held, budget_gb=max(0.0, job.budget_gb - held[0] / GIB))
+            self._jobs[model_id] = job
         return job
 
-    def _make_job(self, row: ModelRow) -> Job:
+    def _unplanned_job(self, row: ModelRow) -> Job:
+        """The job of a discovered row, before the run-wide sleep plan (`sleep_part`) has its say."""
         from autogen.resolve.job import make_job  # noqa: PLC0415 - lazy: a no-op run resolves nothing
 
         error = self.discovery.row_errors.get(row.id)
@@ -393,8 +411,32 @@ class Library:
                        fleet=self.fleet)
         if _pins_a_draft_file(job):  # a draft pinned by path is an input of the model
             job = attrs.evolve(job, row=attrs.evolve(job.row, inputs=(*job.row.inputs, self.draft_of(job).path)))
-        self._jobs[row.id] = job
         return job
+
+    @functools.cached_property
+    def sleep_plan(self) -> SleepPlan:
+        """Which vLLM models sleep, on which ports, at which level (`resolve.sleep.plan_sleep`),
+        from every model's recorded ask: run-wide, as ports and host RAM are."""
+        from autogen.resolve.sleep import SleepPlan, plan_sleep, start_port_range  # noqa: PLC0415 - lazy, as `job`
+
+        askers = [r.asker for r in self.records.values() if r.asker is not None]
+        if not askers:
+            return SleepPlan()
+        return plan_sleep(askers, self.sleep_ports, host_ram_bytes(self.settings.host_ram_gb),
+                          start_port_range(self.settings.llama_swap))
+
+    @functools.cached_property
+    def sleep_ports(self) -> dict[str, int]:
+        """The ports earlier runs gave sleeping models (`resolve.sleep.PORT_LEDGER`)."""
+        from autogen.resolve.sleep import load_ports  # noqa: PLC0415 - lazy, as `job`
+
+        return load_ports(self.settings.cache_dir)
+
+    def sleep_part(self, model_id: str, devices: tuple[int, ...]) -> tuple[Sleeper | None, tuple[int, int, str]]:
+        """A model's part of the sleep plan: its own sleeper (None: it does not ask to sleep), and
+        what the other sleepers keep on its cards (bytes on them all, the most on one, whose)."""
+        plan = self.sleep_plan
+        return plan.sleepers.get(model_id), plan.held(model_id, devices)
 
     def meta_of(self, row: ModelRow) -> ModelMeta | None:
         """A model's metadata: as the walk read it, else from the metadata cache (no file read

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from autogen.discovery.walk_memo import WalkMemo
+from autogen.resolve.sleep import Asker, Sleeper
 
 
 @frozen
@@ -29,6 +30,14 @@ class ModelRecord:
     sides: tuple[str, ...] = ()
     #: An image model's key reads the sizes of the settings' encoder files too: made again each run.
     image: bool = False
+    #: What the run's sleep plan needs of it when it asks to sleep (`resolve.job.sleep_asker`).
+    asker: Asker | None = None
+    #: The GPU indices it is placed on: what other models' sleepers keep there is charged to it.
+    devices: tuple[int, ...] = ()
+    #: Its part of the sleep plan its key was made with (`Library.job`): its own sleeper, and
+    #: what the other sleepers keep on its cards.
+    sleeper: Sleeper | None = None
+    held: tuple[int, int, str] = (0, 0, "")
 
 
 @frozen

@@ -20,7 +20,7 @@ from autogen.emit.entry import Entry
 from autogen.figures.plan import measured_record
 from autogen.footprint import MemoryRecord, Source, record_to_data
 from autogen.metadata.kvcost import kv_cost
-from autogen.numfmt import GIB, gib_figure
+from autogen.numfmt import GIB, gib_figure, gib_text
 from autogen.resolve.backends import llama_router_exe
 from autogen.resolve.gpus import eligible, inventory
 from autogen.resolve.job import Job
@@ -63,8 +63,15 @@ def sources(library: Library, job: Job, entry: Entry) -> dict[str, MemoryRecord 
 
 
 def budget_text(job: Job, seen: tuple[Gpu, ...] = ()) -> str:
-    """The budget as each GPU sees it, and what it adds up to over several. `seen`: the host's
-    eligible GPUs, whose total is the card reading of a model placed on none of them."""
+    """The budget as each GPU sees it, and what it adds up to over several, less what sleeping
+    vLLM models keep on its cards. `seen`: the host's eligible GPUs, whose total is the card
+    reading of a model placed on none of them."""
+    held = (f", after {gib_text(job.held[0])} that sleeping vLLM models keep on its cards ({job.held[2]})"
+            if job.held[0] else "")
+    return _budget(job, seen) + held
+
+
+def _budget(job: Job, seen: tuple[Gpu, ...]) -> str:
     card = f"card {job.card_vram_gb:g} GiB" if job.card_vram_gb else "no card reading"
     if len(seen) > 1 and job.card_vram_gb == sum(g.vram_gb for g in seen):
         card = (f"card reading {job.card_vram_gb:g} GiB: {len(seen)} GPUs of "

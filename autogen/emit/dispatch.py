@@ -97,6 +97,8 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
         component_state(settings, job.override) if job.role == Role.IMAGE else None,
         placement_key(job.placement),
         job.nodes,
+        job.sleeper,
+        job.held,
     ))
 
 
@@ -141,7 +143,7 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       budget_gb=job.budget_gb, card_vram_gb=job.card_vram_gb, ttl=settings.ttl,
                       taken_ids=frozenset(clashes), devices=job.placement.gpus, nodes=job.nodes,
                       taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft,
-                      readings=readings)
+                      readings=readings, sleeper=job.sleeper, held=job.held)
     try:
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.served_by.no_profiles_note:

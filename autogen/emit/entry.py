@@ -68,6 +68,11 @@ class Entry:
     proxy: str | None = None
     #: `concurrencyLimit`: the engine's slots where the command sets them, or the user's value.
     concurrency_limit: int | None = None
+    #: `cmdStop`: the program and arguments llama-swap runs to stop it (`${PID}` = the process it
+    #: started); () = llama-swap's SIGTERM.
+    cmd_stop: tuple[str, ...] = ()
+    #: `unloadTimeout` in seconds; None = llama-swap's global one.
+    unload_timeout: int | None = None
     #: The override's other `llama_swap:` keys, in the user's order, as plain YAML data
     #: (`metadata` holds only the user's additions to ours).
     llama_swap: tuple[tuple[str, Any], ...] = field(default=(), hash=False)

@@ -28,6 +28,8 @@ LOOPBACK = "127.0.0.1"
 #: Override `llama_swap:` keys that name the model itself, so only its own entry gets them
 #: (a profile `<id>-64k` has its own id; two entries cannot share an alias).
 MODEL_ONLY_KEYS = ("aliases", "name")
+#: The keys a sleeping vLLM entry sets itself (`emit.vllm.sleep_argv`, `resolve.sleep.unload_timeout`).
+SLEEP_KEYS = ("cmdStop", "unloadTimeout")
 
 
 def flag_value(argv: Sequence[str], flags: tuple[str, ...]) -> str | None:
@@ -77,6 +79,17 @@ def _own_keys(entry: Entry, model_id: str, block: dict[str, Any]) -> dict[str, A
     return keys
 
 
+def _set_by_swapgen(entry: Entry, key: str) -> str | None:
+    """How swapgen sets `key` for this entry, for a conflict line; None = it does not."""
+    if key == "checkEndpoint" and entry.check_endpoint is not None:
+        return f"{entry.check_endpoint!r} for {entry.id!r} (its engine's readiness path)"
+    if key == "useModelName" and entry.use_model_name is not None:
+        return f"{entry.use_model_name!r} for {entry.id!r} (the name its engine answers to)"
+    if key in SLEEP_KEYS and (entry.cmd_stop or entry.unload_timeout is not None):
+        return f"for {entry.id!r} (its vLLM daemon sleeps through vllm-wrapper; turn `vllm_sleep` off to set your own)"
+    return None
+
+
 def _finished(entry: Entry, engine: str, model_id: str, block: dict[str, Any], where: str,
               conflicts: list[str]) -> Entry:
     proxy = bind_proxy(entry.argv, engine)
@@ -102,12 +115,8 @@ def _finished(entry: Entry, engine: str, model_id: str, block: dict[str, Any], w
                 conflicts.append(f"{where}.metadata.{name}: swapgen writes this metadata key for {entry.id!r} "
                                  f"({name}: {ours[name]!r}); pick another name")
             extra.append((key, value))
-        elif key == "checkEndpoint" and entry.check_endpoint is not None:
-            conflicts.append(f"{where}.checkEndpoint: swapgen sets checkEndpoint {entry.check_endpoint!r} "
-                             f"for {entry.id!r} (its engine's readiness path)")
-        elif key == "useModelName" and entry.use_model_name is not None:
-            conflicts.append(f"{where}.useModelName: swapgen sets useModelName {entry.use_model_name!r} "
-                             f"for {entry.id!r} (the name its engine answers to)")
+        elif (why := _set_by_swapgen(entry, key)) is not None:
+            conflicts.append(f"{where}.{key}: swapgen sets {key} {why}")
         else:
             extra.append((key, value))
     return attrs.evolve(entry, proxy=proxy, concurrency_limit=slots, env=env, aliases=aliases,

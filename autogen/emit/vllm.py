@@ -96,11 +96,12 @@ def served_template(ctx: EmitContext, extra: ExtraArgs) -> bool | None:
     return ctx.meta.has_chat_template
 
 
-def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tuple[str, ...]:
+def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice, port: str = "${PORT}") -> tuple[str, ...]:
     """The command line (docs/maintainers/sizing.md#vllm-argv); pure, shared by YAML and `swapgen show`.
-    Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'."""
+    Our `--max-model-len`, `--tensor-parallel-size` and parser flags give way to extra_args'.
+    A sleeping model's daemon listens on its own `port` with `--enable-sleep-mode`."""
     ov, extra = ctx.override, sizing.extra
-    argv = [ctx.backend.exe or ENGINES[Engine.VLLM].exe, "serve", ctx.row.path, "--host", HOST, "--port", "${PORT}",
+    argv = [ctx.backend.exe or ENGINES[Engine.VLLM].exe, "serve", ctx.row.path, "--host", HOST, "--port", port,
             "--served-model-name", ctx.row.id]
     if ctx.row.format == "gguf":
         argv += ["--quantization", "gguf"]
@@ -119,7 +120,43 @@ def vllm_argv(ctx: EmitContext, sizing: VllmSizing, parser: ParserChoice) -> tup
     if ctx.nodes is not None:
         argv += node_args(ctx, 0)
     argv += lora_args(peft_adapters(ctx))
+    if port != "${PORT}" and SLEEP_FLAG not in (ov.extra_args if ov else ()):
+        argv.append(SLEEP_FLAG)
     return (*argv, *(ov.extra_args if ov else ()))
+
+
+#: vLLM's flag that puts weights and KV cache in its cuMem pool, which `/sleep` empties.
+SLEEP_FLAG = "--enable-sleep-mode"
+#: `/sleep` and `/wake_up` exist only in vLLM's development mode
+#: (vllm/entrypoints/launchers/api_server/routers.py `register_api_routers`).
+DEV_MODE = "VLLM_SERVER_DEV_MODE=1"
+
+
+#: Why a sleeping model's level is always 1, for `swapgen show` (docs/maintainers/vllm-sleep.md).
+LEVEL_NOTE = ("level 1 always: vllm-wrapper sends the level in the request body and vLLM 0.33 reads the query "
+              "string, and a model woken from level 2 would have no weights")
+
+
+def sleeping(ctx: EmitContext) -> bool:
+    return ctx.sleeper is not None and ctx.sleeper.level is not None
+
+
+def wrapper_argv(ctx: EmitContext, daemon: tuple[str, ...]) -> tuple[str, ...]:
+    """`cmd` of a sleeping model: llama-swap's `vllm-wrapper serve` (cmd/vllm-wrapper/main.go
+    `serveCmd`) wakes the daemon on its port, or starts it with the argv after `--` and waits as
+    long as llama-swap does (its own default, 120 s, kills a vLLM still loading), then proxies
+    `${PORT}` to it."""
+    return (ctx.settings.vllm_wrapper, "serve", "--vllm-url", f"http://{HOST}:{ctx.sleeper.port}",
+            "--listen", f"{HOST}:${{PORT}}", "--wait-timeout", f"{ctx.settings.health_check_timeout}s", "--", *daemon)
+
+
+def sleep_argv(ctx: EmitContext) -> tuple[str, ...]:
+    """`cmdStop` of a sleeping model: `vllm-wrapper sleep` puts the daemon to sleep and then
+    stops the serve process (`--stop-pid ${PID}`), which llama-swap would otherwise kill with
+    the daemon in its process group. No `--sleep-level`: the wrapper sends it in the body, which
+    vLLM never reads, so every sleep is level 1 (`resolve.sleep`)."""
+    return (ctx.settings.vllm_wrapper, "sleep", "--vllm-url", f"http://{HOST}:{ctx.sleeper.port}",
+            "--stop-pid", "${PID}")
 
 
 def node_args(ctx: EmitContext, rank: int) -> list[str]:
@@ -181,20 +218,43 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
     parser = _parser(ctx, sizing, version)
-    argv = vllm_argv(ctx, sizing, parser)
-    comment = _comment(ctx, sizing, parser, argv, slot, version)
+    daemon = vllm_argv(ctx, sizing, parser, str(ctx.sleeper.port) if sleeping(ctx) else "${PORT}")
+    argv = wrapper_argv(ctx, daemon) if sleeping(ctx) else daemon
+    comment = _comment(ctx, sizing, parser, daemon, slot, version) + sleep_lines(ctx)
     used, estimate = _footprints(ctx, sizing, argv)
     footprint = Footprint(engine=ENGINES[Engine.VLLM].label, vram=sizing.est_vram if used is estimate else used.vram,
-                          disk=sized.row.size_bytes, memory=used)
+                          disk=sized.row.size_bytes, memory=used,
+                          asleep=ctx.sleeper.gpu_bytes if sleeping(ctx) else 0)
     tools = bool(parser.parser) or sizing.extra.sets_parser
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=_metadata(ctx, sizing, parser, footprint),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
                   ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters),
-                  footprint=footprint, estimate=estimate)
-    notes = _notes(ctx, sizing, parser, row_version)
+                  footprint=footprint, estimate=estimate,
+                  **({"cmd_stop": sleep_argv(ctx), "env": (DEV_MODE,),
+                      "unload_timeout": ctx.sleeper.unload_timeout} if sleeping(ctx) else {}))
+    notes = _notes(ctx, sizing, parser, row_version) + tuple(sleep_lines(ctx))
+    if sleeping(ctx):
+        notes += (LEVEL_NOTE,)
     if ctx.nodes is not None:
         notes += tuple(f"on {host}: {command}" for host, command in worker_commands(ctx, argv))
     return Plan(model_id=row.id, entries=(entry,), notes=notes)
+
+
+def sleep_lines(ctx: EmitContext) -> list[str]:
+    """What sleep mode does to this entry, for its comment and `swapgen show`
+    (docs/vllm-sleep.md)."""
+    lines = []
+    if ctx.sleeper is not None:
+        s = ctx.sleeper
+        if s.level is None:
+            lines.append(f"sleep mode asked, not used: {s.note}")
+        else:
+            lines += [f"sleeps between requests through vllm-wrapper: daemon on port {s.port}, {s.note}",
+                      f"while asleep it keeps {gib_text(s.gpu_bytes)} on each of its GPUs (CUDA context and "
+                      "graphs), charged to every model sharing the card",
+                      f"unloadTimeout {s.unload_timeout}: llama-swap kills the daemon when a stop takes longer "
+                      "(its 10 s wait for the daemon's output pipes, then the copy of the weights)"]
+    return lines
 
 
 def _parser(ctx: EmitContext, sizing: VllmSizing, version: tuple[int, ...] | None) -> ParserChoice:

@@ -13,6 +13,7 @@ from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import Resolved
 from autogen.resolve.nodes import MultiNode
+from autogen.resolve.sleep import Sleeper
 from autogen.settings.schema import Gpu, Override, Settings
 
 
@@ -69,3 +70,8 @@ class EmitContext:
     #: `swapgen calibrate`'s measurements), beside swapgen's estimate for each: sizing corrects its
     #: model with them, and an entry whose command was read reports the engine's figures.
     readings: tuple[Reading, ...] = ()
+    #: Its part of the run's sleep plan (`resolve.sleep`); None = it does not ask to sleep.
+    sleeper: Sleeper | None = None
+    #: Bytes on one of its cards that other models' sleeping vLLM daemons keep (the most on one
+    #: card), and whose they are: its budget is already that much less.
+    held: tuple[int, int, str] = (0, 0, "")

@@ -21,6 +21,7 @@ from autogen.resolve.devices import NO_PLACEMENT, Placement, budget_gb, place, r
 from autogen.resolve.gpus import inventory
 from autogen.resolve.nodes import Fleet, MultiNode, plan_nodes
 from autogen.resolve.roles import model_role, preferred_engine
+from autogen.resolve.sleep import Asker, Sleeper, asks_to_sleep
 from autogen.settings.globs import glob_pattern
 from autogen.settings.schema import DEFAULT_BUDGET_GB, Gpu, Override, Settings
 
@@ -44,6 +45,11 @@ class Job:
     placement: Placement = NO_PLACEMENT
     #: The hosts a multi-node vLLM model spans (`vllm_nodes`); None = this host alone.
     nodes: MultiNode | None = None
+    #: Its part of the run's sleep plan when it asked to sleep (`resolve.sleep`); None = it did not.
+    sleeper: Sleeper | None = None
+    #: GPU bytes other models' sleeping vLLM daemons keep on its cards (already taken off
+    #: `budget_gb`), the most on one card, and whose they are.
+    held: tuple[int, int, str] = (0, 0, "")
 
     @property
     def engine(self) -> str:
@@ -151,3 +157,18 @@ def _placement(settings: Settings, override: Override | None, backend: Resolved,
     if gpus is None:
         gpus = inventory(settings)
     return place(settings, override, backend.row, backend.engine, gpus, vllm_tensor_parallel(override))
+
+
+def sleep_asker(job: Job) -> Asker | None:
+    """What the sleep plan needs of a job that asks to sleep (`resolve.sleep`), else None."""
+    row = job.backend.row if job.backend is not None else None
+    override = job.override
+    if job.error is not None or (override is not None and override.skip) or not asks_to_sleep(
+            job.engine, row is not None and row.sleep, override.vllm_sleep if override is not None else None):
+        return None
+    devices = tuple(g.index for g in job.placement.gpus)
+    tp, source = vllm_tensor_parallel(override)
+    refused = ("a multi-node model's workers run on other hosts, and vllm-wrapper puts one daemon to sleep: "
+               "it stops instead") if job.nodes is not None else ""
+    return Asker(model_id=job.row.id, weights=job.row.size_bytes, devices=devices,
+                 tensor_parallel=(tp if source else None) or max(1, len(devices)), refused=refused)

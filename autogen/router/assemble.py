@@ -26,7 +26,7 @@ from autogen.resolve.gpus import card_vram_gb, eligible, inventory
 from autogen.router.checked_blocks import Assembled
 from autogen.router.fragments import comment_text, quote, render_data, render_plan
 from autogen.router.matrix_dsl import compile_sets, expand
-from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix
+from autogen.router.matrix_plan import Load, check_plan, host_devices, plan_matrix, render_matrix, with_sleepers
 from autogen.router.preset import Preset, PresetSettingsError, Section, render_preset
 from autogen.router.preset import render_skip as render_preset_skip
 from autogen.settings.globs import glob_pattern
@@ -249,8 +249,7 @@ def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str]
     """The matrix router block (no groups: llama-swap takes one or the other; CPU-only engines
     that would join a coexistence group are in every set instead). The planned sets are checked
     against the cards as written, before the config is validated and written."""
-    devices = cards(settings)
-    loads = [load for f in fragments for load in f.loads]
+    loads, devices = with_sleepers([load for f in fragments for load in f.loads], cards(settings))
     plan = plan_matrix(loads, devices)
     if plan is None:
         return ""
@@ -268,6 +267,10 @@ def _routing(settings: Settings, fragments: list[Fragment], warn: Callable[[str]
              + ("" if written == len(plan.sets) else f", written as {written} (one per group differing in one model)")
              + ("" if plan.exact else "; a pair cover (see the warnings)")]
     notes += [f"# routing: {comment_text(m)}" for m in plan.warnings]
+    asleep = sorted(load.entry_id for load in loads if load.asleep_gb > 0)
+    if asleep:
+        notes.append(f"# routing: sleeping vLLM models keep part of their cards in every set ({', '.join(asleep)}); "
+                     "the cards above are what they leave")
     return "\n".join(notes + lines) + "\n"
 
 

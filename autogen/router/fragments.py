@@ -131,15 +131,7 @@ def render_entry(entry: Entry) -> str:
     body = INDENT * 2
     out.append(f"{body}cmd: |")
     out.extend(f"{body}{INDENT}{line}" for line in render_cmd(entry.argv).splitlines())
-    if entry.proxy is not None:
-        out.append(f"{body}proxy: {quote(entry.proxy)}")
-    if entry.env:
-        out.append(f"{body}env:")
-        out.extend(f"{body}{INDENT}- {quote(e)}" for e in entry.env)
-    if entry.check_endpoint is not None:
-        out.append(f"{body}checkEndpoint: {quote(entry.check_endpoint)}")
-    if entry.ttl is not None:
-        out.append(f"{body}ttl: {entry.ttl}")
+    out += _process_keys(entry, body)
     if entry.use_model_name is not None:
         out.append(f"{body}useModelName: {quote(entry.use_model_name)}")
     if entry.unlisted:
@@ -159,6 +151,26 @@ def render_entry(entry: Entry) -> str:
             out.append(f"{body}capabilities:")
             out.extend(f"{body}{INDENT}{line}" for line in cap_lines)
     return "\n".join(out) + "\n"
+
+
+def _process_keys(entry: Entry, body: str) -> list[str]:
+    """How llama-swap runs the entry: `cmdStop`, `proxy`, `env`, `checkEndpoint`, `ttl`, `unloadTimeout`."""
+    out = []
+    if entry.cmd_stop:
+        out.append(f"{body}cmdStop: |")
+        out.extend(f"{body}{INDENT}{line}" for line in render_cmd(entry.cmd_stop).splitlines())
+    if entry.proxy is not None:
+        out.append(f"{body}proxy: {quote(entry.proxy)}")
+    if entry.env:
+        out.append(f"{body}env:")
+        out.extend(f"{body}{INDENT}- {quote(e)}" for e in entry.env)
+    if entry.check_endpoint is not None:
+        out.append(f"{body}checkEndpoint: {quote(entry.check_endpoint)}")
+    if entry.ttl is not None:
+        out.append(f"{body}ttl: {entry.ttl}")
+    if entry.unload_timeout is not None:
+        out.append(f"{body}unloadTimeout: {entry.unload_timeout}")
+    return out
 
 
 def _metadata(entry: Entry, user: dict[str, Any], body: str) -> list[str]:

@@ -25,11 +25,12 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+import attrs
 from attrs import frozen
 
 from autogen.engines import ENGINES
 from autogen.footprint import Footprint
-from autogen.numfmt import format_g
+from autogen.numfmt import format_g, size_gb
 from autogen.router.fragments import quote
 
 #: Above this many maximal sets the plan switches to a pair cover (`docs/maintainers/routing.md`).
@@ -59,6 +60,8 @@ class Load:
     #: The model's files on disk: the cost of loading it again (evict cost).
     size_gb: float
     engine: str
+    #: GiB it keeps on each of its cards while its vLLM daemon sleeps: in every set, it is in or not.
+    asleep_gb: float = 0.0
 
     @classmethod
     def of(cls, entry_id: str, model_id: str, footprint: Footprint | None) -> Load:
@@ -67,7 +70,7 @@ class Load:
         if footprint is None:
             return cls(entry_id=entry_id, model_id=model_id, est_vram_gb=0.0, devices=None, size_gb=0.0, engine="")
         return cls(entry_id=entry_id, model_id=model_id, est_vram_gb=footprint.vram_gb, devices=footprint.gpus or None,
-                   size_gb=footprint.disk_gb, engine=footprint.engine)
+                   size_gb=footprint.disk_gb, engine=footprint.engine, asleep_gb=size_gb(footprint.asleep))
 
 
 @frozen
@@ -118,15 +121,37 @@ def host_devices(eligible_gpus: Sequence, card_gb: float | None, budget_gb: floa
     return tuple(Device(i, vram, min(vram, budget_gb) if budget_gb else None) for i, vram in cards)
 
 
+def cards_used(load: Load, devices: Sequence[Device]) -> list[int | None]:
+    """The indices of the devices the entry runs on: its pins, else every card for an engine that
+    spreads its layers, else the first card."""
+    indices = [d.index for d in devices]
+    used = [i for i in (load.devices or ()) if i in indices]
+    return used or (indices if load.engine in SPREADING_ENGINES else indices[:1])
+
+
+def with_sleepers(loads: Sequence[Load], devices: Sequence[Device]) -> tuple[list[Load], tuple[Device, ...]]:
+    """The loads and cards as the sets must see them when vLLM models sleep: what each sleeping
+    daemon keeps on its cards is there in every set, so it comes off those cards (and their shared
+    size), and off the sleeper's own estimate, which holds it too (docs/maintainers/routing.md#sleeping-vllm-models)."""
+    held = {d.index: 0.0 for d in devices}
+    for load in loads:
+        for card in cards_used(load, devices) if load.asleep_gb > 0 else ():
+            held[card] += load.asleep_gb
+    if not any(held.values()):
+        return list(loads), tuple(devices)
+    cards = tuple(Device(d.index, round(d.vram_gb - held[d.index], 2),
+                         round(d.shared_gb - held[d.index], 2) if d.shared_gb else None) for d in devices)
+    own = [attrs.evolve(load, est_vram_gb=round(load.est_vram_gb - load.asleep_gb * len(cards_used(load, devices)), 2))
+           if load.asleep_gb > 0 else load for load in loads]
+    return own, cards
+
+
 def demand(load: Load, devices: Sequence[Device]) -> tuple[int, ...]:
     """Hundredths of a GiB the entry takes on each device (rounded up, so sums stay safe)."""
     if load.est_vram_gb <= 0:
         return (0,) * len(devices)
-    indices = [d.index for d in devices]
-    used = [i for i in (load.devices or ()) if i in indices]
-    if not used:
-        used = indices if load.engine in SPREADING_ENGINES else indices[:1]
-    total = sum(devices[indices.index(i)].vram_gb for i in used)
+    used = cards_used(load, devices)
+    total = sum(d.vram_gb for d in devices if d.index in used)
     return tuple(math.ceil(load.est_vram_gb * _UNIT * d.vram_gb / total - 1e-9) if d.index in used else 0
                  for d in devices)
 

@@ -191,6 +191,11 @@ def section_of(entry: Entry, router_exe: str, table: OptionTable | None = None) 
                    aliases=entry.aliases)
 
 
+#: Why a sleeping vLLM model is not in a preset, in one line (docs/vllm-sleep.md).
+SLEEPER_LEFT_OUT = ("a vLLM model that sleeps between requests: llama.cpp's router starts llama-server only and "
+                    "has no stop command to put vLLM to sleep (target: llama-swap serves it through vllm-wrapper)")
+
+
 def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[Section, ...], tuple[Skip, ...]]:
     """(the plan as the preset serves it, its sections, the entries it leaves out: those no
     llama-server serves, and those a preset cannot carry, each with the reason). The run lists
@@ -200,8 +205,9 @@ def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[S
     if engine != Engine.LLAMA:  # the router runs llama-server only
         first = plan.entries[0].footprint
         engine_name = (first.engine if first is not None else "") or engine
-        left = tuple(Skip(e.id, f"a {engine_name} model: llama.cpp's router starts llama-server only "
-                                "(target: llama-swap serves it)") for e in plan.entries)
+        why = (SLEEPER_LEFT_OUT if first is not None and first.asleep else
+               f"a {engine_name} model: llama.cpp's router starts llama-server only (target: llama-swap serves it)")
+        left = tuple(Skip(e.id, why) for e in plan.entries)
         return attrs.evolve(plan, entries=(), skips=plan.skips + left), (), left
     kept, sections, left = [], [], []
     for entry in plan.entries:

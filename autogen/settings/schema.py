@@ -92,6 +92,9 @@ class BackendRow:
     #: llama rows: the build's `llama-fit-params` when it is not beside `path`; "none" = never
     #: ask it (docs/maintainers/sizing.md#exact-numbers-for-your-machine). Example: "/opt/llama/bin/llama-fit-params".
     fit_params: str = ""
+    #: vllm rows: its models sleep between requests instead of stopping, through llama-swap's
+    #: `vllm-wrapper` (docs/vllm-sleep.md); an override's `vllm_sleep` wins.
+    sleep: bool = False
 
 
 @frozen
@@ -152,6 +155,9 @@ class Override(ProfileOptions):
     vllm_tokenizer: str | None = None
     #: "none" turns the tool-call parser off; anything else is used verbatim.
     vllm_tool_parser: str | None = None
+    #: True: this vLLM model sleeps between requests (vLLM's sleep mode through llama-swap's
+    #: `vllm-wrapper`); False: it stops; None = its backend row's `sleep`.
+    vllm_sleep: bool | None = None
     #: Fleet hosts (names of the front's `hosts:`) whose GPUs run this vLLM model's workers,
     #: node ranks 1, 2, … in this order; this host is the head (rank 0). Example: ("gpu-b",).
     vllm_nodes: tuple[str, ...] = ()
@@ -352,5 +358,10 @@ class Settings(LlamaOptions):
     #: Host folder → the folder a container sees it as, first match wins (`emit.served_paths`).
     path_map: tuple[PathMapping, ...] = setting((), check="path map", outputs=_EVERY_FRAGMENT)
     watch: Watch = setting(Watch(), outputs=_NOTHING)
+    #: llama-swap's `vllm-wrapper`, which runs a sleeping vLLM model (docs/vllm-sleep.md).
+    vllm_wrapper: str = setting("vllm-wrapper", check=NONBLANK, outputs=_EVERY_FRAGMENT)
+    #: The host's RAM in GiB, which holds sleeping vLLM models' weights; None = read it
+    #: (/proc/meminfo); 0 = no reading (every model that asks sleeps).
+    host_ram_gb: float | None = setting(None, check=ZERO_OR_MORE, outputs=_PER_MODEL)
     #: Where the settings were read from (not a key of the file).
     source: str = setting("", outputs=_CONFIG, kw_only=True)

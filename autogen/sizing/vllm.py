@@ -53,6 +53,7 @@ shorter trained window (vLLM refuses a longer one); a model with no per-token KV
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import attrs
@@ -277,12 +278,12 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
             kv_cache, kv_cache_note = held, (f"{max_len} tokens at the measured KV cache's capacity, + "
                                              f"{MARGIN_SHARE:.0%}, whole MiB")
     footprint = _footprint(lay, kv_gpu, kv_cache, max_len)
-    util, util_note = utilisation(lay, footprint, util_pin, kv_cache is not None)
+    util, util_note = utilisation(lay, footprint, util_pin, kv_cache is not None, ceiling=_ceiling(ctx, lay))
     est = _estimate(ctx, lay, util, footprint)
     facts = (Fact("weights", lay.rank_weights, _weights_reason(lay)),
              Fact("overhead", OVERHEAD, "activations, CUDA graphs and the profiling peak"),
              Fact("budget", lay.share, f"the model's VRAM budget{lay.per_gpu}"),
-             *((Fact("limit", limit, f"{util_pin or MAX_UTIL:g} of {lay.of_card}"),) if limit is not None else ()),
+             *((Fact("limit", limit, _limit_reason(ctx, lay, util_pin)),) if limit is not None else ()),
              *((Fact("KV at max-model-len", kv_gpu, f"{max_len} tokens{lay.per_gpu}"),) if kv_gpu is not None else ()),
              *((Fact("kv-cache-memory-bytes", kv_cache, kv_cache_note),) if kv_cache is not None else ()),
              Fact("footprint", footprint, f"what vLLM holds{lay.per_gpu or ' on the GPU'}: weights, KV and overhead"),
@@ -294,6 +295,22 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                       kv_reserve=kv_gpu, tensor_parallel=lay.tp, weights=lay.weights, gpu_util=gpu_util,
                       util_flag=format_g(gpu_util), extra=extra, state_bytes=lay.state, layout=lay.layout,
                       pipeline_parallel=lay.stages, pooled_over=lay.tp * lay.stages // lay.world, facts=facts)
+
+
+def _ceiling(ctx: EmitContext, lay: VllmLayout) -> float:
+    """The highest utilisation vLLM can start with beside the sleeping daemons on its card:
+    vLLM 0.33.0 refuses to start when less than utilisation × the card is free
+    (vllm/v1/worker/utils.py `request_memory`)."""
+    if not ctx.held[1] or lay.card is None:
+        return MAX_UTIL
+    return min(MAX_UTIL, math.floor((lay.card - ctx.held[1]) / lay.card * 100) / 100)
+
+
+def _limit_reason(ctx: EmitContext, lay: VllmLayout, util_pin: float | None) -> str:
+    share = f"{util_pin or MAX_UTIL:g} of {lay.of_card}"
+    if ctx.held[1] and lay.card is not None and lay.card - ctx.held[1] < (util_pin or MAX_UTIL) * lay.card:
+        return f"{lay.of_card} less {gib_text(ctx.held[1])} that sleeping vLLM models keep there ({ctx.held[2]})"
+    return share
 
 
 def _weights_reason(lay: VllmLayout) -> str:
@@ -333,7 +350,7 @@ def length_limit(ctx: EmitContext, lay: VllmLayout, util_pin: float | None, leng
     the same way. ModelError when even the shortest window cannot start."""
     if lay.card is None or not (ctx.devices or ctx.nodes or lay.tp == 1):
         return None
-    limit = (util_pin or MAX_UTIL) * lay.card
+    limit = min((util_pin or MAX_UTIL) * lay.card, lay.card - ctx.held[1])
     floor = min(n for n in (CTX_STEP, lay.trained, length_pin) if n is not None and n > 0)
     kv = _check_bytes(lay.layout, lay.per_token, lay.state, floor)
     need = lay.rank_weights + (kv_cache_flag_bytes(kv) if pinned_pool else kv) + OVERHEAD
@@ -384,14 +401,16 @@ def _footprint(lay: VllmLayout, kv_gpu: int | None, kv_cache: int | None, max_le
     return min(lay.share, lay.rank_weights + _check_bytes(lay.layout, lay.per_token, lay.state, max_len) + OVERHEAD)
 
 
-def utilisation(lay: VllmLayout, footprint: int, util_pin: float | None, pinned_pool: bool) -> tuple[float, str]:
+def utilisation(lay: VllmLayout, footprint: int, util_pin: float | None, pinned_pool: bool, *,
+                ceiling: float = MAX_UTIL) -> tuple[float, str]:
     """Phase 5: `--gpu-memory-utilization` and its note
-    (docs/maintainers/sizing.md#vllm-footprint-and-utilization)."""
+    (docs/maintainers/sizing.md#vllm-footprint-and-utilization); at most `ceiling` (what sleeping
+    vLLM daemons leave of the card: vLLM refuses to start when less than its share is free)."""
     if util_pin:
         return util_pin, "pinned"
     if lay.card is None:
         return DEFAULT_UTIL, "no GPU reading"
-    util = min(MAX_UTIL, max(MIN_UTIL, ceil_to(footprint / lay.card, 2)))
+    util = min(ceiling, max(MIN_UTIL, ceil_to(footprint / lay.card, 2)))
     what = "weights+KV+overhead" if lay.world == 1 else f"weights/{lay.world}+KV+overhead"
     if footprint < lay.share or pinned_pool:
         side = "under" if footprint <= lay.share else "over"

@@ -2,6 +2,13 @@
 // [--config-dir D]` does at start-up and builds the routers its server would
 // build, then stops. It opens no listener and starts no model (no preload).
 //
+// With -listen ADDR it then serves the local router on ADDR, as llama-swap's
+// proxy does for model requests (no API, no UI, no peers): a request naming a
+// model swaps and starts models through llama-swap's own process code (cmd,
+// cmdStop, ${PID}, unloadTimeout, process groups), with every upstream and
+// proxy log line on stdout, until SIGTERM or SIGINT, when it shuts the router
+// down as a config reload does (30 s for each model to stop).
+//
 // It is swapgen's test tool, built inside a copy of the llama-swap module
 // (cmd/swapgen-loadcheck) because the loader lives under internal/.
 //
@@ -13,7 +20,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/mostlygeek/llama-swap/internal/config"
@@ -24,9 +34,10 @@ import (
 func main() {
 	configPath := flag.String("config", "", "path to config file")
 	configDir := flag.String("config-dir", "", "directory of *.yml/*.yaml config files (additive to -config)")
+	listen := flag.String("listen", "", "after the check, serve the local router on this address until SIGTERM")
 	flag.Parse()
 	if *configPath == "" && *configDir == "" {
-		fmt.Fprintln(os.Stderr, "usage: swapgen-loadcheck [-config FILE] [-config-dir DIR]")
+		fmt.Fprintln(os.Stderr, "usage: swapgen-loadcheck [-config FILE] [-config-dir DIR] [-listen ADDR]")
 		os.Exit(2)
 	}
 	summary, err := check(*configPath, *configDir)
@@ -35,6 +46,48 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Println("OK", summary)
+	if *listen != "" {
+		if err := serve(*configPath, *configDir, *listen); err != nil {
+			fmt.Println("SERVE FAILED:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// serve runs the local router of the loaded config on addr until SIGTERM or
+// SIGINT, logging at debug level to stdout, then shuts it down with the timeout
+// llama-swap.go gives a config reload (shutdownTimeout, 30 s).
+func serve(configPath, configDir, addr string) error {
+	cfg, err := config.LoadConfigSources(configPath, configDir)
+	if err != nil {
+		return err
+	}
+	logs := logmon.NewWriter(os.Stdout)
+	logs.SetLogLevel(logmon.LevelDebug)
+	var local router.LocalRouter
+	if cfg.Routing.Router.Use == "matrix" {
+		local, err = router.NewMatrix(cfg, logs, logs)
+	} else {
+		local, err = router.NewGroup(cfg, logs, logs)
+	}
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	srv := &http.Server{Addr: addr, Handler: local}
+	go func() { done <- srv.ListenAndServe() }()
+	fmt.Println("LISTENING", addr)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
+	select {
+	case err = <-done:
+	case <-stop:
+	}
+	srv.Close()
+	if shutdownErr := local.Shutdown(30 * time.Second); err == nil || err == http.ErrServerClosed {
+		return shutdownErr
+	}
+	return err
 }
 
 // check mirrors llama-swap.go's main up to server.New: the same loader, then

