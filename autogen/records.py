@@ -9,19 +9,27 @@ fit its class, for whatever reason (another stamp, a truncated file, a value of 
 a key the class does not have), is a cache miss: `loads` returns None, never raises.
 
 No record is a pickle: a cache file is data, and loading it runs no code, whoever wrote it.
+
+`read_record` and `write_record` are the file side: a record written or read by this process
+is kept in memory under its file's identity (inode, size, modification time), so a process that
+runs many times (`swapgen watch`'s worker) reads a file it wrote itself without parsing it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import json
+import os
 import typing
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
 import xxhash
+
+from autogen.fsutil import read_bytes, write_if_changed
 
 T = TypeVar("T")
 
@@ -90,3 +98,42 @@ def loads(kind: str, cls: type[T], data: bytes | str | None, *depends: object) -
         return CONVERTER.structure(stored["record"], cls)
     except (ValueError, TypeError, KeyError, AttributeError, cattrs.BaseValidationError):
         return None
+
+
+#: path → (file identity, stamp, record): what this process last read or wrote there.
+_KEPT: dict[str, tuple[tuple[int, int, int], str, Any]] = {}
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_record(path: str, kind: str, cls: type[T], *depends: object) -> T | None:
+    """The record stored at `path` (`loads`), or None; from memory when this process read or
+    wrote that very file last."""
+    identity = _identity(path)
+    kept = _KEPT.get(path)
+    if identity is not None and kept is not None and kept[0] == identity and kept[1] == stamp(kind, cls, *depends):
+        return kept[2]
+    record = loads(kind, cls, read_bytes(path), *depends)
+    if record is not None and identity is not None:
+        _KEPT[path] = (identity, stamp(kind, cls, *depends), record)
+    return record
+
+
+def write_record(path: str, kind: str, record: Any, cls: type | None = None, *depends: object) -> None:
+    """Store `record` at `path` (`dumps`, written only when its bytes change, without fsync: a
+    lost cache record costs work, not correctness), and keep it in memory. Raises OSError."""
+    cls = cls or type(record)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    write_if_changed(path, dumps(kind, record, cls, *depends), durable=False)
+    identity = _identity(path)
+    if identity is not None:
+        _KEPT[path] = (identity, stamp(kind, cls, *depends), record)
+    else:
+        with contextlib.suppress(KeyError):
+            del _KEPT[path]

@@ -5,6 +5,8 @@ settle times; the only timing in an assertion is a generous timeout."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import queue
 import re
@@ -334,3 +336,43 @@ class TestParts:
         assert describe_change(after, after) == "no model changed"
         many = {f"m{i:02d}": "" for i in range(12)}
         assert describe_change({}, many) == "added 12 models: m00, m01, m02, m03, m04, …"
+
+
+class TestWorker:
+    """The worker that runs the watcher's runs stays up between them (`commands.watch_run`)."""
+
+    def test_one_worker_serves_every_run_and_the_last_records_come_from_memory(self, library, monkeypatch):
+        from autogen import records  # noqa: PLC0415 - the module whose file reads are counted
+        from autogen.commands import watch_run  # noqa: PLC0415
+
+        add = lambda name: add_model(library / "models", f"{name}-GGUF/{name}-Q4_0.gguf")  # noqa: E731
+        args = ["--settings", str(library / "swapgen.yaml"), "run"]
+        requests, answers = io.StringIO("run\nrun\n"), io.StringIO()
+        reads = []
+        real = records.read_bytes
+        monkeypatch.setattr(records, "read_bytes", lambda path: reads.append(os.path.basename(path)) or real(path))
+        first = watch_run.run_once(args)
+        add("Beta")
+        reads.clear()
+        assert watch_run.serve(args, requests, answers) == 0
+        got = [json.loads(line) for line in answers.getvalue().splitlines()]
+        assert first[0] == 0 and [g["code"] for g in got] == [0, 0]
+        assert "2 models" in got[0]["summary"] and "0 re-emitted" in got[1]["summary"]
+        assert "library-memo.json" not in reads and "checked-blocks.json" not in reads  # written here: kept
+
+    def test_a_worker_ends_without_answering_when_swapgen_changed_on_disk(self, library, monkeypatch):
+        from autogen.commands import watch_run  # noqa: PLC0415
+
+        monkeypatch.setattr(watch_run, "code_changed", lambda started: True)
+        answers = io.StringIO()
+        assert watch_run.serve(["--settings", str(library / "swapgen.yaml"), "run"], io.StringIO("run\n"), answers) == 0
+        assert answers.getvalue() == ""
+
+    def test_the_watcher_keeps_one_worker_and_ends_it(self, library, watcher):
+        watcher.next_run()
+        (worker,) = children_of(watcher.proc.pid)
+        add_model(library / "models", "B-GGUF/Beta-Q4_0.gguf")
+        assert "added beta-q4_0" in watcher.next_run()
+        assert children_of(watcher.proc.pid) == [worker]
+        assert watcher.stop() == 0
+        assert swapgen_processes(library / "swapgen.yaml") == []

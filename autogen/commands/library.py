@@ -21,6 +21,7 @@ Planning is pure (`emit.dispatch.build_plan`); this module only hands it the loa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -39,9 +40,9 @@ from autogen.discovery.tree import Discovery, walk_signature
 from autogen.emit.served_paths import PathMap
 from autogen.errors import ModelError
 from autogen.figures.binaries import engine_state
-from autogen.fsutil import code_stamp, file_size, read_bytes, write_if_changed
+from autogen.fsutil import code_stamp, file_size
 from autogen.numfmt import GIB
-from autogen.records import dumps, loads
+from autogen.records import read_record, write_record
 from autogen.resolve.gpus import card_vram_gb, inventory
 from autogen.resolve.sleep import host_ram_bytes
 from autogen.settings.schema import Settings
@@ -117,7 +118,7 @@ def run_key(settings: Settings, card: float | None, path_map: PathMap | None, fl
 
 
 def load_run_memo(cache_dir: str, key: str) -> RunMemo | None:
-    memo = loads("run-memo", RunMemo, read_bytes(os.path.join(cache_dir, RUN_MEMO)))
+    memo = read_record(os.path.join(cache_dir, RUN_MEMO), "run-memo", RunMemo)
     return memo if memo is not None and memo.key == key else None
 
 
@@ -125,15 +126,13 @@ def load_library_memo(cache_dir: str) -> LibraryMemo | None:
     # lazy: the walk's records are read only when the run memo is out of date
     from autogen.commands.library_memo import LibraryMemo  # noqa: PLC0415
 
-    return loads("library-memo", LibraryMemo, read_bytes(os.path.join(cache_dir, LIBRARY_MEMO)), *_stamp_parts())
+    return read_record(os.path.join(cache_dir, LIBRARY_MEMO), "library-memo", LibraryMemo, *_stamp_parts())
 
 
-def _store(cache_dir: str, name: str, data: bytes) -> None:
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        write_if_changed(os.path.join(cache_dir, name), data, durable=False)
-    except OSError:
-        pass  # a memo that cannot be kept costs the next run a rediscovery, nothing else
+def _store(cache_dir: str, name: str, kind: str, record, cls: type, *depends: object) -> None:
+    # a memo that cannot be kept costs the next run a rediscovery, nothing else
+    with contextlib.suppress(OSError):
+        write_record(os.path.join(cache_dir, name), kind, record, cls, *depends)
 
 
 class Library:
@@ -340,8 +339,8 @@ class Library:
                        unreadable=discovery.unreadable)
         assert self._walked is not None and self._records is not None
         library = LibraryMemo(walk=self._walked.memo, models=self._records)
-        _store(self.settings.cache_dir, LIBRARY_MEMO, dumps("library-memo", library, LibraryMemo, *_stamp_parts()))
-        _store(self.settings.cache_dir, RUN_MEMO, dumps("run-memo", memo))
+        _store(self.settings.cache_dir, LIBRARY_MEMO, "library-memo", library, LibraryMemo, *_stamp_parts())
+        _store(self.settings.cache_dir, RUN_MEMO, "run-memo", memo, RunMemo)
         return memo
 
     # -- what planning and listing read, on first use ------------------------------------------

@@ -12,10 +12,12 @@ library closes the loop: a finished download appears in the config, a deleted fo
   `Watch.settle_seconds` with no new event, so a 40 GB download causes one run, after it ends,
   and a half-written model is never read (discovery also skips a GGUF shorter than its header
   says, should a run start for another reason).
-- Runs: each is a `swapgen run` in a child process, so it takes the run lock, is exactly as
-  crash-consistent, writes the config only when its bytes change, and leaves nothing resident
-  in the watcher between runs. One line per run says what triggered it, which models were
-  added, removed or changed, and the run's own summary. A run that fails (a settings mistake)
+- Runs: each is a `swapgen run` in a worker process that stays up between runs
+  (`commands.watch_run`: no interpreter start or imports per run, and the records the last run
+  wrote are still in its memory), so it takes the run lock, is exactly as crash-consistent and
+  writes the config only when its bytes change, and the watcher itself holds nothing of a run.
+  One line per run says what triggered it, which models were added, removed or changed, and
+  the run's own summary. A run that fails (a settings mistake)
   keeps the last good config; the watcher keeps watching.
 - Stopping: SIGTERM or Ctrl-C between runs ends the watcher at once (exit 0, or 130 for
   Ctrl-C); during a run the child is stopped by the run's own interruption rules (it saves
@@ -290,32 +292,71 @@ def _some(ids: list[str]) -> str:
 
 
 class Runner:
-    """`swapgen run` in a child process; `stop` forwards a SIGTERM to it."""
+    """Runs `swapgen run` in the worker (`commands.watch_run`), started on first use and again
+    when it ends (a crash, an upgrade of swapgen); `stop` forwards a SIGTERM to a run under way."""
 
     def __init__(self, settings_path: str):
         self.settings_path = settings_path
-        self.child: subprocess.Popen | None = None
+        self.worker: subprocess.Popen | None = None
+        #: A run is under way in the worker.
+        self.busy = False
 
-    def run(self) -> tuple[int, str]:
-        """(exit code, the run's summary line without its `swapgen: `)."""
-        # the run arms its SIGTERM-on-parent-death itself (a `preexec_fn` is not safe beside the
-        # watcher's threads)
+    def _start(self) -> subprocess.Popen:
+        # the worker arms its SIGTERM-on-parent-death itself (a `preexec_fn` is not safe beside
+        # the watcher's threads)
         argv = [sys.executable, "-m", "autogen.commands.watch_run", str(os.getpid()), "--settings",
                 self.settings_path, "run"]
-        self.child = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                                      errors="backslashreplace")
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
+                                errors="backslashreplace")
+
+    def run(self) -> tuple[int, str]:
+        """(exit status, the run's summary line without its `swapgen: `). A worker that ends
+        without answering (it found swapgen upgraded, or it crashed) is started again once."""
+        for _ in range(2):
+            if self.worker is None or self.worker.poll() is not None:
+                self.worker = self._start()
+            self.busy = True
+            try:
+                answer = self._ask(self.worker)
+            finally:
+                self.busy = False
+            if answer is not None:
+                return answer["code"], answer["summary"].removeprefix("swapgen: ")
+            code, self.worker = self.worker.wait(), None
+        return code, ""
+
+    @staticmethod
+    def _ask(worker: subprocess.Popen) -> dict | None:
+        """The worker's answer to one run, or None when it ended first."""
         try:
-            out, _ = self.child.communicate()
-        finally:
-            code, self.child = self.child.wait(), None
-        summary = [line for line in out.splitlines() if line.startswith("swapgen: ")]
-        return code, summary[-1].removeprefix("swapgen: ") if summary else ""
+            worker.stdin.write("run\n")
+            worker.stdin.flush()
+            line = worker.stdout.readline()
+        except (BrokenPipeError, OSError):
+            return None
+        try:
+            return json.loads(line) if line else None
+        except ValueError:
+            return None
 
     def stop(self) -> None:
-        child = self.child
-        if child is not None and child.poll() is None:
+        """SIGTERM to a run under way (it stops by its own interruption rules, then the worker ends)."""
+        worker = self.worker
+        if self.busy and worker is not None and worker.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signal.SIGTERM)
+                worker.send_signal(signal.SIGTERM)
+
+    def close(self) -> None:
+        """End the worker: it leaves at the end of its requests."""
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            with contextlib.suppress(OSError):
+                worker.stdin.close()
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
 
 
 class Stop(Exception):
@@ -348,7 +389,7 @@ class Watch:
 
     def _stop_signal(self, signum, _frame) -> None:
         code = 0 if signum == signal.SIGTERM else 130
-        if self.runner.child is not None:
+        if self.runner.busy:
             self.stopping = code  # the child stops by its own interruption rules; the loop ends after it
             if signum == signal.SIGTERM:
                 self.runner.stop()
@@ -372,6 +413,7 @@ class Watch:
                 signal.signal(signum, handler)
             if self.watchers is not None:
                 self.watchers.close()
+            self.runner.close()
 
     def _settings_stamps(self) -> tuple:
         paths = [self.settings_path, *(p for s in self.scope for p in (s.source, s.backends_file))]

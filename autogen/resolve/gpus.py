@@ -193,6 +193,12 @@ def _remembered(cache_dir: str) -> tuple[Gpu, ...]:
     return remembered_gpus(cache_dir)
 
 
+def forget_readings() -> None:
+    """Probe again on the next ask: for a process that runs many times (`swapgen watch`'s worker)."""
+    _remembered.cache_clear()
+    probe_gpus.cache_clear()
+
+
 def eligible(gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
     return tuple(g for g in gpus if g.vram_gb >= MIN_ELIGIBLE_GIB)
 

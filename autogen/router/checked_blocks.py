@@ -25,8 +25,7 @@ import os
 import xxhash
 from attrs import frozen
 
-from autogen.fsutil import read_bytes, write_if_changed
-from autogen.records import dumps, loads
+from autogen.records import read_record, write_record
 from autogen.router.validate import Problem, validate_document
 from autogen.router.yamllines import LineMap, LineSeq
 
@@ -113,7 +112,7 @@ def check_generated(config: Assembled, source: str, cache_dir: str) -> list[Prob
     """Every problem llama-swap's rules find in `config.text` (as `validate.validate_text`),
     parsing only the blocks not found valid before; remembers the new ones when none is found."""
     memo_path = os.path.join(cache_dir, FILE)
-    known = loads("checked-blocks", CheckedBlocks, read_bytes(memo_path))
+    known = read_record(memo_path, "checked-blocks", CheckedBlocks)
     stand_ins = known.stand_ins if known is not None else {}
     digests = [_digest(config.head, text) for _, text in config.blocks]
     found = {d: stand_ins[d] for d in digests if d in stand_ins}
@@ -131,6 +130,5 @@ def check_generated(config: Assembled, source: str, cache_dir: str) -> list[Prob
         if isinstance(models, dict) and block_id in models:
             found[d] = StandIn.of(block_id, models[block_id])
     if found != stand_ins:
-        os.makedirs(cache_dir, exist_ok=True)
-        write_if_changed(memo_path, dumps("checked-blocks", CheckedBlocks(found)), durable=False)
+        write_record(memo_path, "checked-blocks", CheckedBlocks(found))
     return problems
