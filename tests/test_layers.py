@@ -23,6 +23,7 @@ from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_hf_config, read_config_json
 from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.layers import (
+    WINDOWED,
     ChunkedAttention,
     FullAttention,
     HeadWidths,
@@ -151,6 +152,8 @@ class TestFamilies:
         assert layout.layers == layout.layers[:2] * 12
 
     def test_gemma4_layers_keep_their_own_head_widths_and_heads(self):
+        """vLLM 0.33's specs for this shape: 50 `SlidingWindowSpec` (16 heads of 256, window
+        1024) and 10 `FullAttentionSpec` (4 heads of 512)."""
         layout = self.layout(GEMMA4_31B)
         assert layout.widths == HeadWidths((512, 512), (256, 256), marked=True)
         assert layout.layers[4:6] == (SlidingWindow(16, 256, 256, 1024), FullAttention(4, 512, 512))
@@ -168,6 +171,14 @@ class TestFamilies:
         layout = self.layout(source)
         assert len(layout.attention) == attention and layout.state is not None
         assert layout.state.layers == recurrent and layout.state.elements > 0
+
+    @pytest.mark.parametrize("source, page", [(QWEN3_NEXT, 2_146_304), (JAMBA, 573_440), (MAMBA, 358_400)])
+    def test_recurrent_elements_are_vllms_mamba_page(self, source, page):
+        """vLLM 0.33's `MambaSpec.real_page_size_bytes` for these shapes (each layer's
+        `get_kv_cache_spec` on the meta device, as tests/data/record_vllm_capacity.py asks it):
+        the conv window in bf16, the state in f32."""
+        state = self.layout(source).state
+        assert state.conv_elements * 2 + state.ssm_elements * 4 == page
 
     def test_nemotron_h_mlp_layers_keep_nothing(self):
         """118 layers: 10 attention, 54 mamba, the rest MLP blocks with neither."""
@@ -192,7 +203,8 @@ class TestEnginesReadTheSameModelDifferently:
 
     def test_llama4_gguf_attends_in_8192_token_chunks_on_three_layers_of_four(self, tmp_path):
         """src/models/llama4.cpp: chunked attention with n_swa = 8192 whatever a non-zero window
-        key says, on the layers of `load_swa_pattern(ml, 4)`."""
+        key says, on the layers of `load_swa_pattern(ml, 4)`; vLLM 0.33's own specs for the HF
+        model chunk the same layers (`ChunkedLocalAttentionSpec` on 0-2, 4-6, …)."""
         keys = {**_common(48, 1 << 20, 5120, 40, 8), **_head_dim(128), K.Attention.SLIDING_WINDOW: 4096}
         layout = from_gguf(tmp_path, "llama4", keys)
         assert layout.layers[:4] == (ChunkedAttention(8, 128, 128, 8192),) * 3 + (FullAttention(8, 128, 128),)
@@ -221,6 +233,26 @@ class TestEnginesReadTheSameModelDifferently:
         hf = meta_from_hf_config(CAPACITY["gemma-3-12b-text"]["config"])
         assert kinds(layer_layout(gg)) == kinds(layer_layout(hf)) == {"SlidingWindow": 40, "FullAttention": 8}
         assert (vllm_kv(kv_cost(gg), gg, 1, 4096).sliding, vllm_kv(kv_cost(hf), hf, 1, 4096).sliding) == (0, 40)
+
+
+#: llama-server b11434's own allocations (`tests/data/llama_alloc_b11434.json`), one loaded record
+#: per model: each KV cache it built, with the number of layers in it.
+LLAMA_TABLE = {r["model"]: r for r in json.loads((Path(__file__).parent / "data" / "llama_alloc_b11434.json")
+                                                 .read_text())["records"] if r["status"] == "loaded"}
+NOT_KEYS = {"arch", "model", "file", "description", "file_bytes", "vocab"}
+
+
+@pytest.mark.parametrize("model", sorted(LLAMA_TABLE))
+def test_each_layer_sits_in_the_cache_llama_cpp_gives_it(tmp_path, model):
+    """The layers llama.cpp put in its full cache and in its window cache (`llama_kv_cache` logs
+    each cache's layer count) are the layout's full and windowed layers, for every family of the
+    table: GQA, Gemma 2/3/4, gpt-oss, Phi-3, MLA, the hybrids and Llama 4's chunks."""
+    dims = LLAMA_TABLE[model]["gguf"]
+    layout = from_gguf(tmp_path, dims["arch"], {f"{{arch}}.{k}": v for k, v in dims.items() if k not in NOT_KEYS})
+    logged = Counter()
+    for cache in LLAMA_TABLE[model]["kv_caches"]:
+        logged["window" if cache["part"] == "swa" else "full"] += cache["layers"]
+    assert Counter("window" if isinstance(layer, WINDOWED) else "full" for layer in layout.attention) == logged
 
 
 class TestRules:
