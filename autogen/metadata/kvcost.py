@@ -1,21 +1,18 @@
 """KV-cache bytes per token, as the engines allocate them (docs/maintainers/sizing.md#kv-cache-cost).
 
-One formula for GGUF headers and HF configs, because `ModelMeta` is already normalised:
-Σ over layers that keep a per-token cache of kv_heads × (key_len + value_len) × bytes per
-element. vLLM's page sizes are the check (`vllm/v1/kv_cache_interface.py`:
-`FullAttentionSpec.real_page_size_bytes` = block × kv_heads × (head_size + head_size_v) × dtype;
-`MLAAttentionSpec` = block × 1 × (kv_lora_rank + qk_rope_head_dim) × dtype). llama.cpp agrees
-since its V-less MLA cache (ggml-org/llama.cpp#19067). Sliding-window layers count as full
-attention here, at their own head width when it differs (Gemma 4); what each engine keeps of
-them is priced on top: `sizing.llama_memory` (llama.cpp's window cells) and `sizing.vllm_memory`
-(vLLM's start-up check).
+One sum over the layer layout (`metadata.layers`), for GGUF headers and HF configs alike: Σ over
+the layers that keep a per-token cache of the elements one token adds, at 2 bytes each. vLLM's
+page sizes are the check (`vllm/v1/kv_cache_interface.py`: `FullAttentionSpec.real_page_size_bytes`
+= block × kv_heads × (head_size + head_size_v) × dtype; `MLAAttentionSpec` = block × 1 ×
+(kv_lora_rank + qk_rope_head_dim) × dtype). llama.cpp agrees since its V-less MLA cache
+(ggml-org/llama.cpp#19067). Sliding-window layers count as full attention here, at their own
+head width; what each engine keeps of them is priced on top: `sizing.llama_memory` (llama.cpp's
+window cells) and `sizing.vllm_memory` (vLLM's start-up check).
 
 Recurrent state (mamba, gated delta net, short conv, RWKV) is a constant per sequence, stated
 apart as `state_bytes_per_seq`: llama.cpp's `llama_memory_recurrent` keeps, per recurrent
-layer and sequence, `n_embd_r()` conv + `n_embd_s()` state elements in f32
-(`src/llama-hparams.cpp`); vLLM's `MambaSpec` page holds the same element counts
-(`mamba_utils.MambaStateShapeCalculator`), in the model dtype or f32, so f32 bounds both;
-`conv_elements` / `ssm_elements` keep the two parts apart for vLLM's page.
+layer and sequence, the layout's conv + state elements in f32 (`src/llama-hparams.cpp`); vLLM's
+`MambaSpec` page holds the same element counts in the model dtype or f32, so f32 bounds both.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ from fractions import Fraction
 from attrs import frozen
 
 from autogen.errors import ModelError
+from autogen.metadata.layers import LayerLayout, RecurrentState, layer_layout
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import counted
 
@@ -71,71 +69,32 @@ class KvCost:
     #: Bytes of recurrent (SSM / linear-attention) state one sequence holds, constant in
     #: context length; 0 when the model has none (or its sizes are not given).
     state_bytes_per_seq: int = 0
-    #: One recurrent layer's state elements: the conv window (vLLM keeps it in the model dtype)
-    #: and the SSM state (f32 or the model dtype); `state_bytes_per_seq` is their sum in f32.
-    conv_elements: int = 0
-    ssm_elements: int = 0
 
 
 def kv_cost(meta: ModelMeta) -> KvCost:
     """Bytes per token of `meta`'s KV cache, or a KvCost that says why it is unknown."""
-    layers = meta.block_count
-    heads = meta.head_count_kv
-    if layers <= 0:
-        return _unknown("no layer count")
-    if not heads:
-        return _unknown("no KV head count", layers)
-    if len(heads) != layers:
-        return _unknown(f"{len(heads)} KV head entries for {layers} layers", layers)
-    if any(h < 0 for h in heads):
-        return _unknown("negative KV head count", layers)
-
-    attention = [i for i, h in enumerate(heads) if h > 0]
-    state, state_lines, (conv, ssm) = _state(meta)
-    state_kw = {"state_bytes_per_seq": state, "conv_elements": conv, "ssm_elements": ssm}
+    layout = layer_layout(meta)
+    layers, attention = layout.blocks, layout.attention
+    if layout.unknown:
+        return _unknown(layout.unknown, layers, len(attention))
+    state, state_lines = _state(layout.state)
     lines = [_layers_line(meta, len(attention), layers)]
     if not attention:
         note = "no attention layers: no per-token KV cache (recurrent state is constant)"
-        return KvCost(0, 0, layers, heads, note=note, derivation=(*lines, note, *state_lines), **state_kw)
-
-    if meta.kv_lora_rank > 0:
-        width = meta.kv_lora_rank + meta.qk_rope_head_dim
-        per_layer = tuple(1 if h > 0 else 0 for h in heads)
-        total = len(attention) * width * F16_BYTES
-        lines.append(
-            f"MLA: one latent of kv_lora_rank {meta.kv_lora_rank} + rope {meta.qk_rope_head_dim}"
-            " per layer, shared by K and V"
-        )
-        lines.append(
-            f"{len(attention)} layers × ({meta.kv_lora_rank} + {meta.qk_rope_head_dim})"
-            f" × {F16_BYTES} B = {total} B per token"
-        )
-        return KvCost(total, len(attention), layers, per_layer, width, 0, True,
-                      _size_note(total), _finish(meta, lines, state_lines), **state_kw)
-
-    k, v = meta.key_length, meta.value_length
-    if k <= 0 or v <= 0:
-        return _unknown("no key/value head width", layers, len(attention))
-    k_swa, v_swa = meta.key_length_swa or k, meta.value_length_swa or v
-    if (k_swa, v_swa) != (k, v):
-        if len(meta.sliding_layers) == layers:
-            total = _per_layer_widths(meta, attention, (k, v), (k_swa, v_swa), lines)
-            return KvCost(total, len(attention), layers, heads, k, v, False, _size_note(total),
-                          _finish(meta, lines, state_lines), **state_kw)
-        k, v = max(k, k_swa), max(v, v_swa)
-        lines.append(f"sliding layers not marked: every layer charged at the wider key {k} + value {v}")
-    head_sum = sum(heads)
-    total = head_sum * (k + v) * F16_BYTES
-    uniform = {heads[i] for i in attention}
-    if len(uniform) == 1:
-        (n,) = uniform
-        lines.append(f"{len(attention)} layers × {n} KV heads × (key {k} + value {v}) × {F16_BYTES} B "
-                     f"= {total} B per token")
+        return KvCost(0, 0, layers, layout.kv_heads, note=note, derivation=(*lines, note, *state_lines),
+                      state_bytes_per_seq=state)
+    total = sum(layer.elements for layer in attention) * F16_BYTES
+    mla = layout.mla
+    if mla is not None:
+        lines.append(f"MLA: one latent of kv_lora_rank {mla.kv_lora_rank} + rope {mla.rope_dims}"
+                     " per layer, shared by K and V")
+        lines.append(f"{len(attention)} layers × ({mla.kv_lora_rank} + {mla.rope_dims}) × {F16_BYTES} B"
+                     f" = {total} B per token")
+        k, v = mla.key_length, 0
     else:
-        lines.append(f"KV heads per layer: {_run_lengths(heads)}; key {k} + value {v} per head")
-        lines.append(f"{head_sum} heads in all × ({k} + {v}) × {F16_BYTES} B = {total} B per token")
-    return KvCost(total, len(attention), layers, heads, k, v, False, _size_note(total),
-                  _finish(meta, lines, state_lines), **state_kw)
+        k, v = _head_lines(layout, total, lines)
+    return KvCost(total, len(attention), layers, layout.kv_heads, k, v, mla is not None, _size_note(total),
+                  _finish(meta, lines, state_lines), state_bytes_per_seq=state)
 
 
 def kv_bytes(cost: KvCost, ctx: int, *, element_bytes: float = 2.0, parallel: int = 1) -> int:
@@ -173,48 +132,47 @@ def _finish(meta: ModelMeta, lines: list[str], state_lines: tuple[str, ...]) -> 
     return (*lines, *state_lines)
 
 
-def _per_layer_widths(meta: ModelMeta, attention: list[int], full: tuple[int, int],
-                      swa: tuple[int, int], lines: list[str]) -> int:
-    """Σ heads × (key + value) with each layer at its own width (llama.cpp
-    `n_embd_head_k(il)`, vLLM `Gemma4DecoderLayer`); appends the arithmetic to `lines`."""
-    groups: dict[tuple[int, int, int], int] = {}
-    for i in attention:
-        k, v = swa if meta.sliding_layers[i] else full
-        groups[(meta.head_count_kv[i], k, v)] = groups.get((meta.head_count_kv[i], k, v), 0) + 1
-    elements = sum(n * h * (k + v) for (h, k, v), n in groups.items())
-    total = elements * F16_BYTES
-    lines.append(f"sliding-window layers: key {swa[0]} + value {swa[1]} per head; "
-                 f"full layers: key {full[0]} + value {full[1]}")
-    terms = " + ".join(f"{n} × {h} × ({k} + {v})" for (h, k, v), n in groups.items())
-    lines.append(f"({terms}) × {F16_BYTES} B = {total} B per token")
-    return total
+def _head_lines(layout: LayerLayout, total: int, lines: list[str]) -> tuple[int, int]:
+    """Append the arithmetic of `total` over the attention layers' heads and widths to `lines`;
+    return the (key, value) width per head the KvCost states: the full layers'."""
+    widths, attention = layout.widths, layout.attention
+    if widths.mixed and widths.marked:  # each layer at its own width (Gemma 4)
+        groups: dict[tuple[int, int, int], int] = {}
+        for layer in attention:
+            shape = (layer.kv_heads, layer.key_length, layer.value_length)
+            groups[shape] = groups.get(shape, 0) + 1
+        lines.append(f"sliding-window layers: key {widths.sliding[0]} + value {widths.sliding[1]} per head; "
+                     f"full layers: key {widths.full[0]} + value {widths.full[1]}")
+        terms = " + ".join(f"{n} × {h} × ({k} + {v})" for (h, k, v), n in groups.items())
+        lines.append(f"({terms}) × {F16_BYTES} B = {total} B per token")
+        return widths.full
+    k, v = widths.at(False)
+    if widths.mixed:
+        lines.append(f"sliding layers not marked: every layer charged at the wider key {k} + value {v}")
+    heads = layout.kv_heads
+    uniform = {layer.kv_heads for layer in attention}
+    if len(uniform) == 1:
+        (n,) = uniform
+        lines.append(f"{len(attention)} layers × {n} KV heads × (key {k} + value {v}) × {F16_BYTES} B "
+                     f"= {total} B per token")
+    else:
+        lines.append(f"KV heads per layer: {_run_lengths(heads)}; key {k} + value {v} per head")
+        lines.append(f"{sum(heads)} heads in all × ({k} + {v}) × {F16_BYTES} B = {total} B per token")
+    return k, v
 
 
-def _state(meta: ModelMeta) -> tuple[int, tuple[str, ...], tuple[int, int]]:
-    """Recurrent state bytes per sequence, the lines that derive them, and one layer's
-    (conv, SSM state) elements."""
-    layers = meta.recurrent_layers
-    if layers <= 0:
-        return 0, (), (0, 0)
-    d = meta.embedding_length
-    if meta.wkv_head_size > 0:  # RWKV: n_embd_r = token_shift_count × n_embd, n_embd_s = n_embd × head
-        shift, head = meta.token_shift_count, meta.wkv_head_size
-        conv, ssm = shift * d, d * head
-        how = f"token shift {shift} × {d} + {d} × wkv head {head}"
-    else:  # mamba / mamba2 / gated delta net / short conv
-        kernel, inner = meta.ssm_conv_kernel, meta.ssm_inner_size
-        groups, width = meta.ssm_group_count, meta.ssm_state_size
-        conv, ssm = max(kernel - 1, 0) * (inner + 2 * groups * width), width * inner
-        how = f"conv ({kernel} - 1) × ({inner} + 2 × {groups} × {width}) + state {width} × {inner}"
-    elements = conv + ssm
-    if elements <= 0:
-        return 0, (f"{counted(layers, 'recurrent layer')}: state sizes not given, not charged",), (0, 0)
-    total = layers * elements * STATE_BYTES
+def _state(state: RecurrentState | None) -> tuple[int, tuple[str, ...]]:
+    """Recurrent state bytes per sequence, and the lines that derive them."""
+    if state is None:
+        return 0, ()
+    if state.elements <= 0:
+        return 0, (f"{counted(state.layers, 'recurrent layer')}: state sizes not given, not charged",)
+    total = state.layers * state.elements * STATE_BYTES
     return total, (
-        f"recurrent state per layer: {how} = {elements} elements",
-        f"{counted(layers, 'recurrent layer')} × {elements} × {STATE_BYTES} B = {total} B per sequence"
+        f"recurrent state per layer: {state.how} = {state.elements} elements",
+        f"{counted(state.layers, 'recurrent layer')} × {state.elements} × {STATE_BYTES} B = {total} B per sequence"
         " (constant in context length)",
-    ), (conv, ssm)
+    )
 
 
 def _size_note(total: int) -> str:

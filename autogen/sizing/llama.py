@@ -41,6 +41,7 @@ from attrs import frozen
 from autogen.errors import ModelError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
+from autogen.metadata.layers import layer_layout
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, gib_text
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
@@ -312,13 +313,16 @@ class _Engine:
                  correction: EngineCorrection = NO_CORRECTION) -> None:
         self.meta, self.state_per_seq, self.knobs, self.draft = meta, cost.state_bytes_per_seq, knobs, draft
         self.correction = correction
+        self.layout = layer_layout(meta)
+        self.draft_layout = layer_layout(draft.meta) if draft is not None else None
         self._seen: dict[tuple[int, str], LlamaMemory] = {}
         self._draft_seen: dict[tuple[int, str], LlamaMemory] = {}
 
     def at(self, ctx: int, kv_type: str) -> LlamaMemory:
         key = (ctx, kv_type)
         if key not in self._seen:
-            self._seen[key] = allocations(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq)
+            self._seen[key] = allocations(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq,
+                                          self.layout)
         return self._seen[key]
 
     def draft_at(self, ctx: int, kv_type: str) -> int:
@@ -328,7 +332,7 @@ class _Engine:
         key = (ctx, kv_type)
         if key not in self._draft_seen:
             self._draft_seen[key] = allocations(self.draft.meta, launch(self.knobs, ctx, kv_type),
-                                                self.draft.cost.state_bytes_per_seq)
+                                                self.draft.cost.state_bytes_per_seq, self.draft_layout)
         m = self._draft_seen[key]
         return m.kv_total + m.state + m.compute
 
@@ -553,7 +557,8 @@ def estimator_gap(meta: ModelMeta, cost: KvCost | None, knobs: LlamaKnobs, ctx: 
         return None
     state = cost.state_bytes_per_seq if cost is not None else 0
     full = attrs.evolve(full, outputs=full.ubatch)
-    pool, one = allocations(meta, full, state), allocations(meta, attrs.evolve(full, slots=1), state)
+    layout = layer_layout(meta)
+    pool, one = allocations(meta, full, state, layout), allocations(meta, attrs.evolve(full, slots=1), state, layout)
     context = pool.kv_total + pool.state - one.kv_total - one.state
     compute = pool.compute - one.compute
     if not context and not compute:

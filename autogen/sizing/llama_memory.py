@@ -11,10 +11,10 @@ the tests against the allocations that llama-server itself logs (`tests/data/lla
   (`llama_kv_cache::llama_kv_cache`, `n_stream`).
 - sliding-window layers (`llama_kv_cache_iswa::llama_kv_cache_iswa`, src/llama-kv-cache-iswa.cpp)
   keep their own cache of min(cells, n_swa × (slots if unified else 1) + n_ubatch) cells padded
-  to 256, or the full cells with `--swa-full`. Which layers slide is each architecture's
-  `load_arch_hparams` (src/models/*.cpp: `load_swa_pattern`, `llama_hparams::set_swa_pattern`).
-- bytes: Σ over cached layers of `ggml_row_size(type, n_embd_k_gqa(il))` + the same for V, × cells
-  × streams (`llama_kv_cache` tensor shapes). An MLA layer caches one latent row of
+  to 256, or the full cells with `--swa-full`. Which layers slide, over what n_swa, is the layer
+  layout's (`metadata.layers`: each architecture's `load_arch_hparams`, src/models/*.cpp).
+- bytes: Σ over the layout's cached layers of `ggml_row_size(type, n_embd_k_gqa(il))` + the same
+  for V, × cells × streams (`llama_kv_cache` tensor shapes). An MLA layer caches one latent row of
   kv_lora_rank + rope dims and no V.
 - recurrent state: `llama_memory_recurrent` holds max(1, slots) cells of `n_embd_r()` +
   `n_embd_s()` f32 per recurrent layer (src/llama-model.cpp `create_memory`).
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from autogen.metadata.layers import WINDOWED, LayerLayout, layer_layout
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import counted, gib_text
 
@@ -61,44 +62,6 @@ PARALLEL_BLOCK_ARCHS = frozenset({"falcon", "phi2", "command-r", "cohere2"})
 #: n_ff itself (Mixtral as `llama`, grok, cohere2moe) or require the key.
 SHARED_FFN_MOE_ARCHS = frozenset({"qwen2moe", "qwen3moe", "qwen35moe", "qwen3next", "qwen3vlmoe", "qwen4exp",
                                   "glm4moe", "grovemoe", "hy_v3", "llada-moe", "mellum", "rnd1"})
-#: Recurrent state elements are f32 (`create_memory`: GGML_TYPE_F32, GGML_TYPE_F32).
-STATE_BYTES = 4
-
-
-@frozen
-class SwaRule:
-    """How an architecture marks its sliding-window layers (src/models/<arch>.cpp)."""
-
-    #: `set_swa_pattern(n)`: layer il slides unless il % n == n - 1 (dense_first: il % n == 0).
-    period: int
-    dense_first: bool = False
-    #: n_swa when the GGUF has no `attention.sliding_window` (0 = the key is required).
-    default_window: int = 0
-    #: Llama 4's chunked attention: n_swa is always 8192, whatever the key says.
-    fixed_window: int = 0
-    #: LFM2: every attention layer slides (`is_swa = !is_recr`).
-    all_attention: bool = False
-
-
-#: Architectures whose llama.cpp loader builds a sliding-window cache. A per-layer
-#: `sliding_window_pattern` array in the GGUF (Gemma 4, MiMo-2, Granite SWA) wins over `period`;
-#: an integer one replaces it. Phi-3's window is disabled in llama.cpp (src/models/phi3.cpp).
-SWA_RULES: dict[str, SwaRule] = {
-    "gemma2": SwaRule(2, default_window=4096),
-    "gemma3": SwaRule(6),
-    "gpt-oss": SwaRule(2),
-    "cohere2": SwaRule(4),
-    "cohere2moe": SwaRule(4, dense_first=True),
-    "olmo2": SwaRule(4),
-    "afmoe": SwaRule(4),
-    "exaone-moe": SwaRule(4),
-    "llama4": SwaRule(4, fixed_window=8192),
-    "lfm2": SwaRule(0, all_attention=True),
-    "lfm2moe": SwaRule(0, all_attention=True),
-    "gemma4": SwaRule(0),
-    "mimo2": SwaRule(0),
-    "granite-swa": SwaRule(0),
-}
 
 
 @frozen
@@ -167,27 +130,14 @@ def row_bytes(type_name: str, elements: int) -> int:
 
 
 def sliding_layers(meta: ModelMeta) -> tuple[tuple[bool, ...], int]:
-    """(per-layer sliding flags, n_swa) as llama.cpp's loader sets them; ((), 0) = none."""
-    rule = SWA_RULES.get(meta.arch)
-    if rule is None:
+    """(per-layer flags of the layers in llama.cpp's window cache, n_swa); ((), 0) = none."""
+    layout = layer_layout(meta)
+    if not layout.window:
         return (), 0
-    window = rule.fixed_window or meta.sliding_window or rule.default_window
-    if window <= 0:
-        return (), 0
-    layers = meta.block_count
-    if len(meta.sliding_layers) == layers and not rule.all_attention:
-        flags = meta.sliding_layers
-    elif rule.all_attention:
-        flags = tuple(h > 0 for h in meta.head_count_kv)
-    else:
-        n = meta.sliding_pattern or rule.period
-        if n <= 0:
-            return (), 0  # the per-layer array is required and absent: charged as full attention
-        flags = tuple((i % n != 0) if rule.dense_first else (i % n < n - 1) for i in range(layers))
-    return (flags, window) if any(flags) else ((), 0)
+    return tuple(isinstance(layer, WINDOWED) for layer in layout.layers), layout.window
 
 
-def geometry(meta: ModelMeta, launch: Launch) -> Geometry:
+def geometry(layout: LayerLayout, meta: ModelMeta, launch: Launch) -> Geometry:
     """`llama_context::llama_context` and `llama_kv_cache_iswa::llama_kv_cache_iswa`."""
     slots = max(1, launch.slots)
     n_ctx = pad(launch.ctx or meta.context_length)
@@ -198,41 +148,23 @@ def geometry(meta: ModelMeta, launch: Launch) -> Geometry:
         n_ctx = n_ctx_seq * slots
     n_batch = min(n_ctx, launch.batch)
     n_ubatch = min(n_batch, launch.ubatch)
-    flags, window = sliding_layers(meta)
+    window = layout.window
     swa_cells = 0
-    if flags:
+    if window:
         swa_cells = n_ctx_seq if launch.swa_full else pad(min(n_ctx_seq, window * (slots if launch.unified else 1)
                                                               + n_ubatch))
     return Geometry(n_ctx, n_ctx_seq, streams, n_ubatch, n_ctx_seq, swa_cells, window)
 
 
-def layer_rows(meta: ModelMeta) -> list[tuple[int, int, bool]]:
-    """(K elements, V elements, sliding) per cached layer: `n_embd_k_gqa(il)` / `n_embd_v_gqa(il)`."""
-    flags, _ = sliding_layers(meta)
-    rows = []
-    for i, heads in enumerate(meta.head_count_kv):
-        if heads <= 0:
-            continue
-        sliding = bool(flags) and flags[i]
-        if meta.kv_lora_rank > 0:
-            rows.append((meta.kv_lora_rank + meta.qk_rope_head_dim, 0, sliding))
-            continue
-        k, v = meta.key_length, meta.value_length
-        if sliding and meta.key_length_swa:
-            k, v = meta.key_length_swa, meta.value_length_swa or meta.key_length_swa
-        elif not meta.sliding_layers and meta.key_length_swa:
-            k, v = max(k, meta.key_length_swa), max(v, meta.value_length_swa)
-        rows.append((heads * k, heads * v, sliding))
-    return rows
-
-
-def kv_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, int, list[str]]:
-    """(full-attention bytes, sliding-window bytes, rule lines)."""
+def kv_bytes(layout: LayerLayout, launch: Launch, geo: Geometry) -> tuple[int, int, list[str]]:
+    """(full-attention bytes, sliding-window bytes, rule lines): each cached layer's K and V rows
+    (`n_embd_k_gqa(il)` / `n_embd_v_gqa(il)`, none for an MLA latent's V) in its cache's cells."""
     full = swa = 0
     full_layers = swa_layers = 0
-    for k, v, sliding in layer_rows(meta):
-        row = row_bytes(launch.type_k, k) + (row_bytes(launch.type_v, v) if v else 0)
-        if sliding:
+    for layer in layout.attention:
+        v = layer.value_elements
+        row = row_bytes(launch.type_k, layer.key_elements) + (row_bytes(launch.type_v, v) if v else 0)
+        if isinstance(layer, WINDOWED):
             swa += row * geo.swa_cells * geo.streams
             swa_layers += 1
         else:
@@ -263,7 +195,7 @@ def state_bytes(meta: ModelMeta, launch: Launch, per_seq: int) -> tuple[int, lis
                    "(llama_memory_recurrent)"]
 
 
-def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, list[str]]:
+def compute_bytes(layout: LayerLayout, meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, list[str]]:
     """The compute buffer `llama_context::sched_reserve` reserves: the prompt graph of n_ubatch
     tokens against every cell, with one output row per slot (`n_outputs_max`, llama-server's
     `output_limits.total`). ggml's graph allocator reuses a tensor's memory once its last
@@ -288,12 +220,12 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     the masks and the layers.
     """
     tokens = geo.n_ubatch
-    rows = layer_rows(meta)
+    rows = layout.attention
     mask_bytes = 2 if launch.flash_attn else 4
     widths = []
-    if any(not sliding for *_, sliding in rows):
+    if any(not isinstance(layer, WINDOWED) for layer in rows):
         widths.append(geo.cells)
-    if any(sliding for *_, sliding in rows):
+    if any(isinstance(layer, WINDOWED) for layer in rows):
         widths.append(geo.swa_cells)
     masks = sum(n_kv * tokens * mask_bytes for n_kv in widths)
     n_kv = max(widths, default=0)
@@ -304,9 +236,10 @@ def compute_bytes(meta: ModelMeta, launch: Launch, geo: Geometry) -> tuple[int, 
     if meta.expert_count > 0 and meta.expert_used_count > 0:
         ffn = expert_width(meta) * meta.expert_used_count
         routed = embd * meta.expert_used_count  # each token's input, once per chosen expert (mul_mat_id)
-    if meta.kv_lora_rank > 0:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
-        q = meta.head_count * (meta.kv_lora_rank + meta.qk_rope_head_dim)
-        out = meta.head_count * (meta.kv_lora_rank + meta.value_length)
+    mla = layout.mla
+    if mla is not None:  # MLA attends in the latent: Q absorbed to rank + rope, output rank then V
+        q = mla.heads * (mla.kv_lora_rank + mla.rope_dims)
+        out = mla.heads * (mla.kv_lora_rank + mla.head_value_length)
     else:
         q = meta.head_count * meta.key_length
         out = meta.head_count * meta.value_length
@@ -354,10 +287,13 @@ def _recurrent_block(meta: ModelMeta, launch: Launch) -> int:
     return inner + conv + heads + 2 * conv + inner + states
 
 
-def allocations(meta: ModelMeta, launch: Launch, state_per_seq: int = 0) -> LlamaMemory:
-    """Everything llama-server allocates beside the weights for `launch`."""
-    geo = geometry(meta, launch)
-    full, swa, kv_lines = kv_bytes(meta, launch, geo)
+def allocations(meta: ModelMeta, launch: Launch, state_per_seq: int = 0,
+                layout: LayerLayout | None = None) -> LlamaMemory:
+    """Everything llama-server allocates beside the weights for `launch`; `layout` is `meta`'s
+    (`metadata.layers.layer_layout`), built here when not given."""
+    layout = layer_layout(meta) if layout is None else layout
+    geo = geometry(layout, meta, launch)
+    full, swa, kv_lines = kv_bytes(layout, launch, geo)
     state, state_lines = state_bytes(meta, launch, state_per_seq)
-    compute, compute_lines = compute_bytes(meta, launch, geo)
+    compute, compute_lines = compute_bytes(layout, meta, launch, geo)
     return LlamaMemory(geo, full, swa, state, compute, (*kv_lines, *state_lines, *compute_lines))

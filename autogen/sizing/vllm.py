@@ -66,7 +66,7 @@ from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, gib_text, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
-from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, vllm_kv
+from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, rank_heads, vllm_kv
 from autogen.versions import format_version
 
 # Constants of the Go original (docs/maintainers/sizing.md#vllm-constants).
@@ -94,19 +94,18 @@ def rounded_ctx(tokens: float) -> int:
 
 
 def per_gpu_bytes_per_token(kv: KvCost | None, meta: ModelMeta | None, tp: int) -> int | None:
-    """f16 KV bytes per token on one of `tp` ranks (None = no cost model). vLLM gives each rank
-    max(1, heads // tp) of a layer's KV heads (`ModelConfig.get_num_kv_heads`,
-    vllm/config/model.py), so heads fewer than ranks are copied, and MLA's one latent per layer
-    sits whole on every rank."""
+    """f16 KV bytes per token on one of `tp` ranks (None = no cost model): each layer's heads
+    split as vLLM splits them (`vllm_memory.rank_heads`: MLA's one latent per layer whole on every
+    rank)."""
     if kv is None or kv.bytes_per_token is None:
         return None
     total = kv.bytes_per_token
-    if tp == 1 or kv.mla:
+    if tp == 1:
         return total
     heads = [h for h in (kv.kv_heads or (meta.head_count_kv if meta is not None else ())) if h > 0]
     if not heads:
         return -(-total // tp)
-    return -(-total * sum(max(1, h // tp) for h in heads) // sum(heads))
+    return -(-total * sum(rank_heads(h, tp, latent=kv.mla) for h in heads) // sum(heads))
 
 
 def kv_cache_flag_bytes(kv_bytes: int) -> int:

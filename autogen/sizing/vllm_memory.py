@@ -35,6 +35,7 @@ from __future__ import annotations
 from attrs import frozen
 
 from autogen.metadata.kvcost import F16_BYTES, STATE_BYTES, KvCost
+from autogen.metadata.layers import SlidingWindow, layer_layout
 from autogen.metadata.model_meta import ModelMeta
 
 #: `CacheConfig.DEFAULT_BLOCK_SIZE`, FlashAttention's `MultipleOf(16)` kernel blocks.
@@ -48,9 +49,6 @@ MAMBA_PAGES = 3
 #: blocks); other recurrent families are charged at FlashInfer gated DeltaNet's 64-token blocks.
 MAMBA2_TYPES = frozenset({"bamba", "falcon_h1", "granitemoehybrid", "mamba2", "nemotron_h", "zamba2"})
 CHECKPOINT_ALIGN = 64
-#: Families whose config's `sliding_window` without `layer_types` slides every layer in vLLM
-#: (recorded for Mistral; transformers builds no `layer_types` for it).
-WHOLE_MODEL_WINDOW_TYPES = frozenset({"mistral"})
 #: `--max-num-batched-tokens` of `vllm serve` by card (vllm/engine/arg_utils.py
 #: `get_batch_defaults`): (at least this many GiB, tokens), largest first; 2048 below.
 BATCH_DEFAULTS = ((160, 16384), (70, 8192))
@@ -155,36 +153,34 @@ class VllmKv:
         return self.block_bytes * self.blocks(1).get("mamba", 0)
 
 
-def vllm_kv(kv: KvCost | None, meta: ModelMeta | None, ranks: int, in_flight: int) -> VllmKv | None:
-    """`kv`'s layers as vLLM groups them on one of `ranks`, or None where the grouping is not
-    modelled (attention layers of different widths or head counts, MLA beside mamba, no attention):
-    then the caller charges every layer at the full context.
+def rank_heads(heads: int, ranks: int, *, latent: bool = False) -> int:
+    """KV heads of a layer one of `ranks` tensor-parallel ranks holds: max(1, heads // ranks), so
+    heads fewer than ranks are copied (`ModelConfig.get_num_kv_heads`, vllm/config/model.py); an
+    MLA `latent` sits whole on every rank."""
+    return heads if latent else max(1, heads // ranks)
 
-    Sliding-window layers are HF `layer_types`' (vLLM's per-layer window), or every attention layer
-    of a Mistral config with a window and no `layer_types` (`Attention` falls back to the model's
-    `sliding_window`; transformers fills `layer_types` in for Gemma, gpt-oss and the others, so a
-    config of theirs without it is charged as full). A GGUF's window is llama.cpp's reading, not
-    vLLM's: charged as full."""
+
+def vllm_kv(kv: KvCost | None, meta: ModelMeta | None, ranks: int, in_flight: int) -> VllmKv | None:
+    """`meta`'s layer layout (`metadata.layers`) as vLLM groups it on one of `ranks`, or None where
+    the grouping is not modelled (attention layers of different widths or head counts, MLA beside
+    mamba, no attention, an unknown `kv`): then the caller charges every layer at the full context.
+
+    Sliding-window layers are the layout's for an HF config (vLLM's per-layer window); a GGUF's
+    window is llama.cpp's reading, not vLLM's: charged as full."""
     if kv is None or not kv.bytes_per_token or meta is None:
         return None
-    attention = [h for h in kv.kv_heads if h > 0]
-    if len(set(attention)) != 1 or (meta.key_length_swa and meta.key_length_swa != meta.key_length):
+    layout = layer_layout(meta)
+    attention = layout.attention
+    shapes = {(layer.kv_heads, layer.key_length, layer.value_length) for layer in attention}
+    state = layout.state if layout.state is not None and layout.state.elements else None
+    if len(shapes) != 1 or layout.widths.mixed or (layout.mla is not None and state is not None):
         return None
-    recurrent = meta.recurrent_layers if kv.conv_elements + kv.ssm_elements else 0
-    if kv.mla and recurrent:
-        return None
-    if kv.mla:
-        token = kv.key_length * F16_BYTES
-    else:
-        token = max(1, attention[0] // ranks) * (kv.key_length + kv.value_length) * F16_BYTES
-    sliding = 0
-    window = meta.sliding_window if meta.source == "hf" else 0
-    marked = meta.sliding_layers
-    if window > 0 and marked:
-        sliding = sum(1 for i, h in enumerate(kv.kv_heads) if h > 0 and marked[i])
-    elif window > 0 and meta.arch in WHOLE_MODEL_WINDOW_TYPES:
-        sliding = len(attention)
-    state = (kv.conv_elements * F16_BYTES + kv.ssm_elements * STATE_BYTES) if recurrent else 0
-    return VllmKv(full=len(attention) - sliding, sliding=sliding, window=window if sliding else 0,
-                  mamba=recurrent, token_bytes=token, mamba_bytes=-(-state // ranks), in_flight=in_flight,
+    first = attention[0]
+    heads = rank_heads(first.kv_heads, ranks, latent=layout.mla is not None)
+    sliding = sum(isinstance(layer, SlidingWindow) for layer in attention) if meta.source == "hf" else 0
+    page = (state.conv_elements * F16_BYTES + state.ssm_elements * STATE_BYTES) if state is not None else 0
+    return VllmKv(full=len(attention) - sliding, sliding=sliding, window=layout.window if sliding else 0,
+                  mamba=state.layers if state is not None else 0,
+                  token_bytes=heads * (first.key_length + first.value_length) * F16_BYTES,
+                  mamba_bytes=-(-page // ranks), in_flight=in_flight,
                   align=BLOCK_TOKENS if meta.arch in MAMBA2_TYPES else CHECKPOINT_ALIGN)

@@ -5,7 +5,8 @@ hold swapgen's llama-server estimates to. Not run by the tests; rerun it when ll
 What it does:
 
 1. Writes GGUFs: the architecture files of the llama-memcheck tool (`make_arch_gguf.py`: each
-   family's real KV structure at a tiny width) and, for the compute buffer across widths,
+   family's real KV structure at a tiny width), the families it lacks with its helpers (`LAYOUTS`:
+   Gemma 4's per-layer widths, Llama 4's chunks) and, for the compute buffer across widths,
    headers of dense models at real widths whose tensor data is a sparse hole (llama.cpp checks
    the file size, never reads the zeros on a `-ngl 0` CPU load).
 2. Starts `llama-server` (CPU build, `-ngl 0`) on each under each launch of `LAUNCHES` and parses
@@ -117,6 +118,67 @@ def width_spec(mc, name, arch, n_embd, n_ff, n_head, n_kv, hd, vocab, layers, ct
     return s
 
 
+def gemma4_spec(mc):
+    """Gemma 4's layout at a tiny width: 5 sliding layers of 2 KV heads × 64 for 1 full one of
+    1 × 128 (per-layer head widths and KV heads), window 512, the pattern as a per-layer array."""
+    n_embd, n_layer, n_head = 256, 12, 4
+    pattern = [i % 6 != 5 for i in range(n_layer)]
+    kv = [2 if sliding else 1 for sliding in pattern]
+    s = mc.Spec("gemma4", "Gemma-4 layout (sliding 2 KV heads x 64, full 1 x 128, window 512)", {
+        "context_length": 131072, "embedding_length": n_embd, "block_count": n_layer,
+        "feed_forward_length": 512, "attention.head_count": n_head, "attention.head_count_kv": kv,
+        "attention.key_length": 128, "attention.value_length": 128,
+        "attention.key_length_swa": 64, "attention.value_length_swa": 64,
+        "rope.dimension_count": 128, "rope.dimension_count_swa": 64,
+        "attention.sliding_window": 512, "attention.sliding_window_pattern": pattern,
+        "attention.layer_norm_rms_epsilon": 1e-6, "rope.freq_base": 1000000.0, "rope.freq_base_swa": 10000.0,
+        "embedding_length_per_layer_input": 0}, stem="gemma4")
+    mc._embed_out(s, n_embd, tied=True)
+    for i in range(n_layer):
+        p, hd = f"blk.{i}.", 64 if pattern[i] else 128
+        s.t(p + "attn_norm.weight", n_embd)
+        mc._qkvo(s, i, n_embd, n_head, kv[i], hd)
+        s.t(p + "attn_q_norm.weight", hd)
+        s.t(p + "attn_k_norm.weight", hd)
+        s.t(p + "post_attention_norm.weight", n_embd)
+        if i == pattern.index(False):  # the full layers' proportional rope, shared by all of them
+            s.t("rope_freqs.weight", hd // 2, f32=True)
+        s.t(p + "ffn_norm.weight", n_embd)
+        mc._swiglu(s, i, n_embd, 512)
+        s.t(p + "post_ffw_norm.weight", n_embd)
+    return s
+
+
+def llama4_spec(mc):
+    """Llama 4's layout at a tiny width: chunked attention (n_swa 8192) on three layers of four,
+    MoE with a shared expert on every other layer (src/models/llama4.cpp)."""
+    n_embd, n_layer, n_head, n_kv, hd, n_exp, n_ff_exp = 256, 8, 8, 2, 64, 2, 128
+    s = mc.Spec("llama4", "Llama-4 layout (chunked 3 of 4 layers, 2 experts every other layer)", {
+        "context_length": 1 << 20, "embedding_length": n_embd, "block_count": n_layer,
+        "feed_forward_length": 512, "attention.head_count": n_head, "attention.head_count_kv": n_kv,
+        "attention.key_length": hd, "attention.value_length": hd, "rope.dimension_count": hd,
+        "attention.layer_norm_rms_epsilon": 1e-5, "rope.freq_base": 500000.0,
+        "expert_count": n_exp, "expert_used_count": 1, "expert_feed_forward_length": n_ff_exp,
+        "interleave_moe_layer_step": 2}, stem="llama4")
+    mc._embed_out(s, n_embd)
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        s.t(p + "attn_norm.weight", n_embd)
+        mc._qkvo(s, i, n_embd, n_head, n_kv, hd)
+        s.t(p + "ffn_norm.weight", n_embd)
+        if (i + 1) % 2:
+            mc._swiglu(s, i, n_embd, 512)
+            continue
+        mc._moe(s, i, n_embd, n_ff_exp, n_exp)
+        for part, ne in (("gate", (n_embd, n_ff_exp)), ("up", (n_embd, n_ff_exp)), ("down", (n_ff_exp, n_embd))):
+            s.t(p + f"ffn_{part}_shexp.weight", *ne)
+    return s
+
+
+#: Families the tool's set lacks, written here with its helpers: name → spec builder.
+LAYOUTS = {"gemma4": gemma4_spec, "llama4": llama4_spec}
+
+
 def write_sparse(mc, spec, out: Path) -> Path:
     """The GGUF header of `spec` with its tensor data left as a hole of the right length."""
     # lazy: the recorder's other commands run without numpy or gguf installed
@@ -167,14 +229,21 @@ def fit_params(binary: str, model: Path, args: list[str]) -> dict | None:
     return None
 
 
+#: Header keys swapgen reads that the tool's key list lacks: one expert's FFN width, the
+#: sliding layers' head widths.
+EXTRA_DIMS = ("expert_feed_forward_length", "attention.key_length_swa", "attention.value_length_swa")
+
+
 def gguf_dims(ms, model: Path) -> dict:
-    """The tool's header dims, with the width of one expert's FFN (the tool's key list lacks it)."""
+    """The tool's header dims, with `EXTRA_DIMS`."""
     import gguf  # noqa: PLC0415 - as in write_sparse
 
     dims = ms.gguf_dims(model)
-    field = gguf.GGUFReader(str(model)).fields.get(f"{dims['arch']}.expert_feed_forward_length")
-    if field is not None:
-        dims["expert_feed_forward_length"] = int(field.parts[-1][0])
+    fields = gguf.GGUFReader(str(model)).fields
+    for key in EXTRA_DIMS:
+        field = fields.get(f"{dims['arch']}.{key}")
+        if field is not None:
+            dims[key] = int(field.parts[-1][0])
     return dims
 
 
@@ -235,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
             mc.write_gguf(make(), path)
         swa = bool(make().hp.get("attention.sliding_window"))
         jobs.append((path, arch, [n for n in LAUNCHES if swa or n not in SWA_ONLY]))
+    for name, make in LAYOUTS.items():
+        path = models / mc.file_name(name)
+        if not path.is_file():
+            mc.write_gguf(make(mc), path)
+        jobs.append((path, name, list(LAUNCHES)))
     for row in WIDTHS:
         path = models / f"memcheck-{row[0]}-F16.gguf"
         if not path.is_file():
