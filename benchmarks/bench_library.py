@@ -1,7 +1,8 @@
 """Performance at 1,000 and 2,000 models: cold, no-op and one-change runs, memory, bytes read.
-Targets: cold ≤ 20 ms per model reading only header bytes; no-op ≤ 0.5 s and within 1.5× of
-doit's own floor for as many tasks, at every size; one change runs only that model's task; peak
-memory ≤ 150 MB.
+Targets (docs/maintainers/performance.md): cold ≤ 10 ms per model reading only header bytes;
+no-op within 1.5× of doit's own floor for as many tasks, at every size; one new model file and
+one changed override each run only that model's task and cost ≤ 2× the no-op; peak memory ≤
+150 MB at 2,000 models.
 
     python benchmarks/bench_library.py [--models 1000 2000] [--vocab 150000] [--reps 5]
                                        [--workdir /tmp/swapgen-bench] [--no-gguf-reader]
@@ -40,7 +41,7 @@ RUNNER = str(HERE / "_runner.py")
 #: Children write bytecode (to a cache outside the repo) even when PYTHONDONTWRITEBYTECODE is
 #: set, as an installed swapgen would: compiling our modules on every run is not our cost.
 CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-TARGETS = {"cold_ms_per_model": 20.0, "noop_s": 0.5, "noop_vs_floor": 1.5, "peak_rss_mb": 150.0}
+TARGETS = {"cold_ms_per_model": 10.0, "noop_vs_floor": 1.5, "change_vs_noop": 2.0, "peak_rss_mb": 150.0}
 
 SETTINGS = """\
 roots: [library]
@@ -101,7 +102,8 @@ def executed_tasks(stdout: str) -> list[str]:
 
 
 def bench_swapgen(work: Path, lib_root: Path, floor: Path, args) -> dict:
-    """Cold, no-op (each followed by a run of the doit floor in `floor`) and one-change runs."""
+    """Cold, no-op (each followed by a run of the doit floor in `floor`) and one-change runs: a
+    header rewritten in place, a new model file, an override changed."""
     (work / "swapgen.yaml").write_text(SETTINGS)
     cli = ["--settings", str(work / "swapgen.yaml")]
     scratch = Path(tempfile.mkdtemp(prefix="bench-"))
@@ -117,19 +119,35 @@ def bench_swapgen(work: Path, lib_root: Path, floor: Path, args) -> dict:
         noop.append(run_child(scratch, "autogen.commands.cli", cli, work))
         floor_noop.append(run_child(scratch, "doit", ["-f", "dodo.py"], floor))
     noop_tasks = [executed_tasks(r["stdout"]) for r in noop]
-    change, change_tasks = [], []
+    changes = {name: ([], []) for name in ("rewrite", "new_model", "override")}
     for rep in range(args.reps):
-        library.change_one(lib_root, args.vocab, 4096 * (rep + 1))
-        change.append(run_child(scratch, "autogen.commands.cli", cli, work))
-        change_tasks.append(executed_tasks(change[-1]["stdout"]))
+        for name, (runs, tasks) in changes.items():
+            _change(name, rep, work, lib_root, args.vocab)
+            runs.append(run_child(scratch, "autogen.commands.cli", cli, work))
+            tasks.append(executed_tasks(runs[-1]["stdout"]))
+            noop.append(run_child(scratch, "autogen.commands.cli", cli, work))  # and a no-op beside it
     library.change_one(lib_root, args.vocab, None)  # back to the built library
+    shutil.rmtree(lib_root / "arrivals", ignore_errors=True)
+    (work / "swapgen.yaml").write_text(SETTINGS)
+    run_child(scratch, "autogen.commands.cli", cli, work)
     dodo = [run_child(scratch, "doit", ["-f", str(HERE.parent / "dodo.py"), f"settings={work / 'swapgen.yaml'}"], work)
             for _ in range(args.reps)]
     shutil.rmtree(scratch)
     return {"cold": summary(cold), "cold_tasks_run": len(executed), "noop": summary(noop),
             "noop_tasks_run": max(len(t) for t in noop_tasks), "noop_doit_dodo": summary(dodo),
-            "change": summary(change), "change_tasks_run": change_tasks,
+            **{name: summary(runs) for name, (runs, _) in changes.items()},
+            **{f"{name}_tasks_run": tasks for name, (_, tasks) in changes.items()},
             "summary_line": cold[-1]["stdout"].strip().splitlines()[-1], "floor_noop": summary(floor_noop)}
+
+
+def _change(name: str, rep: int, work: Path, lib_root: Path, vocab: int) -> None:
+    """One change of the library or the settings (`rep` makes each one new)."""
+    if name == "rewrite":  # model 0's header rewritten in place, another trained context
+        library.change_one(lib_root, vocab, 4096 * (rep + 1))
+    elif name == "new_model":  # a finished download in a folder of its own
+        library.add_one(lib_root / "arrivals" / f"New{rep:03d}-GGUF" / f"New{rep:03d}-8B-Q4_K_M.gguf", vocab, rep)
+    else:  # the override of `*Model001?*` given another context
+        (work / "swapgen.yaml").write_text(SETTINGS.replace("ctx: 16384", f"ctx: {8192 + 1024 * rep}"))
 
 
 def make_floor(work: Path, n: int) -> Path:
@@ -184,7 +202,11 @@ def bench_size(work: Path, n: int, args) -> dict:
         "noop_vs_floor": ours["noop"]["wall_s"] / floor["wall_s"],
         "noop_vs_floor_cpu": ours["noop"]["cpu_s"] / floor["cpu_s"],
         "cold_cpu_ms_per_model": ours["cold"]["cpu_s"] * 1000 / lib["models"],
-        "peak_rss_mb": max(ours[k]["rss_mb"] for k in ("cold", "noop", "change")),
+        **{f"{name}_vs_noop": ours[name]["wall_s"] / ours["noop"]["wall_s"] for name in ("rewrite", "new_model",
+                                                                                          "override")},
+        **{f"{name}_vs_noop_cpu": ours[name]["cpu_s"] / ours["noop"]["cpu_s"] for name in ("rewrite", "new_model",
+                                                                                            "override")},
+        "peak_rss_mb": max(ours[k]["rss_mb"] for k in ("cold", "noop", "rewrite", "new_model", "override")),
     }
     return {"library": lib, "swapgen": ours, "doit_floor": {"noop": floor}, "ratios": ratios}
 
@@ -236,19 +258,22 @@ def report(r: dict) -> None:
         s, f, x = size["swapgen"], size["doit_floor"], size["ratios"]
         print(f"models: {size['library']['models']}  ({s['summary_line']})")
         print(f"  cold:    {s['cold']['wall_s']:.2f} s = {x['cold_ms_per_model']:.1f} ms/model "
-              f"[{ok(x['cold_ms_per_model'] <= TARGETS['cold_ms_per_model'])} ≤ 20], "
+              f"[{ok(x['cold_ms_per_model'] <= TARGETS['cold_ms_per_model'])} ≤ 10], "
               f"CPU {x['cold_cpu_ms_per_model']:.1f} ms/model; read {s['cold']['rchar'] / 1e9:.2f} GB "
               f"= {x['cold_rchar_vs_header_bytes']:.2f}× the GGUF header bytes; RSS {s['cold']['rss_mb']:.0f} MB")
-        print(f"  no-op:   {s['noop']['wall_s']:.3f} s [{ok(x['noop_s'] <= TARGETS['noop_s'])} ≤ 0.5]; "
+        print(f"  no-op:   {s['noop']['wall_s']:.3f} s; "
               f"doit floor ({n} tasks, side by side) {f['noop']['wall_s']:.3f} s; "
               f"ratio {x['noop_vs_floor']:.2f} [{ok(x['noop_vs_floor'] <= TARGETS['noop_vs_floor'])} ≤ 1.5]; "
               f"CPU {s['noop']['cpu_s']:.3f} s vs {f['noop']['cpu_s']:.3f} s = {x['noop_vs_floor_cpu']:.2f}×; "
               f"{s['noop_tasks_run']} tasks ran; read {s['noop']['rchar'] / 1e6:.1f} MB; "
               f"RSS {s['noop']['rss_mb']:.0f} MB; via doit -f dodo.py {s['noop_doit_dodo']['wall_s']:.3f} s")
-        one = all(sorted(t) == sorted(t, key=lambda n: n != "config") and len(t) == 2 and "config" in t
-                  and t[0].startswith("model:") for t in s["change_tasks_run"])
-        print(f"  change:  {s['change']['wall_s']:.3f} s; tasks run {s['change_tasks_run'][0]} "
-              f"[{ok(one)} one model + config]; RSS {s['change']['rss_mb']:.0f} MB")
+        for name, what in (("new_model", "one new model"), ("override", "one override"), ("rewrite", "one rewrite")):
+            tasks = s[f"{name}_tasks_run"]
+            one = all(len(t) == 2 and "config" in t and any(task.startswith("model:") for task in t) for t in tasks)
+            ratio, cpu = x[name + "_vs_noop"], x[name + "_vs_noop_cpu"]
+            print(f"  {what:<13}: {s[name]['wall_s']:.3f} s = {ratio:.2f}× the no-op "
+                  f"[{ok(ratio <= TARGETS['change_vs_noop'])} ≤ 2] (CPU {cpu:.2f}×); "
+                  f"tasks run {tasks[0]} [{ok(one)} one model + config]; RSS {s[name]['rss_mb']:.0f} MB")
         print(f"  memory:  peak {x['peak_rss_mb']:.0f} MB [{ok(x['peak_rss_mb'] <= TARGETS['peak_rss_mb'])} ≤ 150]")
     h = r["header_reader"]
     line = (f"header:  ours {h['ours']['wall_s']:.3f} s / {h['ours']['rss_mb']:.0f} MB "

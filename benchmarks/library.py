@@ -211,3 +211,8 @@ def change_one(root: Path, n_vocab: int, ctx: int | None) -> Path:
     _llm(path, random.Random(1000), n_vocab, ctx=ctx)
     os.truncate(path, size)
     return path
+
+
+def add_one(path: Path, n_vocab: int, seed: int) -> int:
+    """A new model file at `path`, shaped as the library's (a finished download)."""
+    return _llm(path, random.Random(10_000 + seed), n_vocab)

@@ -39,10 +39,21 @@ def state_a(library: Path) -> None:
     (library / GAMMA).unlink(missing_ok=True)
 
 
-def state_b(library: Path) -> None:
-    """Another budget (every fragment changes), a file rewritten in place, a new model."""
-    (library / "swapgen.yaml").write_text(SETTINGS.replace("vram_budget_gb: 8", "vram_budget_gb: 6"))
-    write_alpha(library, 4096)
+#: The change from state A to state B.
+CHANGE = {"wide": "another budget (every fragment changes), a file rewritten in place, a new model",
+          "small": "a new model and an override of one other model: the walk replays the other folders and the "
+                   "untouched model keeps its record (commands.library)"}
+
+
+def state_b(library: Path, change: str = "wide") -> None:
+    """State B of `CHANGE`."""
+    if change == "wide":
+        (library / "swapgen.yaml").write_text(SETTINGS.replace("vram_budget_gb: 8", "vram_budget_gb: 6"))
+        write_alpha(library, 4096)
+    else:
+        (library / "swapgen.yaml").write_text(SETTINGS + "overrides:\n  - {match: '*Alpha*', ctx: 2048}\n")
+        if not (library / ALPHA).exists():
+            write_alpha(library, 8192)  # as in state A
     add_model(library / "models", GAMMA.removeprefix("models/"))
 
 
@@ -80,27 +91,28 @@ def interrupted_run(library: Path, point: int, signame: str) -> subprocess.Compl
                           capture_output=True, text=True, env=os.environ.copy(), timeout=120)
 
 
-@pytest.fixture
-def library(tmp_path):
+@pytest.fixture(params=sorted(CHANGE))
+def library(tmp_path, request):
+    change = request.param
     add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf", size=GIB)
-    state_b(tmp_path)
+    state_b(tmp_path, change)
     fresh_b = generate_config(tmp_path)
     shutil.rmtree(tmp_path / "cache")
     state_a(tmp_path)
     fresh_a = generate_config(tmp_path)  # the baseline every interrupted run starts from
     snapshot(tmp_path, "baseline")
     assert fresh_config(tmp_path) == fresh_a and fresh_a != fresh_b
-    return tmp_path, fresh_a, fresh_b
+    return tmp_path, fresh_a, fresh_b, change
 
 
 @pytest.mark.parametrize("signame", ["SIGKILL", "SIGTERM"])
 def test_an_interrupt_at_every_step_never_leaves_a_stale_config(library, signame):
-    library, fresh_a, fresh_b = library
+    library, fresh_a, fresh_b, change = library
     stopped = 0
     for point in range(1, 40):
         state_a(library)
         restore(library, "baseline")
-        state_b(library)
+        state_b(library, change)
         child = interrupted_run(library, point, signame)
         if child.returncode == 0:
             break
@@ -115,9 +127,9 @@ def test_an_interrupt_at_every_step_never_leaves_a_stale_config(library, signame
         state_a(library)
         assert generate_config(library) == fresh_a, f"state A after a {signame} at step {point}"
         restore(library, "interrupted")
-        state_b(library)
+        state_b(library, change)
         assert generate_config(library) == fresh_b, f"state B after a {signame} at step {point}"
         leftovers = [p.name for p in [*library.iterdir(), *(library / "cache").rglob("*")] if p.suffix == ".tmp"]
         assert leftovers == [], f"temp files after a {signame} at step {point}"
-    print(f"{signame}: {stopped} interruption points")
+    print(f"{signame}, {CHANGE[change]}: {stopped} interruption points")
     assert stopped >= 8  # settings cache, metadata cache, load memo, three fragments, summary, config, doit state
