@@ -23,7 +23,8 @@ audio.cpp, sam):
    neither that nor `libtorch_cuda.so`, else cuda.
 
 A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
-answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
+answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts). whisper-server
+is asked nothing: it has no version flag (`probe_whisper`).
 """
 
 from __future__ import annotations
@@ -164,6 +165,13 @@ def probe_vllm(ask: Ask, path: str, real: str) -> Probed:
         ok, text = ask("--version")
         version = parse_version(text) if ok else ""
     return Probed(version=version, build=vllm_build(real), answered=ok)
+
+
+def probe_whisper(ask: Ask, path: str, real: str) -> Probed:
+    """whisper-server: it has no `--version` (its parser prints the usage for any unknown
+    argument and exits 0: examples/server/server.cpp), so it is not asked one; its build is the
+    backend libraries beside it."""
+    return Probed(version="", build=library_build(real), answered=False)
 
 
 def probe_tts_server(ask: Ask, path: str, real: str) -> Probed:
