@@ -14,6 +14,7 @@ from autogen.cmdline import split_command
 from autogen.flags.whisper import values_taken
 from autogen.router.validate import validate_text
 from tests.gguf_fixtures import Q, write_gguf
+from tests.guide_pages import page, yaml_blocks
 from tests.runs import generate
 from tests.shared import DATA
 from tests.whisper_fixtures import write_silero, write_whisper
@@ -205,3 +206,25 @@ def test_the_llama_server_router_says_in_one_line_why_it_leaves_them_out(tmp_pat
     assert code == 0
     assert ('; SKIPPED "whisper-tiny": a whisper.cpp model: llama.cpp\'s router starts llama-server only '
             "(target: llama-swap serves it)") in text
+
+
+def test_the_guide_pages_example_is_what_its_library_gives(tmp_path):
+    """docs/whisper.md: the folder it shows, with its settings, gives the entry it shows (the
+    library under tmp_path instead of /models) and lists the encoder as it says."""
+    guide = page("whisper.md")
+    (settings_text, _), = yaml_blocks("# swapgen.yaml", guide)
+    (excerpt, _), = yaml_blocks("# config.yaml (excerpt)", guide)
+    folder = tmp_path / "models" / "whisper"
+    write_whisper(folder / "ggml-large-v3-turbo-q5_0.bin", "large-v3-turbo", 32, 4, "q5_0")
+    write_whisper(folder / "ggml-base.en.bin", "base", 6, 6, english=True)
+    write_whisper(folder / "ggml-base.en-q5_1.bin", "base", 6, 6, "q5_1", english=True)
+    write_silero(folder / "ggml-silero-v6.2.0.bin")
+    (folder / "ggml-base.en-encoder.mlmodelc").mkdir()
+    models, text = generated(tmp_path, settings_text.replace("/models", str(tmp_path / "models")))
+    (name, shown), = YAML(typ="safe").load(excerpt)["models"].items()
+    entry = models[name]
+    assert {k: entry[k] for k in shown} == {
+        k: v.replace("/models", str(tmp_path / "models")) if isinstance(v, str) else v for k, v in shown.items()}
+    assert sorted(models) == ["whisper-base.en", "whisper-base.en-q5_1", "whisper-large-v3-turbo-q5_0"]
+    assert "Core ML encoder of whisper-base.en, whisper-base.en-q5_1" in guide.read_text()
+    assert "# encoder ggml-base.en-encoder.mlmodelc beside it" in text
