@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from ruamel.yaml import YAML
 
 from autogen.cmdline import split_command
@@ -147,6 +148,26 @@ class TestCommand:
         assert re.search(r'# SKIPPED "whisper-base.en": extra_args: whisper-server 1.8.5 has no argument \'--m\'',
                          text)
 
+    def test_extra_args_pin_what_is_sized(self, tmp_path):
+        library(tmp_path)
+        overrides = "overrides:\n  - {match: '*tiny*', extra_args: '-nfa -ng'}\n"
+        models, _ = generated(tmp_path, settings(WHISPER_ROW, extra=overrides))
+        tiny = models["whisper-tiny"]
+        assert argv(tiny)[-2:] == ["-nfa", "-ng"] and argv(tiny).count("-ng") == 1
+        assert tiny["metadata"]["flash_attn"] is False and "est_vram_gb" not in tiny["metadata"]
+
+    @pytest.mark.parametrize(("extra", "words"), [
+        ("-bo", "whisper-server's -bo needs a value"),
+        ("--vad=on", "whisper-server's --vad takes no value, got '--vad=on'"),
+        ("--flash-attn on", "has no argument 'on'"),
+    ])
+    def test_a_command_whisper_server_would_refuse_is_a_skip_reason(self, tmp_path, extra, words):
+        library(tmp_path)
+        overrides = f"overrides:\n  - {{match: '*tiny*', extra_args: '{extra}'}}\n"
+        _, text = generated(tmp_path, settings(WHISPER_ROW, extra=overrides))
+        (line,) = [ln for ln in text.splitlines() if ln.strip().startswith('# SKIPPED "whisper-tiny"')]
+        assert words in line
+
     def test_without_a_whisper_row_the_model_still_runs_whisper_server(self, tmp_path):
         library(tmp_path)
         models, text = generated(tmp_path, settings(PARAKEET_ROW))
@@ -179,6 +200,11 @@ class TestWhisper1:
         assert "SKIPPED" not in text and len(models) == 4
         assert [m for m, e in models.items() if e.get("aliases")] == ["whisper-large-v3"]
         assert "-l" in argv(models["whisper-tiny"])  # its header read again, from the cache
+
+    def test_a_model_named_whisper_1_keeps_its_name(self, tmp_path):
+        write_whisper(library(tmp_path) / "whisper-1.bin", "base")
+        models, _ = generated(tmp_path, settings(WHISPER_ROW))
+        assert "whisper-1" in models and not any(e.get("aliases") for e in models.values())
 
     def test_the_users_own_alias_takes_it(self, tmp_path):
         library(tmp_path)

@@ -28,6 +28,7 @@ Usage: python3 make_tiny_whisper.py OUT.bin [--width tiny|base|small|medium|larg
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import sys
 
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silero", action="store_true", help="a Silero VAD model instead")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     if args.silero:
         write_silero(args.out, seed=args.seed)
     else:
