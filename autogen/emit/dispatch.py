@@ -153,8 +153,11 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft,
                       readings=readings, sleeper=job.sleeper, held=job.held)
     try:
-        placement, ctx = _one_card(job, ctx)
-        plan = _placed(job, placement, ctx, _dispatch(job, ctx))
+        placement = _placement(job)
+        if placement is not job.placement:  # one card of several: sized for that card
+            ctx = attrs.evolve(ctx, devices=placement.gpus,
+                               budget_gb=budget_for(settings, job.override, None, placement.gpus))
+        plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.served_by.no_profiles_note:
             plan = note_profiles_ignored(plan, job.override, job.served_by.no_profiles_note)
         plan = _with_openai_aliases(plan, _openai_aliases(job, owners))
@@ -196,21 +199,21 @@ def _with_llama_swap_keys(job: Job, settings: Settings, plan: Plan) -> Plan:
     return finish_plan(plan, job.engine, override.llama_swap, where)
 
 
-def _one_card(job: Job, ctx: EmitContext) -> tuple[Placement, EmitContext]:
-    """The placement the emitter sizes for: an engine that runs on one GPU (`EngineRow.one_gpu`)
-    pinned to several gets the largest of them, and that card's budget."""
+def _placement(job: Job) -> Placement:
+    """Where the job's entries run: its placement, but for an engine that runs on one GPU
+    (`EngineRow.one_gpu`) pinned to several, the largest of them."""
     placement = job.placement
     serving = emitting_engine(job.role, job.engine, job.prefer)
     if serving is None or not serving.one_gpu or len(placement.gpus) < 2:
-        return placement, ctx
+        return placement
     card = max(placement.gpus, key=lambda g: g.vram_gb)
-    one = placement.only(card, f"{placement.why}; {serving.component} runs on one GPU: the largest")
-    return one, attrs.evolve(ctx, devices=one.gpus, budget_gb=budget_for(ctx.settings, job.override, None, one.gpus))
+    return placement.only(card, f"{placement.why}; {serving.component} runs on one GPU: the largest")
 
 
-def _placed(job: Job, placement: Placement, ctx: EmitContext, plan: Plan) -> Plan:
+def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     """The plan with its device pin, for every class; a llama entry that loses nothing on the
     largest of its cards alone runs there, the others split layers over all."""
+    placement = _placement(job)
     if not job.served_by.splits_layers or len(placement.gpus) < 2:
         return place_plan(plan, placement)
     card = max(placement.gpus, key=lambda g: g.vram_gb)

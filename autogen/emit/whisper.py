@@ -55,8 +55,8 @@ VAD_COMPUTE = 1_600_000
 
 @frozen
 class Launch:
-    """Where the model runs and why: on the GPU, or on the CPU with `-ng` (`no_gpu`) or a CPU
-    build (neither a flag nor a GPU)."""
+    """Where the model runs and why: on the GPU, or on the CPU, by a `-ng` swapgen writes
+    (`no_gpu_flag`), the user's own `-ng`, or a CPU build (no GPU to leave)."""
 
     gpu: bool
     no_gpu_flag: bool
