@@ -56,6 +56,8 @@ class Engine(enum.StrEnum):
     TTSCPP = "ttscpp"
     #: parakeet.cpp parakeet-server.
     ASR = "asr"
+    #: whisper.cpp whisper-server.
+    WHISPER = "whisper"
     AUDIOCPP = "audiocpp"
     SAM = "sam"
     UPSCALE = "upscale"
@@ -116,6 +118,8 @@ class EngineRow:
     #: A model on several GPUs splits its layers over them; one that loses nothing on its
     #: largest card alone runs there instead.
     splits_layers: bool = False
+    #: Runs on one GPU whatever it is pinned to: of several cards, the largest is its placement.
+    one_gpu: bool = False
     #: Runs on one GPU unless tensor-parallel, with a fraction of each card's memory: placed on
     #: the largest card(s) without a pin, sized against the card reading, and able to span hosts.
     per_card: bool = False
@@ -175,6 +179,11 @@ ENGINES: dict[Engine, EngineRow] = {
         kinds=("asr", "parakeet", "parakeet-server", "transcribe"), roles=(Role.ASR,), emitter="emit.audio:emit_asr",
         exe="parakeet-server", legacy_slot="asr_server_exe", component="parakeet.cpp",
         binaries=("parakeet-server",), serves_custom_rows=True),
+    Engine.WHISPER: EngineRow(
+        kinds=("whisper", "whisper.cpp", "whisper-server"), roles=(Role.ASR,), emitter="emit.whisper:emit_whisper",
+        exe="whisper-server", component="whisper.cpp", binaries=("whisper-server",),
+        probe="figures.probes:probe_whisper", host_flags=("--host",), exclusive=True, one_gpu=True,
+        log_reader="figures.logs:WHISPER_LOG"),
     Engine.AUDIOCPP: EngineRow(
         kinds=("audiocpp", "audio.cpp", "audiocpp-server"), roles=(Role.TTS, Role.ASR),
         emitter="emit.audio:emit_audiocpp", exe="audiocpp_server", component="audio.cpp",

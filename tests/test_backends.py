@@ -52,6 +52,7 @@ EXPECTED_KINDS = {
     **{k: ("tts", ("tts",)) for k in ("tts", "tts-server", "speech")},
     **{k: ("ttscpp", ("tts",)) for k in ("ttscpp", "tts.cpp", "kokoro")},
     **{k: ("asr", ("asr",)) for k in ("asr", "parakeet", "parakeet-server", "transcribe")},
+    **{k: ("whisper", ("asr",)) for k in ("whisper", "whisper.cpp", "whisper-server")},
     **{k: ("audiocpp", ("tts", "asr")) for k in ("audiocpp", "audio.cpp", "audiocpp-server")},
     **{k: ("sam", ("segment",)) for k in ("sam", "sam3", "segment")},
     **{k: ("upscale", ("upscale",)) for k in ("upscale", "realesrgan", "esrgan")},
@@ -80,7 +81,7 @@ class TestKindTable:
         assert {r for row in ENGINES.values() for r in row.roles} == set(Role)
         assert set(ENGINE_OF_KIND.values()) == set(Engine)
 
-    @pytest.mark.parametrize("kind", ["custom", "My Engine", "", "llama-server", "vllm2", "whisper"])
+    @pytest.mark.parametrize("kind", ["custom", "My Engine", "", "llama-server", "vllm2", "koboldcpp"])
     def test_unknown_kind_serves_no_role_and_is_its_own_engine(self, kind):
         assert kind_roles(kind) == ()
         assert engine_of(f" {kind.upper()} ") == kind.lower()

@@ -135,6 +135,34 @@ class TestFinding:
         assert got["tts"].default and not got["ttscpp"].default  # one tts class, one ★
 
 
+    def test_whisper_server_is_found_asked_nothing_and_leaves_parakeet_the_star(self, tmp_path, home):
+        """whisper-server has no --version: its parser prints the usage for any unknown argument
+        and exits 0, so it is not asked, and no note says a version is missing. The ★ of class asr
+        stays with the row detect found first (the registry's rules)."""
+        asked = tmp_path / "asked"
+        engine(tmp_path / "bin", "parakeet-server", 'echo "parakeet-server v0.3.1"\n')
+        engine(tmp_path / "bin", "whisper-server", f'echo "$@" >> {asked}\n')
+        (tmp_path / "lib").mkdir()
+        (tmp_path / "lib" / "libggml-cuda.so").write_bytes(b"")
+        report = run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert (got["whisper-cuda"].kind, got["whisper-cuda"].component, got["whisper-cuda"].version) == \
+            ("whisper", "whisper.cpp", "")
+        assert got["asr-cuda"].default and not got["whisper-cuda"].default
+        assert not asked.exists() and report["notes"] == []
+
+    @pytest.mark.parametrize(("body", "variant"), [
+        ("# a CPU build names its backends only to load them: cuda vulkan metal\n", "cpu"),
+        ('echo "%s: found %d CUDA devices (Total VRAM: %zu MiB):"\n', "cuda"),
+        ('echo "%s: found %d ROCm devices (Total VRAM: %zu MiB):"\n', "rocm"),
+        ('echo "ggml_vulkan: Found %zu Vulkan devices"\n', "vulkan"),
+    ])
+    def test_a_static_whisper_server_is_the_build_compiled_into_it(self, tmp_path, home, body, variant):
+        engine(tmp_path / "bin", "whisper-server", body)
+        run(settings_file(tmp_path))
+        (found,) = rows(tmp_path).values()
+        assert (found.id, found.build) == (f"whisper-{variant}", variant)
+
     @pytest.mark.parametrize("name", ["audiocpp_server", "audiocpp-server"])
     def test_audiocpp_is_found_by_the_name_its_rows_default_to_and_the_dashed_one(self, tmp_path, home, name):
         engine(tmp_path / "bin", name, 'echo "audio.cpp 0.3.1"\n')

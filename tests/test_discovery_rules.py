@@ -19,6 +19,7 @@ from tests.gguf_fixtures import Q, write_gguf, write_lora
 from tests.hf_fixtures import LLAMA_CONFIG, write_config, write_safetensors
 from tests.runs import generate
 from tests.test_library_layouts import run
+from tests.whisper_fixtures import write_whisper
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_KV = {"{arch}.block_count": 2, "{arch}.context_length": 4096, "{arch}.embedding_length": 64,
@@ -179,20 +180,18 @@ class TestForeignFormats:
         assert (row.id, row.foreign_format, row.foreign_evidence) == ("llama-2-7b.ggmlv3-q4_0", "ggml", "magic ggjt")
 
     def test_a_whisper_cpp_model_is_named_as_one_not_as_pre_gguf_llama_weights(self, tmp_path):
-        """whisper.cpp's models still use the ggml magic; their hyperparameters tell them apart."""
+        """whisper.cpp's models still use the ggml magic; their hyperparameters tell them apart:
+        a whisper row read by its header, while llama's pre-GGUF file stays skipped."""
         folder = tmp_path / "models/ggerganov/whisper.cpp"
-        folder.mkdir(parents=True)
-        hparams = struct.pack("<11i", 51864, 1500, 512, 8, 6, 448, 512, 8, 6, 80, 1)
-        (folder / "ggml-base.en.bin").write_bytes(b"lmgg" + hparams + b"\0" * 64)
+        write_whisper(folder / "ggml-base.en.bin", "base", 6, 6, english=True)
         old_llama = struct.pack("<7i", 32000, 4096, 256, 32, 32, 128, 2)  # the unversioned ggml llama file
         (folder / "ggml-model-q4_0.bin").write_bytes(b"lmgg" + old_llama + b"\0" * 64)
         rows = {r.id: r for r in run(tmp_path).models}
-        whisper, llama = rows["ggml-base.en"], rows["whisper.cpp-q4_0"]
-        assert (whisper.foreign_format, llama.foreign_format) == ("whisper", "ggml")
-        assert foreign_reason(whisper.foreign_format, whisper.foreign_evidence) == (
-            "whisper.cpp GGML weights (magic ggml, audio context 1500, text context 448): served by whisper.cpp "
-            "(whisper-server), a speech-to-text engine, not by llama.cpp or vLLM; an override may pin a backend row "
-            "of kind custom to serve them")
+        whisper, llama = rows["whisper-base.en"], rows["whisper.cpp-q4_0"]
+        assert (whisper.format, whisper.foreign_format, whisper.quant) == ("whisper", "", "F16")
+        assert llama.foreign_format == "ggml"
+        assert foreign_reason(llama.foreign_format, llama.foreign_evidence).startswith(
+            "GGML (pre-GGUF) weights (magic ggml): served by koboldcpp")
 
 
 FOREIGN_SETTINGS = """roots: [models]

@@ -1,5 +1,5 @@
 """What engines report about their own memory, read from recorded lines in the formats their
-sources print (llama.cpp b11434, vLLM 0.33, nvidia-smi, rocm-smi)."""
+sources print (llama.cpp b11434, vLLM 0.33, whisper.cpp 1.8.5, nvidia-smi, rocm-smi)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from autogen.figures.logs import (
     rocm_per_process,
     vllm_error,
     vllm_report,
+    whisper_error,
+    whisper_report,
 )
 from autogen.footprint import MIB, DeviceMemory
 
@@ -161,3 +163,61 @@ class TestDriverTables:
                 "PID\tPROCESS NAME\tGPU(s)\tVRAM USED\tSDMA USED\tCU OCCUPANCY\n"
                 "4242\tllama-server\t1\t9663676416\t0\t0\n77\tother\t1\t100\t0\t0\n")
         assert rocm_per_process(text, [4242]) == {0: 9663676416}
+
+
+#: whisper-server 1.8.5 on the CPU build, the large-v3-turbo-q5_0 shape (recorded here).
+WHISPER_CPU_LOG = """\
+whisper_init_with_params_no_state: use gpu    = 1
+whisper_init_with_params_no_state: flash attn = 1
+whisper_model_load: ftype         = 8
+whisper_model_load:          CPU total size =   573.40 MB
+whisper_model_load: model size    =  573.40 MB
+whisper_backend_init_gpu: device 0: CPU (type: 0)
+whisper_backend_init_gpu: no GPU found
+whisper_init_state: kv self size  =   10.49 MB
+whisper_init_state: kv cross size =   31.46 MB
+whisper_init_state: kv pad  size  =    7.86 MB
+whisper_init_state: compute buffer (conv)   =   36.15 MB
+whisper_init_state: compute buffer (encode) =   55.35 MB
+whisper_init_state: compute buffer (cross)  =    9.27 MB
+whisper_init_state: compute buffer (decode) =   99.12 MB
+whisper_vad_init_context: compute buffer (VAD)   =    1.60 MB
+"""
+#: The same model on a CUDA build, printed with the same format strings (src/whisper.cpp: "%s: %12s
+#: total size = %8.2f MB", `whisper_backend_init_gpu` "using %s backend").
+WHISPER_CUDA_LOG = """\
+whisper_model_load:        CUDA0 total size =   573.40 MB
+whisper_model_load: model size    =  573.40 MB
+whisper_backend_init_gpu: found GPU device 0: CUDA0 (type: 1, cnt: 0)
+whisper_backend_init_gpu: using CUDA0 backend
+whisper_init_state: kv self size  =   10.49 MB
+whisper_init_state: kv cross size =   31.46 MB
+whisper_init_state: kv pad  size  =    7.86 MB
+whisper_init_state: compute buffer (conv)   =   36.15 MB
+whisper_init_state: compute buffer (encode) =   55.35 MB
+whisper_init_state: compute buffer (cross)  =    9.27 MB
+whisper_init_state: compute buffer (decode) =   99.12 MB
+"""
+
+
+class TestWhisper:
+    def test_a_cpu_build_reports_on_the_host(self):
+        record = whisper_report(WHISPER_CPU_LOG)
+        assert record.devices == (DeviceMemory("Host", 573_400_000, 49_810_000, 199_890_000),)
+        assert record.host is None  # the VAD's line comes at a request, and is not the model's
+
+    def test_a_gpu_build_reports_on_its_device(self):
+        record = whisper_report(WHISPER_CUDA_LOG)
+        assert record.devices == (DeviceMemory("CUDA0", 573_400_000, 49_810_000, 199_890_000),)
+
+    def test_no_model_loaded_no_report(self):
+        assert whisper_report("whisper_model_load: invalid model data (bad magic)\n") is None
+
+    @pytest.mark.parametrize(("log", "line"), [
+        ("whisper_model_load: loading model\nwhisper_model_load: invalid model data (bad magic)\n"
+         "error: failed to initialize whisper context\n", "whisper_model_load: invalid model data (bad magic)"),
+        ("error: unknown argument: --m\n\nusage: whisper-server [options]\n", "error: unknown argument: --m"),
+        (WHISPER_CPU_LOG, ""),
+    ])
+    def test_the_engines_own_line_on_why_it_stopped(self, log, line):
+        assert whisper_error(log) == line

@@ -106,8 +106,9 @@ ROWS = (*(BackendRow(id=f"{engine}-row", kind=row.kinds[0], path=f"/opt/{engine}
         BackendRow(id="custom-row", kind=CUSTOM_KIND, path="/opt/custom"))
 GGUF = ModelRow(id="m", format="gguf", path="/m/model.gguf")
 HF = ModelRow(id="h", format="hf", path="/m/folder")
-#: The engines a GGUF model of each role can ask for first (`roles.preferred_engine`).
-PREFERS = {Role.TTS: (Engine.TTS, Engine.TTSCPP, Engine.AUDIOCPP), Role.ASR: (None, Engine.AUDIOCPP)}
+#: The engines a model file of each role can ask for first (`roles.preferred_engine`; a whisper.cpp
+#: model asks for whisper.cpp).
+PREFERS = {Role.TTS: (Engine.TTS, Engine.TTSCPP, Engine.AUDIOCPP), Role.ASR: (None, Engine.WHISPER, Engine.AUDIOCPP)}
 #: Roles whose custom-kind rows run with the role's one emitter (its engines' forks share flags).
 CUSTOM_SERVED = {Role.IMAGE, Role.SEGMENT, Role.TTS, Role.ASR}
 

@@ -20,6 +20,9 @@ from tests.builders import SETTINGS
 from tests.guide_pages import page, section_blocks
 from tests.runs import generate
 from tests.shared import not_set_up
+from tests.test_emit_whisper import PARAKEET_ROW, WHISPER_ROW, parakeet
+from tests.test_emit_whisper import library as whisper_library
+from tests.test_emit_whisper import settings as whisper_settings
 from tests.test_guide_llama_swap import FRAGMENT, GUIDE, OWN_KEYS, block
 from tests.test_guide_llama_swap import library as guide_library
 from tests.test_llama_swap_keys import EVERY_KIND_OF_KEY
@@ -85,6 +88,22 @@ def test_the_sample_library(tmp_path):
     assert rc == 0
     seen = summary(accepted(tmp_path / "config.yaml"))
     assert seen["router"] == "group" and int(seen["models"]) > 5 and seen["groups"] != "0"
+
+
+def test_whisper_entries_with_their_alias_groups_and_routing(tmp_path):
+    """whisper.cpp models of several sizes and types, a VAD model and an encoder folder, beside a
+    parakeet model, one of them on the CPU (the `asr` group), `whisper-1` on one entry, planned by
+    `routing: auto` too."""
+    (whisper_library(tmp_path) / "ggml-base.en-encoder.mlmodelc").mkdir()
+    parakeet(tmp_path)
+    rows = WHISPER_ROW + PARAKEET_ROW
+    overrides = "overrides:\n  - {match: '*base.en*', ngl: 0}\n"
+    for extra in (overrides, overrides + "routing: auto\n"):
+        (tmp_path / "swapgen.yaml").write_text(whisper_settings(rows, extra=extra))
+        rc, _ = generate(tmp_path / "swapgen.yaml")
+        assert rc == 0
+        seen = summary(accepted(tmp_path / "config.yaml"))
+        assert seen["models"] == "4" and "asr" in (tmp_path / "config.yaml").read_text()
 
 
 def test_every_kind_of_llama_swap_key(library, monkeypatch):

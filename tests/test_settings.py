@@ -220,14 +220,14 @@ class TestMistakesSpeak:
     @pytest.mark.parametrize("kind, hint", [
         ("vlm", "(did you mean 'vllm'?)"),
         ("llama-server", "(did you mean 'llama'? `kind` names the engine, `path` the executable)"),
-        ("whisper", ""),
+        ("koboldcpp", ""),
     ])
     def test_an_unknown_kind_is_an_error_with_a_hint(self, tmp_path, kind, hint):
         out = self.error(tmp_path, f"roots: [m]\nbackends:\n  - {{id: a, kind: {kind}, path: x}}\n")
         assert f"{tmp_path / 'swapgen.yaml'}:3: backends[0].kind: unknown kind {kind!r}{' ' + hint if hint else ''};" in out
         assert "kind 'custom'" in out
 
-    @pytest.mark.parametrize("kind", ["custom", "LLaMA.cpp", " vllm ", "parakeet-server"])
+    @pytest.mark.parametrize("kind", ["custom", "LLaMA.cpp", " vllm ", "parakeet-server", "Whisper.cpp"])
     def test_known_kinds_and_custom_load(self, tmp_path, kind):
         assert load_settings(write(tmp_path, f"roots: [m]\nbackends: [{{id: a, kind: '{kind}', path: x}}]\n"))
 

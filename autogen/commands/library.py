@@ -223,7 +223,8 @@ class Library:
         ledger = load_ledger(settings.cache_dir)
         opens = (lambda path: path_map.unreachable(path) is None) if path_map is not None else None
         walked = walk_roots(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, ledger,
-                            cache.hf_meta, prefer=opens, memo=previous.walk if previous is not None else None)
+                            cache.hf_meta, prefer=opens, memo=previous.walk if previous is not None else None,
+                            whisper=cache.whisper)
         cache.keep(walked.memo.looked_up)
         library = cls(settings, card, path_map, (), digest(global_inputs(settings) + repr(path_map)),
                       walked=walked, meta_kinds=walked.meta_kinds, cache=cache, fleet=fleet)
@@ -241,7 +242,7 @@ class Library:
     def _resolve(self, previous: Mapping[str, ModelRecord]) -> None:
         """Every model's record, reused from `previous` where what it was made from is the same,
         then its key (which reads the clashes of its profiles' ids with other models')."""
-        from autogen.emit.llama_profiles import shared_profile_ids  # noqa: PLC0415 - lazy, as `discover`
+        from autogen.emit.openai_names import OPENAI_NAMES  # noqa: PLC0415 - lazy, as `discover`
 
         context = self._context()
         records: dict[str, ModelRecord] = {}
@@ -250,15 +251,16 @@ class Library:
             known = previous.get(row.id)
             records[row.id] = known if known is not None and known.source == source else self._record(row, source)
         self._records = records
-        owners = shared_profile_ids({model_id: r.profile_ids for model_id, r in records.items()})
+        owners = self.profile_owners
         taken = frozenset(records)
         for model_id, record in records.items():
             clashes = tuple(sorted(_clashes(model_id, record.profile_ids, taken, owners).items()))
             sleeper, held = self.sleep_part(model_id, record.devices)
-            if record.key and (clashes, sleeper, held) == (record.clashes, record.sleeper, record.held) \
-                    and not record.image:
+            answers = tuple(name for name in OPENAI_NAMES if owners.get(name) == model_id)
+            if record.key and (clashes, sleeper, held, answers) == (record.clashes, record.sleeper, record.held,
+                                                                    record.answers) and not record.image:
                 continue
-            records[model_id] = attrs.evolve(record, clashes=clashes, sleeper=sleeper, held=held,
+            records[model_id] = attrs.evolve(record, clashes=clashes, sleeper=sleeper, held=held, answers=answers,
                                              key=self._key(model_id, record, owners))
         paths = {row.id: row.path for row in self.discovery.models}
         self._tasks = tuple(ModelTask(id=model_id, path=paths[model_id], inputs=r.inputs, key=r.key, doc=r.doc,
@@ -308,6 +310,7 @@ class Library:
         from autogen.commands.report import task_doc  # noqa: PLC0415
         from autogen.emit.dispatch import has_profiles  # noqa: PLC0415
         from autogen.emit.llama_profiles import profile_ids  # noqa: PLC0415
+        from autogen.emit.openai_names import candidate  # noqa: PLC0415
         from autogen.engines import Role  # noqa: PLC0415
         from autogen.resolve.job import sleep_asker  # noqa: PLC0415
 
@@ -316,7 +319,8 @@ class Library:
         return ModelRecord(source=source, inputs=job.row.inputs, stamp=_inputs_stamp(self.cache, job), profile_ids=pids,
                            clashes=(), key="", doc=task_doc(self, job), sides=side_files(self.settings, job),
                            image=job.role == Role.IMAGE, asker=sleep_asker(job),
-                           devices=tuple(g.index for g in job.placement.gpus))
+                           devices=tuple(g.index for g in job.placement.gpus),
+                           candidate=candidate(job, self.meta_of(row) if job.error is None else None))
 
     def _key(self, model_id: str, record: ModelRecord, owners: Mapping[str, str]) -> str:
         """Digest of everything the model's fragment depends on besides its files."""
@@ -447,7 +451,7 @@ class Library:
         kinds = self._meta_kinds
         if row.path not in kinds:
             return None
-        return _meta_or_none(self.cache, row.path, hf=kinds[row.path])
+        return _meta_or_none(self.cache, row.path, hf=kinds[row.path], whisper=row.format == "whisper")
 
     @functools.cached_property
     def metas(self) -> _Metas:
@@ -478,10 +482,15 @@ class Library:
 
     @functools.cached_property
     def profile_owners(self) -> dict[str, str]:
-        """Profile ids several models make → the model that keeps it (cross-model profile clashes)."""
+        """Names several models could take → the model that keeps it: profile ids several models
+        make (cross-model profile clashes), and OpenAI's default model names (`emit.openai_names`)."""
         from autogen.emit.llama_profiles import shared_profile_ids  # noqa: PLC0415 - lazy: only planning needs it
+        from autogen.emit.openai_names import openai_owners  # noqa: PLC0415
 
-        return shared_profile_ids({model_id: r.profile_ids for model_id, r in self.records.items()})
+        records = self.records
+        owners = shared_profile_ids({model_id: r.profile_ids for model_id, r in records.items()})
+        return owners | openai_owners({model_id: r.candidate for model_id, r in records.items()}, self.settings,
+                                      records)
 
     @functools.cached_property
     def engine(self) -> EngineFigures:
@@ -589,9 +598,9 @@ def side_files(settings: Settings, job: Job) -> tuple[str, ...]:
     return ()
 
 
-def _meta_or_none(cache: MetaCache, path: str, *, hf: bool = False) -> ModelMeta | None:
+def _meta_or_none(cache: MetaCache, path: str, *, hf: bool = False, whisper: bool = False) -> ModelMeta | None:
     try:
-        return cache.meta(path, hf=hf)
+        return cache.meta(path, hf=hf, whisper=whisper)
     except ModelError:
         return None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from attrs import field, frozen
 
 from autogen.discovery.walk_memo import WalkMemo
+from autogen.emit.openai_names import Candidate
 from autogen.resolve.sleep import Asker, Sleeper
 
 
@@ -38,6 +39,10 @@ class ModelRecord:
     #: what the other sleepers keep on its cards.
     sleeper: Sleeper | None = None
     held: tuple[int, int, str] = (0, 0, "")
+    #: What choosing OpenAI's default model names reads of it (`emit.openai_names.candidate`).
+    candidate: Candidate | None = None
+    #: The OpenAI names it answered when its key was made (`emit.openai_names.openai_owners`).
+    answers: tuple[str, ...] = ()
 
 
 @frozen

@@ -92,11 +92,13 @@ def report(library: Library, job: Job) -> dict:
     plan = library.plan(job)
     # the engine's figures are for the commands as they run here (before `path_map`)
     host = {e.id: e for e in library.host_plan(job).entries}
-    kv = kv_cost(meta) if meta is not None else None
+    # a whisper.cpp model's caches are fixed windows its sizer lists among the notes, not a cost per token
+    kv = kv_cost(meta) if meta is not None and meta.whisper is None else None
     return {
         "id": job.row.id,
         "paths": {"model": job.row.path, "shards": list(job.row.shards), "mmproj": job.row.mmproj,
-                  "draft": job.row.draft, "manifest": job.row.manifest, "inputs": list(job.row.inputs)},
+                  "draft": job.row.draft, "vad": job.row.vad, "manifest": job.row.manifest,
+                  "inputs": list(job.row.inputs)},
         "class": job.role.value,
         "role": job.role.value,
         "backend": {"id": job.backend_id, "engine": job.engine, "why": job.backend.why if job.backend else "",
@@ -210,7 +212,7 @@ def _text(data: dict) -> list[str]:
 def _head_lines(data: dict) -> list[str]:
     """Paths, backend, budget, devices, override and the KV cost."""
     out = [f"{data['id']}  ({data['class']})", f"  path      {data['paths']['model']}"]
-    for key in ("manifest", "shards", "mmproj", "draft"):
+    for key in ("manifest", "shards", "mmproj", "draft", "vad"):
         value = data["paths"][key]
         for i, path in enumerate(value if isinstance(value, list) else [value] if value else []):
             out.append(f"  {key if i == 0 else '':<9} {path}")

@@ -82,6 +82,23 @@ def gguf_ids(name: str, repo: str = "") -> tuple[str, str]:
     return with_quant(clean_id(base), quant), quant
 
 
+#: whisper.cpp's model files are `ggml-<model>.bin` (models/download-ggml-model.sh); its ids
+#: say the engine instead: `ggml-large-v3-turbo-q5_0.bin` → `whisper-large-v3-turbo-q5_0`.
+WHISPER_PREFIX = "whisper"
+
+
+def whisper_id(name: str, repo: str = "") -> str:
+    """The id of a whisper.cpp model file: its stem without `ggml-`, after `whisper-` (unless it
+    already starts with it); a generic stem (`ggml-model.bin`, the converter's) takes its repo
+    folder's name, as `gguf_ids` does."""
+    stem = name[: -len(".bin")] if name.lower().endswith(".bin") else name
+    base = stem[len("ggml-"):] if stem.lower().startswith("ggml-") and len(stem) > len("ggml-") else stem
+    if clean_id(stem) in GENERIC_STEMS and clean_id(repo_name(repo)) not in GENERIC_STEMS | CONTAINER_FOLDERS:
+        base = repo_name(repo)
+    base = clean_id(base)
+    return base if contains_part(base.split("-", 1)[0], WHISPER_PREFIX) else f"{WHISPER_PREFIX}-{base}"
+
+
 def candidates(row: ModelRow) -> list[str]:
     """The ids a row may take, in order, each made from its own path alone."""
     out = [row.id]

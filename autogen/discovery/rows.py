@@ -21,7 +21,8 @@ class ModelRow:
     #: Served id (clashes already resolved), the router's model key.
     id: str
     #: "gguf" (a file or the first shard of a split set), "hf" (a folder), "sam" (a SAM `.ggml`
-    #: file), or the `foreign_format` of weights no configured engine loads ("ggml", "onnx", …).
+    #: file), "whisper" (a whisper.cpp GGML `.bin`), or the `foreign_format` of weights no
+    #: configured engine loads ("ggml", "onnx", …).
     format: str
     #: What the engine is given: the .gguf (shard 1 of a set) or the HF folder.
     path: str
@@ -42,6 +43,14 @@ class ModelRow:
     draft: str | None = None
     #: TTS audio codec found in the model's folder (Qwen3-TTS).
     codec: str | None = None
+    #: whisper.cpp: the Silero VAD model of its folder (`--vad-model`), and its bytes.
+    vad: str | None = None
+    vad_bytes: int = 0
+    #: whisper.cpp: the encoders beside it for another framework, the Core ML folder
+    #: (`ggml-base.en-encoder.mlmodelc`) or OpenVINO's files (`ggml-base.en-encoder-openvino.xml`,
+    #: its `.bin` and `-cache` folder), which only a whisper.cpp built with that framework loads,
+    #: by itself, from the model's path; never an argument (`discovery.whisper_files`).
+    encoders: tuple[str, ...] = ()
     #: Every file whose bytes feed this model's fragment (doit `file_dep`): the gguf shards,
     #: projector and draft, or the HF folder's config.json, weight index and the *.safetensors it loads.
     inputs: tuple[str, ...] = ()

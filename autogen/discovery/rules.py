@@ -40,6 +40,14 @@ class Verdict(enum.StrEnum):
     LORA = "lora"
     #: A SAM checkpoint (`.ggml`, no GGUF header): a segment row.
     SAM = "sam"
+    #: A whisper.cpp model (GGML `.bin` with Whisper's hyperparameters): an asr row read by its
+    #: header (`metadata.whisper_header`).
+    WHISPER = "whisper"
+    #: A Silero VAD model in whisper.cpp's format: `--vad-model` of the whisper models of its folder.
+    VAD = "vad"
+    #: A whisper.cpp encoder for Core ML or OpenVINO: named after the model it belongs to,
+    #: never served (only a build with that framework loads it, by itself, from the model's path).
+    ENCODER = "encoder"
     #: Weights in a format no configured engine loads: a row skipped with the format named,
     #: unless an override pins a `custom` backend (`metadata.formats`).
     FOREIGN = "foreign"
@@ -112,6 +120,20 @@ START_BYTES = 28
 WHISPER_CONTEXTS = (1500, 448)
 
 
+#: whisper.cpp's Silero VAD models (src/whisper.cpp `whisper_vad_init_with_params`,
+#: models/convert-silero-vad-to-ggml.py): the `ggml` magic, then the model type as an int32
+#: length and its bytes ("silero-16k"), then its version.
+VAD_TYPE = b"silero"
+#: whisper.cpp's encoders for other frameworks, named after the model file
+#: (`whisper_get_coreml_path_encoder`: the stem without a `-qX_Y` suffix + `-encoder.mlmodelc`, a
+#: folder; `whisper_openvino_get_path_encoder`: the stem + `-encoder-openvino.xml` and its `.bin`,
+#: compiled into `-encoder-openvino-cache`). Group 1: the model's stem; group 2: the framework part.
+ENCODER_NAME = re.compile(r"(?i)^(.+)-encoder(\.mlmodelc|-openvino(?:\.xml|\.bin|-cache))$")
+#: The framework of each encoder name ending.
+ENCODER_FRAMEWORKS = {".mlmodelc": "Core ML", "-openvino.xml": "OpenVINO", "-openvino.bin": "OpenVINO",
+                      "-openvino-cache": "OpenVINO"}
+
+
 def ggml_magic(start: bytes) -> str:
     """The pre-GGUF format a file's first bytes name ("ggml", "ggjt", …), or ""."""
     return GGML_MAGICS.get(start[:4], "")
@@ -123,6 +145,20 @@ def is_whisper(start: bytes) -> bool:
         return False
     audio_ctx, text_ctx = struct.unpack_from("<i", start, 8)[0], struct.unpack_from("<i", start, 24)[0]
     return (audio_ctx, text_ctx) == WHISPER_CONTEXTS
+
+
+def is_silero_vad(start: bytes) -> bool:
+    """A Silero VAD model in whisper.cpp's format: the `ggml` magic and a model type "silero…"."""
+    if ggml_magic(start) != "ggml" or len(start) < 8:
+        return False
+    length = struct.unpack_from("<i", start, 4)[0]
+    return 0 < length <= len(start) - 8 and start[8:8 + length].startswith(VAD_TYPE)
+
+
+def encoder_of(name: str) -> tuple[str, str] | None:
+    """(the model stem an encoder file or folder belongs to, its framework), or None."""
+    m = ENCODER_NAME.match(name)
+    return (m.group(1), ENCODER_FRAMEWORKS[m.group(2).lower()]) if m else None
 
 
 #: GGUF architectures of text encoders: never served, never paired.
@@ -167,11 +203,16 @@ RULES: tuple[Rule, ...] = (
          _no_tensors, Verdict.DROPPED, VOCAB_ONLY),
     Rule("header", "A .bin file that starts with the ggml magic and Whisper's context lengths (audio 1500, text 448) "
                    "is a whisper.cpp model.",
-         lambda f, h: f.lower.endswith(".bin") and is_whisper(f.read_start()), Verdict.FOREIGN, "whisper"),
+         lambda f, h: f.lower.endswith(".bin") and is_whisper(f.read_start()), Verdict.WHISPER, "whisper.cpp model"),
+    Rule("header", "A .bin file that starts with the ggml magic and a model type silero… is a Silero VAD model "
+                   "for whisper.cpp.",
+         lambda f, h: f.lower.endswith(".bin") and is_silero_vad(f.read_start()), Verdict.VAD, "Silero VAD model"),
     Rule("header", "A .bin file that starts with a GGML magic (ggml, ggmf, ggjt, ggla) is pre-GGUF GGML weights.",
          lambda f, h: f.lower.endswith(".bin") and ggml_magic(f.read_start()) != "", Verdict.FOREIGN, "ggml"),
     Rule("name", "A .ggml file named for SAM 2/3, EdgeTAM or Hiera is a SAM checkpoint.",
          lambda f, h: f.lower.endswith(".ggml") and SAM_NAME.search(f.name) is not None, Verdict.SAM, "SAM"),
+    Rule("name", "A file named <model>-encoder-openvino.xml or .bin is whisper.cpp's OpenVINO encoder of that model.",
+         lambda f, h: encoder_of(f.name) is not None, Verdict.ENCODER, "OpenVINO encoder"),
     Rule("name", "An .onnx file is an ONNX export.",
          lambda f, h: f.lower.endswith(ONNX_SUFFIX), Verdict.FOREIGN, "onnx"),
     Rule("name", "openvino_model.xml (or openvino_<part>_model.xml) is an OpenVINO IR export.",

@@ -33,6 +33,7 @@ from autogen.discovery.naming import (
     gguf_ids,
     quant_from_name,
     repo_name,
+    whisper_id,
     with_quant,
 )
 from autogen.discovery.ollama_store import (
@@ -54,10 +55,12 @@ from autogen.discovery.rules import (
     FileFacts,
     Verdict,
     classify,
+    encoder_of,
     ggml_magic,
 )
 from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
 from autogen.discovery.walk_memo import FolderRecord, WalkMemo, replayable, signature
+from autogen.discovery.whisper_files import pair_folder
 from autogen.metadata.gguf_keys import PROJECTOR_ARCH
 from autogen.metadata.model_meta import ModelMeta
 from autogen.metadata.probes import (
@@ -70,6 +73,7 @@ from autogen.metadata.probes import (
     read_config_info,
     read_hf_meta,
     read_safetensors_info,
+    read_whisper_info,
 )
 from autogen.metadata.safetensors_header import EXL2_TENSOR_SUFFIX
 from autogen.numfmt import gib_text
@@ -127,13 +131,14 @@ def _folder_names(folder: str) -> tuple[str, str]:
 
 class _Walker:
     def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe,
-                 hf_meta: HeaderProbe, memo: WalkMemo | None = None):
+                 hf_meta: HeaderProbe, whisper: HeaderProbe, memo: WalkMemo | None = None):
         #: Paths looked up through the probes, in order (a folder's record keeps its own).
         self.looked_up: list[str] = []
         self.probe = self._recorded(probe)
         self.config = self._recorded(config)
         self.safetensors = self._recorded(safetensors)
         self.hf_meta = self._recorded(hf_meta)
+        self.whisper = self._recorded(whisper)
         #: Row path → the metadata read on the way (its GGUF header, its config.json), handed on.
         self.metas: dict[str, ModelMeta] = {}
         #: Row path → whether its metadata is a config.json (True) or a GGUF header, for every row
@@ -159,7 +164,8 @@ class _Walker:
         self.row_errors: list[tuple[ModelRow, str]] = []
         self.downloads: list[tuple[ModelRow, Download]] = []
         self.adapters: list[AdapterFile] = []
-        #: (path, what, the reason shown when no model takes it) of each projector, draft and codec.
+        #: (path, what, the reason shown when no model takes it) of each projector, draft, codec,
+        #: VAD model and encoder.
         self.sidecars: list[tuple[str, str, str]] = []
         #: Folder key → (the path it was walked as, the root it was walked under).
         self.visited: dict[tuple[int, int], tuple[str, str]] = {}
@@ -271,8 +277,10 @@ class _Walker:
                 if entry.name not in rows:
                     self.problems.append(f"{entry.path}: broken symlink (its target {_link_target(entry.path)} "
                                          "is missing)")
-        self._files(folder.path, files)
-        folder.folders[:] = self._walked_subdirs(folder.path, folder.folders)
+        encoders = [entry.name for entry, _ in folder.folders if encoder_of(entry.name) is not None]
+        self._files(folder.path, files, encoders)
+        folder.folders[:] = self._walked_subdirs(folder.path, [(e, st) for e, st in folder.folders
+                                                               if e.name not in encoders])
 
     def _seen_again(self, folder: Folder) -> None:
         """A folder met twice: a symlink back into the folders being walked is a loop; a root
@@ -426,12 +434,14 @@ class _Walker:
 
     # -- files --------------------------------------------------------------------------------
 
-    def _files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]]) -> None:
+    def _files(self, folder: str, files: list[tuple[os.DirEntry, os.stat_result]], encoder_folders: list[str]) -> None:
         """Each file of the folder, classified by `rules.classify` (header rules, then name
-        rules); models become rows, sidecars pair with the folder's models."""
+        rules); models become rows, sidecars pair with the folder's models. `encoder_folders`:
+        the names of the folder's whisper.cpp encoder folders (never walked)."""
         stats = {e.path: st for e, st in files}
         publisher, repo = _folder_names(folder)
         candidates, paired, projectors, foreign = self._classified(files, stats, publisher, repo)
+        self._whisper(folder, foreign, encoder_folders, stats, (publisher, repo))
         self._foreign(folder, foreign, stats, publisher, repo)
         draft, codec = (paired.get(v) for v in (Verdict.DRAFT, Verdict.CODEC))
         for path, _, what in filter(None, (draft, codec)):
@@ -471,7 +481,8 @@ class _Walker:
                     publisher: str, repo: str):
         """(models: (file name, stat, header) each, a split set's shard 1 or, headless, its lowest
         shard; the draft and the codec the folder pairs; its projectors, in name order; foreign
-        weights by format). SAM models, LoRA adapters and dropped files are recorded on the way."""
+        weights by format, and whisper.cpp's files by verdict). SAM models, LoRA adapters and
+        dropped files are recorded on the way."""
         names = {e.name for e, _ in files}
         candidates: list[tuple[str, os.stat_result, HeaderInfo | None]] = []
         headless: dict[str, tuple[str, os.stat_result]] = {}
@@ -506,6 +517,8 @@ class _Walker:
                                    publisher=publisher, repo=repo, inputs=(entry.path,)), st, stats)
             elif verdict is Verdict.FOREIGN:
                 foreign.setdefault(rule.what, []).append((entry, st))
+            elif verdict in (Verdict.WHISPER, Verdict.VAD, Verdict.ENCODER):
+                foreign.setdefault(verdict, []).append((entry, st))
             elif verdict is Verdict.DROPPED:
                 arch = info.arch.lower() if info is not None else ""
                 self.ignored.append(Ignored(entry.path, rule.what.format(arch=arch) + ", not a model"))
@@ -521,19 +534,47 @@ class _Walker:
         self.facts[row.path] = draft_facts(read.meta)
         return None
 
+    def _whisper(self, folder: str, classified: dict, encoder_folders: list[str],
+                 stats: dict[str, os.stat_result], names: tuple[str, str]) -> None:
+        """whisper.cpp's files of a folder (`whisper_files`), taken out of `_classified`'s other
+        files: each model a row read by its header, with the folder's VAD model and its own
+        encoders; the VAD models and encoders are sidecars, named by the rows that take them."""
+        models, vads, encoders = (classified.pop(v, []) for v in (Verdict.WHISPER, Verdict.VAD, Verdict.ENCODER))
+        paired = pair_folder(folder, [e.name for e, _ in models], [e.name for e, _ in vads],
+                             [e.name for e, _ in encoders] + encoder_folders)
+        self.sidecars += [(car.path, car.what, car.unpaired) for car in paired.sidecars]
+        vad_bytes = stats[paired.vad].st_size if paired.vad else 0
+        for entry, st in models:
+            info = self.whisper(entry.path, st.st_size, st.st_mtime_ns)
+            quant = info.meta.quant_label if info.meta is not None else quant_from_name(entry.name)
+            row = self._add(ModelRow(id=whisper_id(entry.name, names[1]), format="whisper", path=entry.path,
+                                     quant=quant, size_bytes=st.st_size, publisher=names[0], repo=names[1],
+                                     vad=paired.vad, vad_bytes=vad_bytes, encoders=paired.encoders.get(entry.name, ()),
+                                     inputs=(entry.path, *((paired.vad,) if paired.vad else ()))), st, stats)
+            reason = self._whisper_reason(row, info, st)
+            if reason is not None:
+                self.row_errors.append((row, reason))
+
+    def _whisper_reason(self, row: ModelRow, info: HeaderInfo, st: os.stat_result) -> str | None:
+        """Why a whisper.cpp model cannot be served: its header, or a file shorter than its
+        weights (an interrupted download); else its metadata is kept."""
+        if info.error is not None:
+            return info.error
+        if st.st_size < info.expected_size:
+            self.downloads.append((row, Download(have_bytes=st.st_size, want_bytes=info.expected_size)))
+            return f"incomplete download (at least {gib_text(info.expected_size)} expected)"
+        return self._keep_meta(row, info)
+
     def _foreign(self, folder: str, found: dict[str, list[tuple[os.DirEntry, os.stat_result]]],
                  stats: dict[str, os.stat_result], publisher: str, repo: str) -> None:
-        """Weights in a format no configured engine loads (`metadata.formats`): a GGML `.bin` (a
-        whisper.cpp model too) is a row of its own; an ONNX or OpenVINO export is one row for its
-        folder (named after the repo when the folder is its `onnx/` or `openvino/` part)."""
-        for key, evidence in (("ggml", "magic {magic}"), ("whisper", "magic {magic}, audio context 1500, text "
-                                                                     "context 448")):
-            for entry, st in found.pop(key, []):
-                model_id, quant = gguf_ids(entry.name, repo)
-                self._add(ModelRow(id=model_id, format="ggml", path=entry.path, quant=quant, size_bytes=st.st_size,
-                                   publisher=publisher, repo=repo, inputs=(entry.path,), foreign_format=key,
-                                   foreign_evidence=evidence.format(magic=ggml_magic(_start(entry.path)))),
-                          st, stats)
+        """Weights in a format no configured engine loads (`metadata.formats`): a pre-GGUF GGML
+        `.bin` is a row of its own; an ONNX or OpenVINO export is one row for its folder (named
+        after the repo when the folder is its `onnx/` or `openvino/` part)."""
+        for entry, st in found.pop("ggml", []):
+            model_id, quant = gguf_ids(entry.name, repo)
+            self._add(ModelRow(id=model_id, format="ggml", path=entry.path, quant=quant, size_bytes=st.st_size,
+                               publisher=publisher, repo=repo, inputs=(entry.path,), foreign_format="ggml",
+                               foreign_evidence=f"magic {ggml_magic(_start(entry.path))}"), st, stats)
         for key, entries in sorted(found.items()):
             name = repo if repo.lower() not in ("onnx", "openvino") else os.path.basename(os.path.dirname(folder))
             shown = names_text([e.name for e, _ in entries])
@@ -621,6 +662,10 @@ def _uncached_hf_meta(path: str, size: int, mtime_ns: int) -> HeaderInfo:
     return read_hf_meta(path)
 
 
+def _uncached_whisper(path: str, size: int, mtime_ns: int) -> HeaderInfo:
+    return read_whisper_info(path)
+
+
 def _link_target(path: str) -> str:
     try:
         return os.readlink(path)
@@ -664,17 +709,18 @@ class Walked:
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
              sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
              previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta,
-             prefer: Callable[[str], bool] | None = None) -> Discovery:
+             prefer: Callable[[str], bool] | None = None, whisper: HeaderProbe = _uncached_whisper) -> Discovery:
     """What `walk_roots` finds, with no record of an earlier walk."""
-    return walk_roots(roots, probe, config, sign, safetensors, previous, hf_meta, prefer).discovery
+    return walk_roots(roots, probe, config, sign, safetensors, previous, hf_meta, prefer, whisper=whisper).discovery
 
 
 def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
                sign: Signer | None = None, safetensors: HeaderProbe = _uncached_safetensors,
                previous: Ledger | None = None, hf_meta: HeaderProbe = _uncached_hf_meta,
-               prefer: Callable[[str], bool] | None = None, memo: WalkMemo | None = None) -> Walked:
+               prefer: Callable[[str], bool] | None = None, memo: WalkMemo | None = None,
+               whisper: HeaderProbe = _uncached_whisper) -> Walked:
     """Walk every root (in order; a path seen under an earlier root wins). The pipeline passes
-    its metadata cache's `gguf`, `config`, `head` and `safetensors`; `sign` records each model
+    its metadata cache's `gguf`, `config`, `head`, `safetensors`, `hf_meta` and `whisper`; `sign` records each model
     input's head there, for the doit file checker; `previous` is the last run's id ledger (a
     file keeps the id it had); `memo`: the last walk's folder records, replayed for the folders
     that did not change (`walk_memo`). Roots that nest are reported once, as overlapping, and every
@@ -683,7 +729,7 @@ def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe =
     first that `prefer` accepts (with a `path_map`, one the container can open: LM Studio's
     absolute links into the hub cache lead out of the container's view, the cache's own
     snapshot links do not)."""
-    walker = _Walker(probe, config, sign, safetensors, hf_meta, memo)
+    walker = _Walker(probe, config, sign, safetensors, hf_meta, whisper, memo)
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
         walker.overlapping.add(frozenset((first, second)))
@@ -727,10 +773,10 @@ def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe =
 
 
 def _sidecar_reasons(sidecars: list[tuple[str, str, str]], rows: list[ModelRow]) -> tuple[Ignored, ...]:
-    """What each projector, draft and codec file is, and which models it serves."""
+    """What each projector, draft, codec, VAD model and encoder is, and which models it serves."""
     users: dict[str, list[str]] = {}
     for row in rows:
-        for path in {row.mmproj, row.draft, row.codec} - {None}:
+        for path in {row.mmproj, row.draft, row.codec, row.vad, *row.encoders} - {None}:
             users.setdefault(path, []).append(row.id)
     out = []
     for path, what, unused in sidecars:

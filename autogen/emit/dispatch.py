@@ -18,6 +18,7 @@ from autogen.emit.entry import Plan
 from autogen.emit.llama_profiles import note_profiles_ignored, profile_clashes
 from autogen.emit.llama_profiles import profile_owners as llama_profile_owners
 from autogen.emit.llama_swap_keys import finish_plan
+from autogen.emit.openai_names import OPENAI_NAMES
 from autogen.emit.placement import place_plan, prefer_one_card
 from autogen.engines import ENGINES, EngineRow, Role, engine_row, imported
 from autogen.errors import ModelError
@@ -28,6 +29,7 @@ from autogen.metadata.kvcost import kv_cost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.resolve.backends import llama_router_exe, resolution_key
 from autogen.resolve.context import DraftModel, EmitContext
+from autogen.resolve.devices import Placement
 from autogen.resolve.devices import key as placement_key
 from autogen.resolve.job import Job, budget_for
 from autogen.settings.fields import EVERY_FRAGMENT, inputs_of
@@ -68,6 +70,11 @@ def profile_owners(jobs: Iterable[Job], settings: Settings) -> dict[str, str]:
     return llama_profile_owners(((job.row, job.override) for job in jobs if has_profiles(job)), settings)
 
 
+def _openai_aliases(job: Job, owners: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The OpenAI names this model answers to (`openai_names`, kept with the profile owners)."""
+    return tuple(name for name in OPENAI_NAMES if (owners or {}).get(name) == job.row.id)
+
+
 def _profile_clashes(job: Job, settings: Settings, taken_ids: Container[str],
                      owners: Mapping[str, str] | None) -> dict[str, str]:
     """This model's llama profile ids that another model's id ("") or profile (its model) takes."""
@@ -85,6 +92,7 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
     profiles would clash with, and who has them."""
     return repr((
         tuple(sorted(_profile_clashes(job, settings, taken_ids, owners).items())),
+        _openai_aliases(job, owners),
         settings_key,
         job.row,
         job.override,
@@ -104,7 +112,7 @@ def model_inputs(job: Job, settings: Settings, settings_key: str, taken_ids: Con
 
 def _path_problem(row: ModelRow, draft: DraftModel | None) -> str | None:
     extra = (a.path for a in row.loras)
-    for path in (row.path, row.mmproj, row.draft, row.codec, draft.path if draft else None, *extra):
+    for path in (row.path, row.mmproj, row.draft, row.codec, row.vad, draft.path if draft else None, *extra):
         if path and not _is_utf8(path):
             return f"path {path!r} is not valid UTF-8, which a YAML config cannot carry; rename the file"
         if path:
@@ -145,12 +153,27 @@ def build_plan(job: Job, meta: ModelMeta | None, settings: Settings, taken_ids: 
                       taken_by=tuple(sorted((pid, model) for pid, model in clashes.items() if model)), draft=draft,
                       readings=readings, sleeper=job.sleeper, held=job.held)
     try:
+        placement = _placement(job)
+        if placement is not job.placement:  # one card of several: sized for that card
+            ctx = attrs.evolve(ctx, devices=placement.gpus,
+                               budget_gb=budget_for(settings, job.override, None, placement.gpus))
         plan = _placed(job, ctx, _dispatch(job, ctx))
         if job.served_by.no_profiles_note:
             plan = note_profiles_ignored(plan, job.override, job.served_by.no_profiles_note)
+        plan = _with_openai_aliases(plan, _openai_aliases(job, owners))
         return _with_llama_swap_keys(job, settings, _free_aliases(plan, taken_ids))
     except ModelError as exc:
         return Plan.skip(row.id, str(exc))
+
+
+def _with_openai_aliases(plan: Plan, names: tuple[str, ...]) -> Plan:
+    """The model's main entry answers the OpenAI names it owns (`openai_names`)."""
+    if not names or not plan.entries:
+        return plan
+    first, *rest = plan.entries
+    line = f"alias {', '.join(names)}: the default model of its class, which OpenAI clients ask for"
+    first = attrs.evolve(first, aliases=(*first.aliases, *names), comment=(*first.comment, line))
+    return attrs.evolve(plan, entries=(first, *rest))
 
 
 def _free_aliases(plan: Plan, taken_ids: Container[str]) -> Plan:
@@ -176,10 +199,21 @@ def _with_llama_swap_keys(job: Job, settings: Settings, plan: Plan) -> Plan:
     return finish_plan(plan, job.engine, override.llama_swap, where)
 
 
+def _placement(job: Job) -> Placement:
+    """Where the job's entries run: its placement, but for an engine that runs on one GPU
+    (`EngineRow.one_gpu`) pinned to several, the largest of them."""
+    placement = job.placement
+    serving = emitting_engine(job.role, job.engine, job.prefer)
+    if serving is None or not serving.one_gpu or len(placement.gpus) < 2:
+        return placement
+    card = max(placement.gpus, key=lambda g: g.vram_gb)
+    return placement.only(card, f"{placement.why}; {serving.component} runs on one GPU: the largest")
+
+
 def _placed(job: Job, ctx: EmitContext, plan: Plan) -> Plan:
     """The plan with its device pin, for every class; a llama entry that loses nothing on the
     largest of its cards alone runs there, the others split layers over all."""
-    placement = job.placement
+    placement = _placement(job)
     if not job.served_by.splits_layers or len(placement.gpus) < 2:
         return place_plan(plan, placement)
     card = max(placement.gpus, key=lambda g: g.vram_gb)

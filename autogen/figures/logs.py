@@ -16,8 +16,14 @@ tools exist, from their per-process tables): the measurements of `swapgen calibr
   KV Cache`, and once `GPU KV cache size: N tokens, Maximum concurrency for L tokens per request:
   Cx` (vllm/v1/core/kv_cache_utils.py). Numbers are GiB rounded to 2 decimals (`format_gib`).
 
+- **whisper-server** (whisper.cpp 1.8.5) prints at start, at any log level (src/whisper.cpp):
+  `whisper_model_load: <buffer> total size = X MB` per weights buffer, then in
+  `whisper_init_state` the `kv self`, `kv cross` and `kv pad` sizes and the four `compute buffer
+  (conv|encode|cross|decode)` sizes, in MB of 10^6 bytes, all on its first backend: the GPU that
+  `whisper_backend_init_gpu: using <device> backend` names, else the host.
+
 Each measured engine's row names its reader here (`EngineRow.log_reader`: `LLAMA_LOG`,
-`VLLM_LOG`).
+`VLLM_LOG`, `WHISPER_LOG`).
 
 - **nvidia-smi** `--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`
   (MiB per process and GPU) with `--query-gpu=index,uuid`; **rocm-smi** `--showpids` (bytes).
@@ -33,6 +39,10 @@ from attrs import frozen
 from autogen.footprint import HOST_DEVICE, MIB, DeviceMemory, MemoryRecord, Source
 
 GIB = 1 << 30
+_WHISPER_WEIGHTS = re.compile(r"whisper_model_load:\s+(\S+) total size =\s*([\d.]+) MB")
+_WHISPER_DEVICE = re.compile(r"whisper_backend_init_gpu: using (\S+) backend")
+_WHISPER_STATE = re.compile(r"whisper_init_state: (kv self|kv cross|kv pad|compute buffer \(\w+\))\s+(?:size\s+)?=\s*"
+                            r"([\d.]+) MB")
 #: b11434's log line: optional "0.00.073.304 " timestamp, then the level letter.
 _LEVEL = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ )?([EWIDT]) ")
 _BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|compute|output|LoRA|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
@@ -187,10 +197,47 @@ def vllm_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryReco
     return MemoryRecord(source=Source.MEASURED, devices=tuple(rows), note=note), report.kv_tokens
 
 
+def whisper_report(text: str) -> MemoryRecord | None:
+    """whisper-server's allocations at start, per device (module docstring); None before its
+    model loaded."""
+    device = HOST_DEVICE
+    parts: dict[str, list[float]] = {}  # device → [model, context, compute] in MB
+    for line in text.splitlines():
+        if m := _WHISPER_DEVICE.search(line):
+            device = buffer_device(m.group(1))
+        elif m := _WHISPER_WEIGHTS.search(line):
+            parts.setdefault(buffer_device(m.group(1)), [0.0, 0.0, 0.0])[0] += float(m.group(2))
+        elif m := _WHISPER_STATE.search(line):
+            part = 2 if m.group(1).startswith("compute") else 1
+            parts.setdefault(device, [0.0, 0.0, 0.0])[part] += float(m.group(2))
+    if not parts:
+        return None
+    rows = {d: DeviceMemory(d, *(round(mb * 1e6) for mb in figures)) for d, figures in parts.items()}
+    host = rows.pop(HOST_DEVICE, None)
+    if not rows:
+        return MemoryRecord(source=Source.MEASURED, devices=(host,)) if host is not None else None
+    return MemoryRecord(source=Source.MEASURED, devices=tuple(rows.values()), host=host)
+
+
+def whisper_error(text: str) -> str:
+    """whisper-server's own line on why it stopped: the first that says error or failed
+    ("error: unknown argument: --m", "whisper_model_load: invalid model data (bad magic)")."""
+    for line in text.splitlines():
+        if re.search(r"(?i)\berror\b|failed|invalid", line):
+            return line.strip()
+    return ""
+
+
+def whisper_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryRecord | None, int]:
+    return whisper_report(text), 0
+
+
 #: llama-server reports its buffers at log verbosity 4 (module docstring).
 LLAMA_LOG = LogReader(env=(("LLAMA_ARG_LOG_VERBOSITY", "4"),), error=llama_error, figures=llama_figures)
 #: vLLM logs its figures at any level.
 VLLM_LOG = LogReader(env=(), error=vllm_error, figures=vllm_figures)
+#: whisper-server prints its figures at any level.
+WHISPER_LOG = LogReader(env=(), error=whisper_error, figures=whisper_figures)
 
 
 def nvidia_per_process(apps: str, gpus: str, pids: Iterable[int]) -> dict[int, int]:

@@ -19,16 +19,20 @@ audio.cpp, sam):
 2. llama-server only, when 1 found no library (a static build): `--list-devices`, which prints
    `Available devices:` then `  CUDA0: <name> (<total> MiB, <free> MiB free)` per non-CPU device
    (`common/arg.cpp`): the first device's backend; no device listed → cpu;
+   whisper-server, which has no such flag: the GPU backend compiled into it (`compiled_build`);
 3. otherwise unknown (""). vLLM: rocm when its torch has `libtorch_hip.so`, cpu when torch has
    neither that nor `libtorch_cuda.so`, else cuda.
 
 A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
-answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts).
+answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts). whisper-server
+is asked nothing: it has no version flag, and a static build's variant is the GPU backend
+compiled into it (`probe_whisper`).
 """
 
 from __future__ import annotations
 
 import glob
+import mmap
 import os
 import re
 from collections.abc import Callable
@@ -44,6 +48,15 @@ Ask = Callable[[str], tuple[bool, str]]
 #: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
 GGML_LIBS: tuple[tuple[str, str], ...] = (
     ("cuda", "cuda"), ("hip", "rocm"), ("vulkan", "vulkan"), ("sycl", "sycl"), ("metal", "metal"))
+
+#: Strings only a GGML GPU backend puts into a binary (ggml/src: ggml-cuda.cu logs "found %d " GGML_CUDA_NAME
+#: " devices (Total VRAM", GGML_CUDA_NAME being "ROCm" in a HIP build; ggml-vulkan.cpp's "ggml_vulkan: "
+#: messages; ggml-metal's `ggml_metal_*` names; ggml-sycl.cpp's `ggml_sycl_init`, named by
+#: `__func__`) → build. A CPU build holds the backends' bare names ("cuda", "vulkan") for loading
+#: them as libraries, never these.
+COMPILED_MARKERS: tuple[tuple[bytes, str], ...] = (
+    (b" CUDA devices (Total VRAM", "cuda"), (b" ROCm devices (Total VRAM", "rocm"), (b"ggml_vulkan: ", "vulkan"),
+    (b"ggml_metal_", "metal"), (b"ggml_sycl_init", "sycl"))
 
 #: `--list-devices` device name prefix (CUDA0, ROCm0, Vulkan0, MTL0 / Metal, SYCL0) → build.
 DEVICE_PREFIXES: dict[str, str] = {
@@ -164,6 +177,23 @@ def probe_vllm(ask: Ask, path: str, real: str) -> Probed:
         ok, text = ask("--version")
         version = parse_version(text) if ok else ""
     return Probed(version=version, build=vllm_build(real), answered=ok)
+
+
+def compiled_build(real: str) -> str:
+    """Build of a static GGML binary from the backend it has compiled in (`COMPILED_MARKERS`):
+    "cpu" when it has none of them, "" when it cannot be read."""
+    try:
+        with open(real, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return next((build for marker, build in COMPILED_MARKERS if data.find(marker) >= 0), "cpu")
+    except (OSError, ValueError):  # unreadable, or empty (mmap refuses a zero-length file)
+        return ""
+
+
+def probe_whisper(ask: Ask, path: str, real: str) -> Probed:
+    """whisper-server: it has no `--version` (its parser prints the usage for any unknown
+    argument and exits 0: examples/server/server.cpp), so it is not asked one; its build is the
+    backend libraries beside it, else the backend compiled into a static binary."""
+    return Probed(version="", build=library_build(real) or compiled_build(real), answered=False)
 
 
 def probe_tts_server(ask: Ask, path: str, real: str) -> Probed:

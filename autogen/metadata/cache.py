@@ -5,8 +5,8 @@ MiB. An entry is current while (size, mtime_ns) match, or — after a `touch`, a
 `-p`, an rsync without `-t` — while the size matches and the head is unchanged (then the new
 mtime is recorded, so the file is not read again). Beside the signature an entry keeps what was
 parsed from the file, per kind: a GGUF header ("gguf"), an HF config.json's metadata ("hf"),
-discovery's reading of it ("config") or of a safetensors header
-("safetensors"). The doit file checker asks the same store for heads
+discovery's reading of it ("config") or of a safetensors header ("safetensors"), a
+whisper.cpp model's header ("whisper"). The doit file checker asks the same store for heads
 (`MetaCache.head`), and discovery records the head of every model input, so a touched
 safetensors file is read once, not on every later run. Failed reads are cached too (with their
 reason), so a corrupt file costs one read.
@@ -31,7 +31,8 @@ from autogen.metadata.gguf_header import GGUFError, read_gguf_header
 from autogen.metadata.gguf_meta import meta_from_gguf
 from autogen.metadata.hf_config import meta_from_config_file
 from autogen.metadata.model_meta import ModelMeta
-from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info
+from autogen.metadata.probes import ConfigInfo, HeaderInfo, read_config_info, read_safetensors_info, read_whisper_info
+from autogen.metadata.whisper_header import WhisperShape
 from autogen.vision_tower import VisionTower
 
 CACHE_FILE = "metadata.json"
@@ -39,6 +40,7 @@ HEAD_BYTES = 1 << 20
 #: Changes whenever the stored shape changes: old caches are then ignored, not misread.
 _FORMAT = (f"6:{GENERATOR_VERSION}:" + ",".join(a.name for a in attrs.fields(ModelMeta))
            + ":" + ",".join(a.name for a in attrs.fields(VisionTower))
+           + ":" + ",".join(a.name for a in attrs.fields(WhisperShape))
            + ":" + ",".join(a.name for a in attrs.fields(ConfigInfo))
            + ":" + ",".join(a.name for a in attrs.fields(HeaderInfo)))
 
@@ -50,10 +52,12 @@ def head_hash(path: str) -> str:
 
 def _meta_to_json(meta: ModelMeta) -> dict[str, Any]:
     """Only the fields that differ from their default: most are 0 for any one model, and a
-    no-op run rebuilds every record from this. A projector's vision tower nests as a dict."""
+    no-op run rebuilds every record from this. A projector's vision tower and a whisper.cpp
+    model's shape nest as dicts."""
     data = attrs.asdict(meta, recurse=False, filter=lambda a, v: v != a.default)
-    if meta.vision_tower is not None:
-        data["vision_tower"] = attrs.asdict(meta.vision_tower)
+    for name, nested in (("vision_tower", meta.vision_tower), ("whisper", meta.whisper)):
+        if nested is not None:
+            data[name] = attrs.asdict(nested)
     return data
 
 
@@ -61,6 +65,8 @@ def _meta_from_json(data: dict[str, Any]) -> ModelMeta:
     fields = {k: tuple(v) if type(v) is list else v for k, v in data.items()}
     if "vision_tower" in fields:
         fields["vision_tower"] = VisionTower(**fields["vision_tower"])
+    if "whisper" in fields:
+        fields["whisper"] = WhisperShape(**fields["whisper"])
     return ModelMeta(**fields)
 
 
@@ -79,6 +85,12 @@ def _read_hf(config_path: str) -> dict[str, Any]:
         return {"meta": None, "error": str(exc)}
 
 
+def _read_whisper(path: str) -> dict[str, Any]:
+    info = read_whisper_info(path)
+    return {"meta": _meta_to_json(info.meta) if info.meta is not None else None, "expected": info.expected_size,
+            "error": info.error}
+
+
 def _read_config(path: str) -> dict[str, Any]:
     return attrs.asdict(read_config_info(path))
 
@@ -89,7 +101,7 @@ def _read_safetensors(path: str) -> dict[str, Any]:
 
 #: Kind → reader: path → JSON-able result, reporting failures in its "error" field (never raising).
 _READERS: dict[str, Callable[[str], dict[str, Any]]] = {"gguf": _read_gguf, "hf": _read_hf, "config": _read_config,
-                                                       "safetensors": _read_safetensors}
+                                                       "safetensors": _read_safetensors, "whisper": _read_whisper}
 
 
 class Progress:
@@ -228,6 +240,14 @@ class MetaCache:
         return HeaderInfo(error=found["error"], meta=_meta_from_json(found["meta"]) if found["meta"] is not None
                           else None)
 
+    def whisper(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
+        """Discovery's whisper.cpp probe: the model's shape as metadata, and the bytes the file
+        has at least (`WhisperShape.least_file_bytes`)."""
+        found = self._lookup(path, size, mtime_ns, "whisper")
+        return HeaderInfo(arch="whisper" if found["meta"] is not None else "", expected_size=found["expected"],
+                          error=found["error"], meta=_meta_from_json(found["meta"]) if found["meta"] is not None
+                          else None)
+
     def safetensors(self, path: str, size: int, mtime_ns: int) -> HeaderInfo:
         """Discovery's safetensors probe: the size the header says the file must have."""
         return HeaderInfo(**self._lookup(path, size, mtime_ns, "safetensors"))
@@ -236,14 +256,15 @@ class MetaCache:
         """Discovery's config probe: an HF folder's detection reason and quant label."""
         return ConfigInfo(**self._lookup(path, size, mtime_ns, "config"))
 
-    def meta(self, path: str, *, hf: bool = False) -> ModelMeta:
-        """Metadata of a GGUF file, or of an HF folder (its config.json). Raises ModelError."""
+    def meta(self, path: str, *, hf: bool = False, whisper: bool = False) -> ModelMeta:
+        """Metadata of a GGUF file, of an HF folder (its config.json) or of a whisper.cpp model.
+        Raises ModelError."""
         target = os.path.join(path, "config.json") if hf else path
         try:
             st = os.stat(target)
         except OSError as exc:
             raise ModelError(f"{target}: cannot read ({exc.strerror or exc})") from None
-        found = self._lookup(target, st.st_size, st.st_mtime_ns, "hf" if hf else "gguf")
+        found = self._lookup(target, st.st_size, st.st_mtime_ns, "hf" if hf else "whisper" if whisper else "gguf")
         if found["error"] is not None:
             raise ModelError(found["error"])
         return _meta_from_json(found["meta"])

@@ -36,7 +36,6 @@ FOREIGN_FORMATS: dict[str, ForeignFormat] = {
     "openvino": ForeignFormat("OpenVINO IR", "OpenVINO Model Server or optimum-intel"),
     "ggml": ForeignFormat("GGML (pre-GGUF)", "koboldcpp or a llama.cpp from before August 2023",
                           "llama.cpp's convert_llama_ggml_to_gguf.py converts it to GGUF"),
-    "whisper": ForeignFormat("whisper.cpp GGML", "whisper.cpp (whisper-server), a speech-to-text engine"),
 }
 
 

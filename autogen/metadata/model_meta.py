@@ -1,6 +1,7 @@
-"""The model record every later stage reads: one shape for GGUF headers and HF `config.json`.
+"""The model record every later stage reads: one shape for GGUF headers, HF `config.json` and
+whisper.cpp's GGML headers.
 
-`gguf_meta.meta_from_gguf` and `hf_config.meta_from_hf_config` build it; `kvcost`, the
+`gguf_meta.meta_from_gguf`, `hf_config.meta_from_hf_config` and `meta_from_whisper` build it; `kvcost`, the
 emitters and `swapgen show` read it. Numbers are raw (ints, bytes); a 0 means "absent".
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from attrs import frozen
 
+from autogen.metadata.whisper_header import WhisperShape
 from autogen.vision_tower import VisionTower
 
 
@@ -20,7 +22,7 @@ class ModelMeta:
     per-token cache (SSM / linear-attention / mamba layers of a hybrid).
     """
 
-    #: "gguf" or "hf".
+    #: "gguf", "hf" or "whisper" (a whisper.cpp GGML model: `meta_from_whisper`).
     source: str
     #: GGUF `general.architecture` or HF `model_type` (lower case). Example: "qwen3moe", "llama".
     arch: str = ""
@@ -157,3 +159,12 @@ class ModelMeta:
     #: A projector's vision tower (`general.type = mmproj` with a vision projector type); None
     #: elsewhere.
     vision_tower: VisionTower | None = None
+    #: A whisper.cpp model's hyperparameters (`source` "whisper"); None elsewhere.
+    whisper: WhisperShape | None = None
+
+
+def meta_from_whisper(shape: WhisperShape) -> ModelMeta:
+    """A whisper.cpp model's record: its shape, and the few common fields `swapgen show` and the
+    listing read (architecture, vocabulary, weight bytes, type)."""
+    return ModelMeta(source="whisper", arch="whisper", vocab_size=shape.n_vocab, context_length=shape.n_text_ctx,
+                     tensor_bytes=shape.weight_bytes, quant_label=shape.quant, whisper=shape)

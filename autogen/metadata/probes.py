@@ -11,8 +11,9 @@ from attrs import frozen
 from autogen.errors import ModelError
 from autogen.metadata.formats import config_format
 from autogen.metadata.hf_config import hf_model_reason, hf_quant, meta_from_config_file, read_config_json
-from autogen.metadata.model_meta import ModelMeta
+from autogen.metadata.model_meta import ModelMeta, meta_from_whisper
 from autogen.metadata.safetensors_header import read_safetensors_size
+from autogen.metadata.whisper_header import read_whisper_header
 
 MODELOPT_CONFIG = "hf_quant_config.json"
 #: PEFT's adapter config (peft `utils/constants.py` CONFIG_NAME).
@@ -54,6 +55,16 @@ def read_hf_meta(path: str) -> HeaderInfo:
         return HeaderInfo(meta=meta_from_config_file(path))
     except ModelError as exc:
         return HeaderInfo(error=str(exc))
+
+
+def read_whisper_info(path: str) -> HeaderInfo:
+    """A whisper.cpp model's shape as metadata (uncached) and the bytes its file has at least,
+    or why it is no model whisper.cpp could load."""
+    try:
+        shape = read_whisper_header(path)
+    except ModelError as exc:
+        return HeaderInfo(error=str(exc))
+    return HeaderInfo(arch="whisper", expected_size=shape.least_file_bytes, meta=meta_from_whisper(shape))
 
 
 def read_safetensors_info(path: str) -> HeaderInfo:

@@ -112,13 +112,15 @@ def is_embedding_model(meta: ModelMeta | None) -> bool:
 
 
 def model_role(row: ModelRow, meta: ModelMeta | None) -> Role:
-    """First match wins: SAM before any header read, image before embedding, embedding before
-    every audio role, audio.cpp (its header names the family: tts or asr by it, else tts) before
-    the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
+    """First match wins: SAM and whisper.cpp models by their format, image before embedding,
+    embedding before every audio role, audio.cpp (its header names the family: tts or asr by
+    it, else tts) before the two legacy speech engines, TTS before LLM (a talker is a small qwen3)."""
     if row.format == "hf":
         return Role.LLM
     if row.format == "sam":
         return Role.SEGMENT
+    if row.format == Engine.WHISPER:
+        return Role.ASR
     if meta is None:
         return Role.LLM
     if meta.arch in UNSERVED_DIFFUSION_ARCHS or is_image_model(meta):
@@ -136,10 +138,13 @@ def model_role(row: ModelRow, meta: ModelMeta | None) -> Role:
 
 def preferred_engine(row: ModelRow, role: Role, meta: ModelMeta | None) -> Engine | None:
     """The engine the model's format asks for first (`resolve.backends.resolve_backend`'s
-    `prefer`): vLLM for an HF folder (llama.cpp reads GGUF only), audio.cpp for its own GGUFs,
+    `prefer`): vLLM for an HF folder (llama.cpp reads GGUF only), whisper.cpp for its GGML
+    models, audio.cpp for its own GGUFs,
     TTS.cpp or qwentts.cpp for a TTS model by its format; None = the role's ★."""
     if row.format == "hf":
         return FOLDER_ENGINE
+    if row.format == Engine.WHISPER:
+        return Engine.WHISPER
     if role in (Role.TTS, Role.ASR) and is_audiocpp_model(meta):
         return Engine.AUDIOCPP
     if role == Role.TTS:

@@ -63,13 +63,15 @@ def _resolve_profile(base: Path, profile: Profile) -> Profile:
 
 
 def _resolve_override(base: Path, ov: Override) -> Override:
-    """Component, LoRA, projector and draft paths; `none` and the `mmproj` modes are keywords
-    (`emit.sd.resolve_components`, `emit.llama._projector`, `llama_profiles.draft_path`)."""
+    """Component, LoRA, projector, draft and VAD paths; `none` and the `mmproj` modes are keywords
+    (`emit.sd.resolve_components`, `emit.llama._projector`, `llama_profiles.draft_path`,
+    `emit.whisper`)."""
     components = {name: _path_or_keyword(base, getattr(ov, name), ("none",), fold=True)
                   for name in SD_COMPONENT_FIELDS}
     return attrs.evolve(ov, **components, lora_dir=_path_or_keyword(base, ov.lora_dir, ()),
                         mmproj=_path_or_keyword(base, ov.mmproj, MMPROJ_MODES),
                         draft=_path_or_keyword(base, ov.draft, ("none",)),
+                        vad_model=_path_or_keyword(base, ov.vad_model, ("none",), fold=True),
                         profiles=tuple(_resolve_profile(base, p) for p in ov.profiles))
 
 

@@ -169,6 +169,10 @@ class Override(ProfileOptions):
     #: draft profile; None = the one discovery pairs (same vocabulary, smaller, same family).
     draft: str | None = setting(None, check=Check(lambda v: v.strip() != "",
                                                   "expected none or the path of a draft GGUF"))
+    #: whisper.cpp: the Silero VAD model its server runs with (`--vad --vad-model`), or "none" for
+    #: no VAD; None = the one discovery pairs from the model's folder.
+    vad_model: str | None = setting(None, check=Check(lambda v: v.strip() != "",
+                                                      "expected none or the path of a Silero VAD model"))
     #: Extra llama profiles of this model with a fixed per-slot context each, `<id>-64k`.
     ctx_profiles: tuple[int, ...] = setting((), older="ctx_variants")
     #: Named llama profiles of this model (added before the settings' `default_profiles`).
