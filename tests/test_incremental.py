@@ -212,3 +212,20 @@ def test_a_run_after_a_change_reads_only_the_changed_folders(runs, monkeypatch):
     # the new folders, their parent (a new entry), and the folders that are always read
     assert {"newpub", "newpub/Fresh-3B-GGUF", "."} <= read
     assert not any(p.startswith(("bartowski/", "unsloth/gemma")) for p in read), read
+
+
+def test_a_run_after_a_change_lists_each_folder_once(runs, monkeypatch):
+    """The listing the run's key is made from is the one the walk reads (`tree.scanned`)."""
+    add_folder(runs.root / MODELS)
+    listed = []
+    real = os.scandir
+
+    def spy(path="."):
+        listed.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+    assert cli.main(["--settings", str(runs.warm / "swapgen.yaml")]) == 0
+    # below the root (the run first checks the root itself can be listed, `checks.check_roots`)
+    under = [p for p in listed if p.startswith(str(runs.root / MODELS) + os.sep) and not p.endswith("blobs")]
+    assert under and len(under) == len(set(under)), sorted(p for p in under if under.count(p) > 1)

@@ -225,7 +225,7 @@ class Library:
         walked = walk_roots(settings.roots, cache.gguf, cache.config, cache.head, cache.safetensors, ledger,
                             cache.hf_meta, prefer=opens, memo=previous.walk if previous is not None else None,
                             whisper=cache.whisper)
-        cache.keep(walked.memo.looked_up)
+        cache.keep(walked.replayed)
         library = cls(settings, card, path_map, (), digest(global_inputs(settings) + repr(path_map)),
                       walked=walked, meta_kinds=walked.meta_kinds, cache=cache, fleet=fleet)
         discovery = walked.discovery

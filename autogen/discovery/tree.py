@@ -168,23 +168,49 @@ def _folder(path: str, st: os.stat_result | None, visited: set[tuple[int, int]],
     descent.pop()
 
 
+#: The folders the last `walk_signature` listed, per root, for the walk that may follow in the
+#: same run (`scanned`): a run after a change lists every folder once, not twice.
+_LAST_SCAN: dict[tuple[str, ...], list[list[Folder]]] = {}
+
+
 def walk_signature(roots: tuple[str, ...]) -> str:
     """A digest of everything discovery can see under `roots` (`folders`): every entry it would
-    visit, by path, type, size, mtime and inode. Equal digests mean discovery would find the same
-    rows (file contents are trusted by size and mtime, as doit and the metadata cache trust
-    them). Every no-op run pays for it: one `stat` per entry and one digest of all the lines."""
+    visit, by path, type, size, mtime, inode and mode. Equal digests mean discovery would find the
+    same rows (file contents are trusted by size and mtime, as doit and the metadata cache trust
+    them; a `chmod` can make a file unreadable). Every no-op run pays for it: one `stat` per
+    entry and one digest of all the lines."""
     lines: list[str] = []
     visited: set[tuple[int, int]] = set()
+    scan: list[list[Folder]] = []
     for root in roots:
         lines.append(f"root\0{root}\n")
-        for folder in folders(root_folder(root), visited):
-            if folder.error is not None or folder.again:
-                lines.append(f"{folder.again or 'error'}\0{folder.path}\0{folder.error and folder.error.errno}\n")
-                continue
-            lines.extend(f"error\0{entry.path}\0{exc.errno}\n" for entry, exc in folder.failed)
-            lines.extend(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\n" for e, st in folder.files)
-            lines.extend(f"{e.path}\0dir\n" for e, _ in folder.folders)
-            for entry in folder.skipped:  # a download under way in blobs/ keeps its snapshot from being served
-                if entry.name == "blobs":
-                    lines.extend(f"{path}\0incomplete\0{size}\n" for path, size in incomplete_in(entry.path))
+        listed = list(folders(root_folder(root), visited))
+        scan.append(listed)
+        for folder in listed:
+            _signature_lines(folder, lines)
+    _LAST_SCAN.clear()
+    _LAST_SCAN[roots] = scan
     return xxhash.xxh3_128_hexdigest("".join(lines).encode("utf-8", "surrogatepass"))
+
+
+def _signature_lines(folder: Folder, lines: list[str]) -> None:
+    if folder.error is not None or folder.again:
+        lines.append(f"{folder.again or 'error'}\0{folder.path}\0{folder.error and folder.error.errno}\n")
+        return
+    lines.extend(f"error\0{entry.path}\0{exc.errno}\n" for entry, exc in folder.failed)
+    lines.extend(f"{e.path}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}\0{st.st_mode}\n" for e, st in folder.files)
+    lines.extend(f"{e.path}\0dir\n" for e, _ in folder.folders)
+    for entry in folder.skipped:  # a download under way in blobs/ keeps its snapshot from being served
+        if entry.name == "blobs":
+            lines.extend(f"{path}\0incomplete\0{size}\n" for path, size in incomplete_in(entry.path))
+
+
+def scanned(roots: tuple[str, ...]) -> list[list[Folder]] | None:
+    """The folders `walk_signature` listed for `roots` in this run, each once, for the walk to
+    read instead of listing them again (taken: a second walk lists anew); None when there is no
+    such listing, or when it met a folder twice (a symlink): what the walk skips could then
+    change which of the two places is the one walked, so it lists as it goes."""
+    scan = _LAST_SCAN.pop(roots, None)
+    if scan is None or any(folder.again for listed in scan for folder in listed):
+        return None
+    return scan

@@ -58,7 +58,7 @@ from autogen.discovery.rules import (
     encoder_of,
     ggml_magic,
 )
-from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder
+from autogen.discovery.tree import AdapterFile, Discovery, Folder, Ignored, Stat, folders, root_folder, scanned
 from autogen.discovery.walk_memo import FolderRecord, WalkMemo, replayable, signature
 from autogen.discovery.whisper_files import pair_folder
 from autogen.metadata.gguf_keys import PROJECTOR_ARCH
@@ -132,13 +132,11 @@ def _folder_names(folder: str) -> tuple[str, str]:
 class _Walker:
     def __init__(self, probe: HeaderProbe, config: ConfigProbe, sign: Signer | None, safetensors: HeaderProbe,
                  hf_meta: HeaderProbe, whisper: HeaderProbe, memo: WalkMemo | None = None):
-        #: Paths looked up through the probes, in order (a folder's record keeps its own).
-        self.looked_up: list[str] = []
-        self.probe = self._recorded(probe)
-        self.config = self._recorded(config)
-        self.safetensors = self._recorded(safetensors)
-        self.hf_meta = self._recorded(hf_meta)
-        self.whisper = self._recorded(whisper)
+        self.probe = probe
+        self.config = config
+        self.safetensors = safetensors
+        self.hf_meta = hf_meta
+        self.whisper = whisper
         #: Row path → the metadata read on the way (its GGUF header, its config.json), handed on.
         self.metas: dict[str, ModelMeta] = {}
         #: Row path → whether its metadata is a config.json (True) or a GGUF header, for every row
@@ -151,7 +149,9 @@ class _Walker:
         self.records: dict[str, FolderRecord] = {}
         #: Path → (size, mtime) of every file of every folder walked.
         self.stats: dict[str, tuple[int, int]] = {}
-        self.sign = self._recorded(sign) if sign is not None else None
+        #: The files of the folders replayed from their records (their metadata cache entries stay).
+        self.replayed: list[str] = []
+        self.sign = sign
         self.rows: list[ModelRow] = []
         #: (st_dev, st_ino) of each row's path: the same file reached twice is one model.
         self.row_keys: list[tuple[int, int]] = []
@@ -175,12 +175,6 @@ class _Walker:
         self.root = ""
         self.overlapping: set[frozenset[str]] = set()
 
-    def _recorded(self, probe: Callable):
-        def looked_up(path: str, size: int, mtime_ns: int):
-            self.looked_up.append(path)
-            return probe(path, size, mtime_ns)
-        return looked_up
-
     def _add(self, row: ModelRow, st: os.stat_result, stats: dict[str, os.stat_result]) -> ModelRow:
         """Record the row, and the signature of each of its inputs (the doit checker's file_deps)."""
         self.rows.append(row)
@@ -195,9 +189,14 @@ class _Walker:
 
     # -- folders ------------------------------------------------------------------------------
 
-    def walk(self, top: str) -> None:
-        """Every folder under `top` (`tree.folders`: the iterator the no-op signature uses too)."""
-        for folder in folders(top, self.seen):
+    def walk(self, top: str, listed: list[Folder] | None = None) -> None:
+        """Every folder under `top` (`tree.folders`: the iterator the no-op signature uses too),
+        or of `listed`, that listing made in this run (`tree.scanned`): its folders below one the
+        walk leaves out (`_walked_subdirs`) are left out here too."""
+        walked = {top}
+        for folder in listed if listed is not None else folders(top, self.seen):
+            if listed is not None and folder.path not in walked:
+                continue
             if folder.error is not None:
                 what = "read" if folder.stage == "read" else "list"
                 self.problems.append(f"{folder.path}: cannot {what} folder ({folder.error.strerror or folder.error})")
@@ -206,6 +205,7 @@ class _Walker:
                 self._seen_again(folder)
             else:
                 self._read_or_replay(folder)
+                walked.update(entry.path for entry, _ in folder.folders)
 
     # -- records (`walk_memo`) ------------------------------------------------------------------
 
@@ -226,11 +226,11 @@ class _Walker:
 
     def _marks(self) -> tuple[int, ...]:
         return (len(self.problems), len(self.row_errors), len(self.unreadable), len(self.rows), len(self.ignored),
-                len(self.downloads), len(self.adapters), len(self.sidecars), len(self.looked_up))
+                len(self.downloads), len(self.adapters), len(self.sidecars))
 
     def _record(self, folder: Folder, sig: str, marks: tuple[int, ...]) -> FolderRecord:
         """What reading `folder` added (everything after `marks`), as its record."""
-        *_, rows, ignored, downloads, adapters, sidecars, looked_up = marks
+        *_, rows, ignored, downloads, adapters, sidecars = marks
         added = self.rows[rows:]
         index = {id(row): i for i, row in enumerate(added)}
         return FolderRecord(
@@ -239,8 +239,7 @@ class _Walker:
             downloads=tuple((index[id(row)], d) for row, d in self.downloads[downloads:]),
             adapters=tuple(self.adapters[adapters:]), sidecars=tuple(self.sidecars[sidecars:]),
             metas=tuple(self.meta_kinds.get(r.path) for r in added), facts=tuple(self.facts.get(r.path) for r in added),
-            walked=tuple(entry.name for entry, _ in folder.folders),
-            looked_up=tuple(dict.fromkeys(self.looked_up[looked_up:])))
+            walked=tuple(entry.name for entry, _ in folder.folders))
 
     def _replay(self, folder: Folder, record: FolderRecord) -> None:
         """What reading the folder again would add, from its record; its subfolders walked as then."""
@@ -256,7 +255,7 @@ class _Walker:
                                if hf is not None)
         self.facts.update((row.path, facts) for row, facts in zip(record.rows, record.facts, strict=True)
                           if facts is not None)
-        self.looked_up.extend(record.looked_up)
+        self.replayed.extend(entry.path for entry, _ in folder.files)
         walked = set(record.walked)
         folder.folders[:] = [(entry, st) for entry, st in folder.folders if entry.name in walked]
         self.records[folder.path] = record
@@ -704,6 +703,9 @@ class Walked:
     memo: WalkMemo
     #: Path → (size, mtime) of every file of the folders walked.
     stats: dict[str, tuple[int, int]]
+    #: The files of the folders replayed from their records, which no probe looked up: what the
+    #: metadata cache keeps of them when it drops the entries no run used.
+    replayed: tuple[str, ...] = ()
 
 
 def discover(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe = _uncached_config,
@@ -733,12 +735,13 @@ def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe =
     for first, second, how in overlapping_roots(roots):
         walker.problems.append(f"overlapping roots: {how}; each folder is scanned once")
         walker.overlapping.add(frozenset((first, second)))
-    for root in roots:
+    scan = scanned(roots)
+    for i, root in enumerate(roots):
         if not os.path.exists(root):
             walker.problems.append(f"{root}: model root does not exist")
             continue
         walker.root = root
-        walker.walk(root_folder(root))
+        walker.walk(root_folder(root), scan[i] if scan is not None else None)
     unique: dict[tuple[int, int], ModelRow] = {}
     times: dict[str, int] = {}
     for row, key, mtime in zip(walker.rows, walker.row_keys, walker.row_times, strict=True):
@@ -769,7 +772,7 @@ def walk_roots(roots: tuple[str, ...], probe: HeaderProbe, config: ConfigProbe =
     return Walked(discovery, metas={path: meta for path, meta in walker.metas.items() if path in by_path},
                   meta_kinds={path: hf for path, hf in walker.meta_kinds.items() if path in by_path},
                   facts={path: facts for path, facts in walker.facts.items() if path in by_path},
-                  memo=WalkMemo(walker.records), stats=walker.stats)
+                  memo=WalkMemo(walker.records), stats=walker.stats, replayed=tuple(walker.replayed))
 
 
 def _sidecar_reasons(sidecars: list[tuple[str, str, str]], rows: list[ModelRow]) -> tuple[Ignored, ...]:

@@ -51,8 +51,6 @@ class FolderRecord:
     facts: tuple[DraftFacts | None, ...] = ()
     #: The subfolders walked next, by name.
     walked: tuple[str, ...] = ()
-    #: Paths the walk looked up in the metadata cache (kept there while the record is used).
-    looked_up: tuple[str, ...] = ()
 
 
 @frozen
@@ -60,11 +58,6 @@ class WalkMemo:
     """The records of the last walk, by folder path."""
 
     folders: dict[str, FolderRecord] = field(factory=dict)
-
-    @property
-    def looked_up(self) -> set[str]:
-        """Every path the records' folders looked up in the metadata cache."""
-        return {path for record in self.folders.values() for path in record.looked_up}
 
 
 def signature(folder: Folder) -> str:
