@@ -56,6 +56,7 @@ overrides:
   - {match: "*Model0007*", backend: vllm}
   - {match: "*Model001?*", ctx: 16384}
   - {match: "*/pub03/*", extra_args: ["--mlock"]}
+  - {match: "*/Model0042-GGUF/*", ctx: 32768}
 """
 
 FLOOR_DODO = """\
@@ -146,8 +147,8 @@ def _change(name: str, rep: int, work: Path, lib_root: Path, vocab: int) -> None
         library.change_one(lib_root, vocab, 4096 * (rep + 1))
     elif name == "new_model":  # a finished download in a folder of its own
         library.add_one(lib_root / "arrivals" / f"New{rep:03d}-GGUF" / f"New{rep:03d}-8B-Q4_K_M.gguf", vocab, rep)
-    else:  # the override of `*Model001?*` given another context
-        (work / "swapgen.yaml").write_text(SETTINGS.replace("ctx: 16384", f"ctx: {8192 + 1024 * rep}"))
+    else:  # the override of one model given another context
+        (work / "swapgen.yaml").write_text(SETTINGS.replace("ctx: 32768", f"ctx: {8192 + 1024 * rep}"))
 
 
 def make_floor(work: Path, n: int) -> Path:

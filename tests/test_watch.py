@@ -321,6 +321,17 @@ class TestParts:
         now[0] += 1
         assert settling.settled() and settling.take() == [str(path)] and not settling.settled()
 
+    def test_the_wait_ends_the_moment_the_last_change_settles(self, tmp_path):
+        now = [0.0]
+        settling = Settling(2.0, clock=lambda: now[0])
+        settling.add([str(tmp_path / "a")])
+        now[0] = 1.5
+        settling.add([str(tmp_path / "b")])
+        now[0] = 2.25
+        assert settling.due_in() == 1.25  # b settles at 3.5
+        now[0] = 3.5
+        assert settling.due_in() == 0 and settling.settled()
+
     def test_what_changed_is_read_from_the_configs(self, library):
         add_model(library / "models", "B-GGUF/Beta-Q4_0.gguf")
         generate(library / "swapgen.yaml")

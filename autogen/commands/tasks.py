@@ -62,6 +62,8 @@ CACHE_FILE = "metadata.json"
 CHECKED_BLOCKS = "checked-blocks.json"
 
 FRAGMENTS = "fragments"
+#: Fragment path → (its file's identity, the fragment) as this process last read it.
+_READ_FRAGMENTS: dict[str, tuple[tuple[int, int, int], Fragment]] = {}
 DOIT_STATE = "doit-state.sqlite3"
 
 
@@ -347,15 +349,24 @@ class TaskGraph:
 
     def _load_fragment(self, model_id: str) -> Fragment:
         """The model's fragment; one that cannot be read (cut short by a power loss: the rename
-        reached the disk, the data did not) is emitted again."""
+        reached the disk, the data did not) is emitted again. A fragment's name is the digest of
+        its inputs, so one this process read before, still the same file, is not read again
+        (`swapgen watch`'s worker assembles the config after every change)."""
         from autogen.router.assemble import Fragment  # noqa: PLC0415
 
         path = self.fragments[model_id]
         try:
-            return Fragment.load(path)
+            st = os.stat(path)
+            identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+            kept = _READ_FRAGMENTS.get(path)
+            if kept is not None and kept[0] == identity:
+                return kept[1]
+            fragment = Fragment.load(path)
         except (OSError, ValueError, KeyError, TypeError):
             self.emit_model(model_id)
             return Fragment.load(path)
+        _READ_FRAGMENTS[path] = (identity, fragment)
+        return fragment
 
     def _prune_fragments(self, keep: set[str]) -> None:
         """Fragments of other inputs or of models gone, and temp files a killed run left."""
@@ -364,6 +375,7 @@ class TaskGraph:
             path = os.path.join(folder, name)
             if path not in keep and (name.endswith(".json") or name.endswith(".tmp")):
                 os.unlink(path)
+                _READ_FRAGMENTS.pop(path, None)
 
     def output_intact(self, task, values) -> bool:
         """The config task is up to date only while the output still holds what we wrote, and

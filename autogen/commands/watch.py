@@ -210,6 +210,11 @@ class Settling:
                 self.pending[path] = (current, now)
         return all(now - since >= self.settle for _, since in self.pending.values())
 
+    def due_in(self) -> float:
+        """Seconds until everything pending has settled, if nothing moves again (0: now)."""
+        now = self.clock()
+        return max((self.settle - (now - since) for _, since in self.pending.values()), default=0.0)
+
     def take(self) -> list[str]:
         paths = sorted(self.pending)
         self.pending.clear()
@@ -447,7 +452,10 @@ class Watch:
         settling = Settling(self.plan.settle)
         settings_changed = False
         while not settling.settled():
-            tick = IDLE_TICK if not settling.pending else max(0.05, min(IDLE_TICK, self.plan.settle / 5))
+            # sizes are looked at again every fifth of the settle time, and once more the moment
+            # the last change is due to settle: no tick's worth of waiting after it
+            tick = IDLE_TICK if not settling.pending else \
+                max(0.01, min(IDLE_TICK, self.plan.settle / 5, settling.due_in()))
             try:
                 batch = self.changes.get(timeout=tick)
             except queue.Empty:
