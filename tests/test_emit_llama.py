@@ -440,7 +440,7 @@ class TestSettingsValidation:
         ({"kv_type": "q9"}, "kv_type: expected one of f32, f16"),
         ({"flash_attn": "yes"}, "flash_attn: expected on, off or auto, got 'yes'"),
         ({"overrides": [{"match": "*", "mmproj": ""}]}, "overrides[0].mmproj: expected auto, none, cpu, gpu"),
-        ({"overrides": [{"match": "*", "ngl": -1}]}, "overrides[0].ngl: expected an integer of 0 or more"),
+        ({"overrides": [{"match": "*", "ngl": -1}]}, "overrides[0].ngl: expected an integer from 0 to 2147483647"),
         ({"overrides": [{"match": "*", "flash_attn": True}]}, "overrides[0].flash_attn: expected a string"),
     ])
     def test_bad_llama_knobs_are_refused_with_their_path(self, data, message):

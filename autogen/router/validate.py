@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from pathlib import Path
 
 from attrs import frozen
 
+from autogen.bounds import CONFIG, InputTooLarge, read_input
 from autogen.cmdline import split_command, strip_comment_lines
 from autogen.numfmt import counted, format_g
 from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
 from autogen.router.matrix_dsl import DslError, can_contain_all, compile_sets
-from autogen.router.yamllines import Converter, LineMap, TooBig, compose
+from autogen.router.yamllines import Converter, LineMap, compose
 
 
 @frozen
@@ -656,8 +656,8 @@ def _env_substituted(text: str, report: _Report) -> str:
 
     try:
         collect(Converter(scratch.add).value(root), 1)
-    except (TooBig, RecursionError):
-        return text
+    except (InputTooLarge, RecursionError):
+        return text  # the parse proper reports it
     for name, line in found.items():
         value = os.environ.get(name)
         if value is None:
@@ -684,10 +684,8 @@ def parse_document(text: str, report, scalars: dict | None = None) -> LineMap | 
         return root
     try:
         return Converter(report.add, scalars).value(root)
-    except TooBig:
-        report.add(None, "YAML aliases expand to too many values")
-    except RecursionError:
-        report.add(None, "YAML nests too deeply (or an alias refers to itself)")
+    except InputTooLarge as exc:
+        report.add(None, str(exc))
     return False
 
 
@@ -716,11 +714,14 @@ def validate_text(text: str, source: str = "config.yaml") -> list[Problem]:
     return _validate(text, source)[0]
 
 
-def _read(path: str) -> tuple[str | None, Problem | None]:
+def read_config(path: str) -> tuple[str | None, Problem | None]:
+    """A config's text within `bounds.CONFIG`, or the one problem that stops it being read."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return None, Problem(None, f"cannot read: {exc.strerror or exc}", path)
+        data = read_input(path, CONFIG)
+    except InputTooLarge as exc:
+        return None, Problem(None, str(exc), path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        return None, Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path)
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
@@ -763,7 +764,7 @@ def main_validate(paths: list[str]) -> int:
     when some file has an error, else 0. A file without errors ends with a summary line."""
     any_error = False
     for path in paths or ["config.yaml"]:
-        text, problem = _read(path)
+        text, problem = read_config(path)
         problems, doc = ([problem], None) if problem else _validate(text, path)
         for p in problems:
             print(p)

@@ -14,6 +14,7 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
+from autogen.bounds import SETTINGS, InputTooLarge, read_input
 from autogen.errors import SettingsError, did_you_mean
 from autogen.fsutil import code_stamp, write_if_changed
 from autogen.settings.schema import (
@@ -275,14 +276,17 @@ def _parse_settings(path: Path) -> Settings:
     )
 
 
-def _file_digest(path: str | None) -> str:
+def _file_digest(path: str | None) -> str | None:
+    """The settings cache's key of a file: "-" for no file, "absent", or its digest; None when
+    it cannot be read within `bounds.SETTINGS` (a miss: the parse then says why)."""
     if not path:
         return "-"
     try:
-        with open(path, "rb") as f:
-            return xxhash.xxh3_128_hexdigest(f.read())
-    except OSError:
+        return xxhash.xxh3_128_hexdigest(read_input(path, SETTINGS))
+    except FileNotFoundError:
         return "absent"
+    except (OSError, InputTooLarge):
+        return None
 
 
 class _SettingsCache:
@@ -304,9 +308,11 @@ class _SettingsCache:
                 version, digest, backends_file, backends_digest, settings = pickle.load(f)
         except Exception:
             return None
-        if version != self.version or digest != _file_digest(str(self.path)):
+        if version != self.version or digest is None or digest != _file_digest(str(self.path)):
             return None
-        if backends_digest != _file_digest(backends_file) or not isinstance(settings, Settings):
+        if backends_digest is None or backends_digest != _file_digest(backends_file):
+            return None
+        if not isinstance(settings, Settings):
             return None
         return settings
 
