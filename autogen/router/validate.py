@@ -730,8 +730,15 @@ def read_config(path: str) -> tuple[str | None, Problem | None]:
 
 def validate_file(path: str) -> list[Problem]:
     """`validate_text` on a file; an unreadable file is one problem."""
-    text, problem = _read(path)
+    text, problem = read_config(path)
     return [problem] if problem else validate_text(text, path)
+
+
+def model_count(text: str) -> int:
+    """How many models a config's text defines (0 when it does not parse)."""
+    doc = parse_document(text, _Report(""))
+    models = doc.get("models") if isinstance(doc, LineMap) else None
+    return len(models) if isinstance(models, dict) else 0
 
 
 def summary_counts(doc: LineMap) -> str:
