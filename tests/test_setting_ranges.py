@@ -12,7 +12,9 @@ import attrs
 import pytest
 
 from autogen.commands import cli
-from autogen.errors import SettingsError
+from autogen.commands.tasks import check_llama_swap_keys
+from autogen.errors import ModelError, SettingsError
+from autogen.flags.vllm import read_extra_args
 from autogen.router.validate import validate_text
 from autogen.router.yamllines import plain_scalar
 from autogen.settings.fields import Check, key_of
@@ -189,8 +191,6 @@ class TestLlamaSwapKeysInTheSettings:
         path = tmp_path / "swapgen.yaml"
         path.write_text(SETTINGS + extra)
         with pytest.raises(SettingsError) as info:
-            from autogen.commands.tasks import check_llama_swap_keys  # noqa: PLC0415 - the run's own check
-
             check_llama_swap_keys(load_settings(path))
         return str(info.value)
 
@@ -217,3 +217,25 @@ def test_the_real_loader_agrees(tmp_path, n):
                             timeout=60).returncode == 0
     valid = not [p for p in validate_text(config.read_text()) if p.label == "error"]
     assert loaded or not valid
+
+
+class TestNumbersInExtraArgs:
+    """`extra_args` pins the sizing to its numbers: one past what the engine parses is a skip
+    with its reason, never a config llama-swap refuses (a `-c 1e20` pin reached the entry's
+    `capabilities.context`)."""
+
+    def test_a_huge_llama_server_pin_skips_the_model_and_the_config_stays_valid(self, library, capsys):
+        (library / "swapgen.yaml").write_text(SETTINGS + "overrides:\n  - match: '*Alpha*'\n"
+                                              "    extra_args: [-c, '100000000000000000000']\n")
+        assert cli.main(["--settings", str(library / "swapgen.yaml")]) == 0
+        text = (library / "config.yaml").read_text()
+        assert ("# SKIPPED \"alpha-q4_k_m\": extra_args: -c '100000000000000000000': expected an integer from 0 to "
+                "2147483647") in text
+        assert '"beta-q8_0":' in text and [p for p in validate_text(text) if p.fatal] == []
+
+    @pytest.mark.parametrize("args", [["--max-model-len", "100000000000000000000"], ["--max-model-len", "1e400"],
+                                      ["--max-model-len", "1e308k"], ["-tp", "2000"],
+                                      ["--max-num-batched-tokens", "9" * 5000]])
+    def test_vllm_numbers_past_a_c_int_are_refused(self, args):
+        with pytest.raises(ModelError, match=f"extra_args {args[0].replace('-tp', '--tensor-parallel-size')} "):
+            read_extra_args(args)
