@@ -18,6 +18,7 @@ from autogen.router.assemble import assemble_preset, header
 from autogen.settings.owned import BACKENDS_MARK, CONFIG_MARK, OUTPUT_MARKS, PRESET_MARK, replace_problem
 from autogen.settings.schema import Settings
 from tests.builders import SETTINGS, add_model
+from tests.fleet_fixtures import build_fleet
 from tests.test_detect import settings_file
 from tests.test_starter import machine  # noqa: F401 - the fixture `swapgen init` runs in
 
@@ -106,6 +107,25 @@ class TestWhereSwapgenWrites:
         assert run(library) == 1
         err = capsys.readouterr().err
         assert f":6: output: '{library / output}' cannot be created {why}" in err and "Traceback" not in err
+
+
+class TestAFleet:
+    """The front run writes every host's config and reads every host's files on one machine."""
+
+    @pytest.mark.parametrize(("output", "why"), [
+        ("../../fleet.yaml", "is the settings file of the front"),
+        ("../gpu-b/swapgen.yaml", "is the settings file of gpu-b"),
+        ("../gpu-b/models/config.yaml", "is inside the root"),
+    ])
+    def test_a_hosts_output_may_not_be_a_file_of_another_nor_in_its_roots(self, tmp_path, capsys, output, why):
+        front = build_fleet(tmp_path, multi_node=None)
+        host = tmp_path / "hosts" / "gpu-a" / "swapgen.yaml"
+        host.write_text(host.read_text().replace("output: config.yaml", f"output: {output}"))
+        kept = {p: p.read_bytes() for p in (front, tmp_path / "hosts" / "gpu-b" / "swapgen.yaml")}
+        assert cli.main(["--settings", str(front)]) == 1
+        err = capsys.readouterr().err
+        assert f"hosts[0]: {host}: output: " in err and why in err
+        assert all(p.read_bytes() == data for p, data in kept.items())
 
 
 class TestWhatSwapgenReplaces:
