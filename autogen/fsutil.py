@@ -12,6 +12,7 @@ import errno
 import fcntl
 import functools
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,11 +22,37 @@ from autogen.errors import SwapgenError
 
 
 def read_bytes(path: str) -> bytes | None:
+    """The bytes of the regular file `path`; None when there is none to read (absent,
+    unreadable, or a folder, a device, a FIFO or a socket: never read, so a FIFO cannot hang
+    the run, nor a device fill it)."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, NotADirectoryError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError):  # absent, unreadable, a name too long, a NUL byte
         return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+class NotAFile(OSError):
+    """`write_if_changed` was asked to replace what is not a regular file (a folder, a device,
+    a FIFO, a socket): a rename would put a file in its place (`output: /dev/null` as root)."""
+
+    def __init__(self, path: str, mode: int):
+        super().__init__(errno.EEXIST, f"{path} is {kind_of(mode)}, not a file swapgen replaces", path)
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int) -> str | None:
+    """What a file that is not a regular one is ("a folder", "a FIFO", …); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def file_size(path: str) -> int | None:
@@ -62,12 +89,19 @@ def write_if_changed(path: str, data: bytes, *, mode: int = 0o644, durable: bool
 
     A symlink is followed (its target is replaced, the link stays) and an existing file keeps
     its permissions (a config holding API keys may be 0600); `mode` is for new files.
-    `durable=False` skips the fsyncs: for cache files a lost write only costs a re-emit."""
+    `durable=False` skips the fsyncs: for cache files a lost write only costs a re-emit. Only
+    a regular file is ever replaced: anything else at `path` raises `NotAFile`."""
     path = os.path.realpath(path)
-    if read_bytes(path) == data:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise NotAFile(path, st.st_mode)
+    if st is not None and st.st_size == len(data) and read_bytes(path) == data:
         return False
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(path).st_mode & 0o7777
+    if st is not None:
+        mode = st.st_mode & 0o7777
     folder, tmp = _temp_file(path, data, durable=durable)
     try:
         os.chmod(tmp, mode)

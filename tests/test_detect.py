@@ -248,7 +248,7 @@ class TestRewrite:
 
     def test_an_existing_managed_star_is_never_stolen(self, tmp_path, home):
         old = engine(tmp_path / "old", "llama-server", LLAMA_CUDA)
-        (tmp_path / "backends.yaml").write_text(
+        (tmp_path / "backends.yaml").write_text(detect.FILE_HEADER +
             f"- {{id: llama-old, kind: llama, path: {old}, default: true, managed: true, version: b1}}\n")
         engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
         report = run(settings_file(tmp_path))
@@ -269,7 +269,8 @@ class TestRewrite:
         assert f"dropped: sd ({sd} is gone)" in detect.format_report(report)
 
     def test_unmanaged_rows_of_the_file_are_kept(self, tmp_path, home):
-        (tmp_path / "backends.yaml").write_text("- {id: by-hand, kind: custom, path: /opt/x/serve}\n")
+        # a file detect wrote, with a row added by hand below its header
+        (tmp_path / "backends.yaml").write_text(detect.FILE_HEADER + "- {id: by-hand, kind: custom, path: /opt/x/serve}\n")
         engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
         run(settings_file(tmp_path))
         assert list(rows(tmp_path)) == ["by-hand", "llama-cuda"]

@@ -176,15 +176,19 @@ class TestExtraArgValues:
         (("--cache-type-k=q4_K",), "--cache-type-k", "'q4_K'", "q5_1, q5_0"),
         (("-ctv", "turbo3"), "-ctv", "'turbo3'", "q8_0"),
         (("-ctk", "-ctv", "q8_0"), "-ctk", "'-ctv'", "q8_0"),
-        (("-ngl", "-1"), "-ngl", "'-1'", "an integer of 0 or more, all ('auto'"),
-        (("--n-gpu-layers", "auto"), "--n-gpu-layers", "'auto'", "an integer of 0 or more, all"),
-        (("--n-cpu-moe", "-2"), "--n-cpu-moe", "'-2'", "an integer of 0 or more"),
+        (("-ngl", "-1"), "-ngl", "'-1'", "an integer from 0 to 2147483647, all ('auto'"),
+        (("--n-gpu-layers", "auto"), "--n-gpu-layers", "'auto'", "an integer from 0 to 2147483647, all"),
+        (("--n-cpu-moe", "-2"), "--n-cpu-moe", "'-2'", "an integer from 0 to 2147483647"),
         (("-fa", "yes"), "-fa", "'yes'", "on, off, auto"),
-        (("-np", "0"), "-np", "'0'", "an integer of 1 or more, -1 (-1 = auto)"),
-        (("-c", "-4096"), "-c", "'-4096'", "an integer of 0 or more (0 = the trained context)"),
-        (("-c", "8k"), "-c", "'8k'", "an integer of 0 or more"),
-        (("--jinja", "-c"), "-c", "no value", "an integer of 0 or more"),
-        (("--image-max-tokens", "many"), "--image-max-tokens", "'many'", "an integer (0 or less = the projector's own)"),
+        (("-np", "0"), "-np", "'0'", "an integer from 1 to 256, -1 (-1 = auto)"),
+        (("-c", "-4096"), "-c", "'-4096'", "an integer from 0 to 2147483647 (0 = the trained context)"),
+        (("-c", "8k"), "-c", "'8k'", "an integer from 0 to 2147483647"),
+        (("-c", "100000000000000000000"), "-c", "'100000000000000000000'", "an integer from 0 to 2147483647"),
+        (("-c", "1" * 5000), "-c", "'111111111111111111111111111111'… (5000 characters)", "an integer from 0"),
+        (("-ngl", "2147483648"), "-ngl", "'2147483648'", "an integer from 0 to 2147483647, all"),
+        (("-np", "257"), "-np", "'257'", "an integer from 1 to 256"),
+        (("--jinja", "-c"), "-c", "no value", "an integer from 0 to 2147483647"),
+        (("--image-max-tokens", "many"), "--image-max-tokens", "'many'", "an integer from -2147483648 to 2147483647 (0 or less = the projector's own)"),
     ])
     def test_a_bad_value_skips_the_model_naming_flag_value_and_allowed_list(self, extra, flag, value, allowed):
         plan = emit_llama(with_extra(*extra))
@@ -440,7 +444,7 @@ class TestSettingsValidation:
         ({"kv_type": "q9"}, "kv_type: expected one of f32, f16"),
         ({"flash_attn": "yes"}, "flash_attn: expected on, off or auto, got 'yes'"),
         ({"overrides": [{"match": "*", "mmproj": ""}]}, "overrides[0].mmproj: expected auto, none, cpu, gpu"),
-        ({"overrides": [{"match": "*", "ngl": -1}]}, "overrides[0].ngl: expected an integer of 0 or more"),
+        ({"overrides": [{"match": "*", "ngl": -1}]}, "overrides[0].ngl: expected an integer from 0 to 2147483647"),
         ({"overrides": [{"match": "*", "flash_attn": True}]}, "overrides[0].flash_attn: expected a string"),
     ])
     def test_bad_llama_knobs_are_refused_with_their_path(self, data, message):

@@ -165,7 +165,7 @@ class TestCommand:
     def test_the_settings_llama_server_is_asked(self, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         exe = TestBuildKeys().fake_server(tmp_path, HELP.read_text())
-        (tmp_path / "swapgen.yaml").write_text(f"roots: [.]\nbackends:\n  - {{id: l, kind: llama, path: {exe}}}\n")
+        (tmp_path / "swapgen.yaml").write_text(f"roots: [models]\nbackends:\n  - {{id: l, kind: llama, path: {exe}}}\n")
         (tmp_path / "models.ini").write_text("[a]\nmodel = /m.gguf\n")
         rc, out = run(["validate", "models.ini"])
         assert (rc, out) == (0, f"models.ini: valid llama.cpp models preset (1 model; keys of {exe} --help)\n")

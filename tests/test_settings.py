@@ -160,10 +160,10 @@ class TestErrors:
     def test_bad_values(self, tmp_path):
         assert problems(tmp_path, "roots: [m]\nttl: -2\nhealth_check_timeout: 5\nvram_budget_gb: 0\n"
                                   "overrides: [{match: a, vllm_gpu_util: 1.5, ctx: 0}]\n") == [
-            "vram_budget_gb: expected a number above 0, got 0",
-            "ttl: expected an integer of -1 or more, got -2",
-            "health_check_timeout: expected an integer of 15 or more (llama-swap's minimum), got 5",
-            "overrides[0].ctx: expected an integer above 0, got 0",
+            "vram_budget_gb: expected a number above 0 and at most 65536, got 0",
+            "ttl: expected an integer from -1 to 2147483647, got -2",
+            "health_check_timeout: expected an integer from 15 to 2147483647, got 5",
+            "overrides[0].ctx: expected an integer from 1 to 16777216, got 0",
             "overrides[0].vllm_gpu_util: expected a fraction in (0, 1], got 1.5",
         ]
 

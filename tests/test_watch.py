@@ -30,9 +30,8 @@ TIMEOUT = 90  # seconds; generous for a loaded machine, never a measurement
 
 
 def settings_text(settle: float = 1.0, extra: str = "") -> str:
-    # the output inside the root: the watcher must not take its own writes for changes
-    return (SETTINGS.replace("roots: [models]", "roots: [models]\noutput: models/config.yaml")
-            + f"watch: {{settle_seconds: {settle}, poll_interval_seconds: 0.2{extra}}}\n")
+    # the output beside the root (never inside one: docs/settings.md#files-swapgen-writes)
+    return SETTINGS + f"watch: {{settle_seconds: {settle}, poll_interval_seconds: 0.2{extra}}}\n"
 
 
 def readme_lines() -> list[str]:
@@ -134,19 +133,19 @@ def watcher(library):
 
 
 def config(library: Path) -> str:
-    return (library / "models/config.yaml").read_text()
+    return (library / "config.yaml").read_text()
 
 
 class TestWatch:
     def test_new_models_and_a_deleted_folder_give_one_rewrite_each(self, library, watcher):
         assert watcher.next_run().startswith("swapgen watch: first run: added alpha-q4_0; 1 model (")
-        inode = os.stat(library / "models/config.yaml").st_ino
+        inode = os.stat(library / "config.yaml").st_ino
         add_model(library / "models", "B-GGUF/Beta-Q4_0.gguf")
         add_model(library / "models", "C-GGUF/Gamma-Q4_0.gguf")
         line = watcher.next_run()
         assert "added beta-q4_0, gamma-q4_0; 3 models (3 served, 0 skipped)" in line and "config.yaml written" in line
-        assert os.stat(library / "models/config.yaml").st_ino != inode
-        watcher.no_run_within(3)  # its own write of config.yaml (inside the root) is no change
+        assert os.stat(library / "config.yaml").st_ino != inode
+        watcher.no_run_within(3)  # its own write of config.yaml is no change
         shutil.rmtree(library / "models/B-GGUF")
         line = watcher.next_run()
         assert "removed beta-q4_0; 2 models (2 served, 0 skipped)" in line and "config.yaml written" in line
@@ -157,11 +156,11 @@ class TestWatch:
 
     def test_a_change_that_changes_no_entry_leaves_the_config_alone(self, library, watcher):
         watcher.next_run()
-        inode = os.stat(library / "models/config.yaml").st_ino
+        inode = os.stat(library / "config.yaml").st_ino
         (library / "models/notes.txt").write_text("not a model\n")
         line = watcher.next_run()
         assert line.endswith("config.yaml unchanged") and "no model changed" in line
-        assert os.stat(library / "models/config.yaml").st_ino == inode
+        assert os.stat(library / "config.yaml").st_ino == inode
         assert watcher.stop() == 0
 
     def test_a_growing_download_causes_one_run_after_it_ends(self, library):

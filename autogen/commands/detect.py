@@ -43,11 +43,12 @@ from attrs import frozen
 
 from autogen.engines import ENGINES, Engine, engine_of, engine_row, imported
 from autogen.errors import SettingsError, SwapgenError
-from autogen.fsutil import write_if_changed
+from autogen.fsutil import read_bytes, write_if_changed
 from autogen.numfmt import counted
 from autogen.resolve.backends import role_taken
 from autogen.settings.fields import key_of
 from autogen.settings.load import find_settings, load_backends_file, load_settings
+from autogen.settings.owned import BACKENDS_MARK, replace_problem
 from autogen.settings.schema import BackendRow, Settings
 from autogen.settings.structure import read_yaml, structure, unstructure
 
@@ -62,8 +63,9 @@ COMPONENTS: dict[Engine, str] = {engine: row.component for engine, row in ENGINE
 #: Fixed places besides $PATH (globs; `~` is $HOME). Tests replace this tuple.
 SYSTEM_PLACES: tuple[str, ...] = ("~/.local/bin", "/usr/local/bin", "/opt/*/bin", "/opt/*/build/bin", "~/*/build/bin")
 
+#: Its first line marks the file as detect's to rewrite (`settings.owned.BACKENDS_MARK`).
 FILE_HEADER = (
-    "# Written by `swapgen backends detect`: rows with `managed: true` are rewritten on every detect.\n"
+    f"{BACKENDS_MARK.prefix}rows with `managed: true` are {BACKENDS_MARK.suffix}\n"
     "# Rows without `managed: true` are kept as they are: add your own here. While this file has\n"
     "# rows, the settings file's `backends:` list is not read.\n")
 
@@ -270,6 +272,11 @@ def _manual_rows(settings: Settings) -> tuple[BackendRow, ...]:
     return structure(data, Settings, settings.source).backends
 
 
+#: How to go on when `backends_file` names a file detect did not write.
+_HAND_WRITTEN = ("detect rewrites the whole file; move it away and run detect again, and put rows of yours under "
+                 "`backends:` in the settings or into the new file below its header")
+
+
 def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_TIMEOUT) -> dict:
     """Find, probe, plan and (unless `dry_run`) write; returns the report `--json` prints."""
     if settings.path_map:
@@ -282,6 +289,9 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
             "backends_file: required by `swapgen backends detect`, which writes its rows there "
             "(hint: add `backends_file: backends.yaml`)"])
     target = Path(settings.backends_file)
+    refused = replace_problem("backends_file", str(target), (BACKENDS_MARK,), _HAND_WRITTEN)
+    if refused:
+        raise SwapgenError(f"{settings.source}: {refused}")
     file_rows = load_backends_file(target) if target.exists() else ()
     known = [(r.path.strip(), engine_of(r.kind)) for r in file_rows if _is_ours(r)]
     binaries = find_binaries(known, search_dirs(os.environ.get("PATH", ""), settings.backend_venvs))
@@ -289,7 +299,7 @@ def detect(settings: Settings, *, dry_run: bool = False, timeout: float = PROBE_
     change = plan(found, file_rows)
     data = render(change.rows)
     existed = target.exists()
-    changed = (target.read_bytes() if existed else None) != data
+    changed = read_bytes(str(target)) != data
     written = write_if_changed(str(target), data) if not dry_run else False
     manual = _manual_rows(settings)
     if manual and any(r.managed for r in change.rows):

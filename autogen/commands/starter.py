@@ -23,6 +23,7 @@ from autogen.fsutil import write_new
 from autogen.numfmt import counted, format_g
 from autogen.resolve import gpus
 from autogen.settings.load import find_settings
+from autogen.settings.owned import replace_problem
 from autogen.settings.schema import DEFAULT_BUDGET_GB, BackendRow, Gpu
 
 #: Where Ollama's Linux service keeps its store (its install script's `ollama` user's home).
@@ -163,22 +164,41 @@ def found_backends(env: Mapping[str, str]) -> tuple[tuple[BackendRow, ...], list
     return tuple(attrs.evolve(r, managed=False, component="") for r in rows), notes
 
 
+def _outside_places(target, places: list[Place]) -> None:
+    """The starter names `config.yaml` beside itself: inside a root it would be refused
+    (`settings.owned.place_problems`), so the starter is not written there either."""
+    config = os.path.realpath(target.parent / "config.yaml")
+    inside = [p.path for p in places if under(config, (os.path.realpath(p.path),))]
+    if inside:
+        raise SwapgenError(f"{target} is in the model folder {inside[0]}, and so would be the config.yaml it names: "
+                           "swapgen never writes into a model folder. Nothing was written: run `swapgen --settings "
+                           "PATH init` with PATH outside the model folders (e.g. ~/swapgen.yaml)")
+
+
 def main_init(settings_path: str | None) -> int:
     """`swapgen init`: write the starter at the settings path (`--settings`, $SWAPGEN_SETTINGS,
     else ./swapgen.yaml); never over a file."""
     target = find_settings(settings_path)
-    if target.exists():
+    if os.path.lexists(target):
         raise SwapgenError(f"{target} exists; `swapgen init` never replaces a file. `swapgen doctor` checks it, "
                            "and `swapgen --settings OTHER.yaml init` writes a new one")
+    refused = replace_problem("--settings", str(target), (), "")
+    if refused:
+        raise SwapgenError(f"{refused}; nothing was written")
     env, home = os.environ, os.path.expanduser("~")
     places = model_places(env, home)
     if not places:
         names = ", ".join(_shown(p.path, home) for p in _candidates(env, home))
         raise SwapgenError(f"no model folder found in the usual places ({names}); nothing was written. Make one "
                            "(mkdir ~/models) and put models there, or write `roots:` in swapgen.yaml yourself")
+    _outside_places(target, places)
     rows, notes = found_backends(env)
     found_gpus = gpus.probe_gpus()
-    if not write_new(str(target), render(places, found_gpus, rows, home).encode("utf-8")):
+    try:
+        written = write_new(str(target), render(places, found_gpus, rows, home).encode("utf-8"))
+    except OSError as exc:
+        raise SwapgenError(f"{target}: cannot be created ({exc.strerror or exc}); nothing was written") from None
+    if not written:
         raise SwapgenError(f"{target} appeared while swapgen init ran; it was left as it is")
     for note in notes:
         print(f"swapgen: note: {note}")

@@ -257,29 +257,37 @@ class TaskGraph:
 
         job = self.library.job(model_id)
         failed: dict[str, str] = {}
+        internal = ""
         try:
             host = self.library.host_plan(job)
             failed = start_errors(host, job, self.library.engine)
             plan = self.library.served(job, host)
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            plan = Plan.skip(job.row.id, f"internal error while planning ({type(exc).__name__}: {exc}); "
-                                         "please report it")
+            internal = f"{type(exc).__name__}: {exc}"
+            plan = Plan.skip(job.row.id, f"internal error while planning ({internal}); please report it")
         sections, left_out = (), ()
         if self.router_exe is not None:
             plan, sections, left_out = preset_plan(plan, job.engine, self.router_exe)
         for path, text in plan.files:  # e.g. audio.cpp's server config, named by its cmd
             write_if_changed(path, text.encode("utf-8"))
-        fragment = Fragment.from_plan(plan, self.library.settings.target, sections, left_out, failed)
+        fragment = Fragment.from_plan(plan, self.library.settings.target, sections, left_out, failed, internal)
         self.stats["emitted"] += 1
         if write_if_changed(self.fragments[job.row.id], fragment.to_json(), durable=False):
             self.stats["written"] += 1
         return True
 
     def assemble(self) -> dict[str, str] | TaskFailed:
-        from autogen.router.assemble import passthrough_hint, write_config  # noqa: PLC0415
+        from autogen.router.assemble import kept_config, output_problem, passthrough_hint, write_config  # noqa: PLC0415
 
+        settings = self.library.settings
+        refused = output_problem(settings)  # a hand-written file, a device, …: nothing is written
+        if refused:
+            return TaskFailed(f"{settings.source}: {refused}")
         fragments = [self._load_fragment(row.id) for row in self.library.models]
+        kept = kept_config(settings, fragments, self.router_exe is not None)
+        if kept:
+            return TaskFailed(kept)
         conflicts = sorted({c for f in fragments for c in f.conflicts})
         if conflicts:  # an override's llama-swap key an engine's entry sets too, a path outside `path_map`
             from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error

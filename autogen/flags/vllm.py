@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from attrs import frozen
 
 from autogen.errors import ModelError
-from autogen.settings.schema import Override
+from autogen.settings.schema import INT32_MAX, MAX_GPU_INDEX, Override
 
 #: `--max-model-len auto` / `-1`: vLLM fits the window to its KV memory
 #: (`vllm/v1/core/kv_cache_planning.py` `_auto_fit_max_model_len`).
@@ -91,32 +91,45 @@ def read_extra_args(extra_args: Sequence[str]) -> ExtraArgs:
                            if full.startswith(name) and len(name) >= len(least)), None)
         if option is not None:
             given[option] = value if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else None)
-    length = tp = batched = None
-    if "--max-model-len" in given:
-        text = given["--max-model-len"] or ""
-        length = _or_zero(parse_max_model_len, text)
-        if length < 1 and length != AUTO:
-            raise ModelError(f"extra_args --max-model-len {text!r} is not a length vLLM accepts "
-                             "(tokens such as 32768, 32k, 32K, or auto)")
-    if "--tensor-parallel-size" in given:
-        text = given["--tensor-parallel-size"] or ""
-        tp = _or_zero(int, text)  # vLLM's argparse type
-        if tp < 1:
-            raise ModelError(f"extra_args --tensor-parallel-size {text!r} is not a GPU count")
-    if "--max-num-batched-tokens" in given:
-        text = given["--max-num-batched-tokens"] or ""
-        batched = _or_zero(parse_max_model_len, text)  # vLLM reads it as human_readable_int
-        if batched < 1:
-            raise ModelError(f"extra_args --max-num-batched-tokens {text!r} is not a token count")
+    length, tp, batched = (_count(given, option) for option in _COUNTS)
     return ExtraArgs(max_model_len=length, tensor_parallel=tp, max_num_batched_tokens=batched,
                      sets_memory=any(flag in given for flag in _MEMORY),
                      sets_parser="--tool-call-parser" in given, sets_template="--chat-template" in given)
 
 
+#: Option → (its parser, as vLLM's argparse type reads it; the lowest and highest value; what
+#: a value outside them is not). At most a C `int` (docs/settings.md#numbers).
+_COUNTS: dict[str, tuple[Callable[[str], int], int, int, str]] = {
+    "--max-model-len": (parse_max_model_len, 1, INT32_MAX, "a length vLLM accepts (tokens such as 32768, 32k, "
+                                                           "32K, or auto, at most 2147483647)"),
+    "--tensor-parallel-size": (int, 1, MAX_GPU_INDEX + 1, "a GPU count"),
+    "--max-num-batched-tokens": (parse_max_model_len, 1, INT32_MAX, "a token count"),  # human_readable_int
+}
+
+
+def _count(given: dict[str, str | None], option: str) -> int | None:
+    """The value `extra_args` gives `option` (None when it gives none); ModelError for one vLLM
+    would refuse or that is past a C `int`."""
+    if option not in given:
+        return None
+    text = given[option] or ""
+    parse, lowest, highest, what = _COUNTS[option]
+    value = _or_zero(parse, text)
+    if value == AUTO and option == "--max-model-len":
+        return value
+    if not lowest <= value <= highest:
+        raise ModelError(f"extra_args {option} {text!r} is not {what}")
+    return value
+
+
 def _or_zero(parse: Callable[[str], int], text: str) -> int:
+    """`parse(text)`, or 0 for what is no number, infinite or longer than any count (`1e400`,
+    5,000 digits); the callers bound the rest (at most a C `int`: docs/settings.md#numbers)."""
+    if len(text) > 40:
+        return 0
     try:
         return parse(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         return 0
 
 

@@ -49,6 +49,9 @@ class Spec:
 
 
 _SIMPLE_TYPES = {"str": str, "bool": bool, "int": int}
+#: What an `int` field of llama-swap's config structs holds: Go's int, 64 bits where llama-swap
+#: runs (yaml.v3 decode.go refuses a larger !!int and any !!float past it: "cannot unmarshal").
+GO_INT = range(-(1 << 63), 1 << 63)
 
 
 def _obj(fields, required=(), closed=True):
@@ -197,7 +200,9 @@ def show(value) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 80 else f"{value[:60]!r}… ({len(value)} characters)"
+    return str(value)
 
 
 def _unknown_key(key: str, known) -> str:
@@ -220,7 +225,7 @@ _EXPECTED = {
 
 def check(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> None:
     """Report where `value` breaks `spec` (the schema's constraints for that key)."""
-    if spec.simple and type(value) is _SIMPLE_TYPES[spec.kind]:
+    if spec.simple and type(value) is _SIMPLE_TYPES[spec.kind] and (spec.kind != "int" or value in GO_INT):
         return
     if spec.kind == "macros":  # checked with the loader's rules: macro_entries
         return
@@ -230,6 +235,9 @@ def check(value, spec: Spec, path: str, line: int | None, add: AddProblem) -> No
         return
     if isinstance(value, str):
         _check_str(value, spec, path, line, add)
+    elif spec.kind == "int" and value not in GO_INT:
+        add(line, f"{path}: {value} is past the integers llama-swap reads (Go's int: {GO_INT.start} to "
+                  f"{GO_INT.stop - 1})")
     elif spec.kind == "int" and spec.minimum is not None and value < spec.minimum:
         add(line, f"{path}: must be >= {spec.minimum} (got {value})")
     elif spec.kind in _CONTAINERS:

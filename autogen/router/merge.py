@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from autogen.router.llamaswap_schema import ERROR, show
-from autogen.router.validate import Problem, check_document, failed, parse_document, verdict
+from autogen.router.validate import Problem, check_document, failed, parse_document, read_config, verdict
 from autogen.router.yamllines import LineMap, LineSeq
 
 #: merge.go `identityMapPaths`: their children are entities, and one defined twice is an error.
@@ -149,10 +148,9 @@ def validate_sources(main: str | None, folder: str | None) -> tuple[list[Problem
     report = MergedReport(sources, folder or main or "")
     merged: LineMap | None = None
     for index, path in enumerate(sources):
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            report.problems.append(Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path))
+        text, problem = read_config(path)
+        if problem is not None:
+            report.problems.append(problem)
             continue
         one = _FileReport(path, report)
         doc = parse_document(text, one, report.scalars)

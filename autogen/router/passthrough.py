@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from autogen.errors import did_you_mean
-from autogen.router.llamaswap_schema import MODEL_SPEC, TOP_SPEC, check, macro_entries
+from autogen.router.llamaswap_schema import GO_INT, MODEL_SPEC, TOP_SPEC, check, macro_entries
 from autogen.router.yamllines import LineMap, LineSeq
 from autogen.settings.schema import Settings
 
@@ -62,7 +62,8 @@ def _with_lines(value: Any) -> Any:
 
 
 def _data_problems(value: Any, path: str) -> list[str]:
-    """What YAML gave that is no llama-swap value: a date, a binary, a non-finite number."""
+    """What YAML gave that is no llama-swap value: a date, a binary, a non-finite number, an
+    integer past Go's 64 bits (llama-swap would read it as a float, or refuse it)."""
     if isinstance(value, dict):
         keys = [f"{path}: keys are strings, got {k!r} (quote it)" for k in value if not isinstance(k, str)]
         return keys or [p for k, v in value.items() for p in _data_problems(v, f"{path}.{k}")]
@@ -70,6 +71,9 @@ def _data_problems(value: Any, path: str) -> list[str]:
         return [p for i, v in enumerate(value) for p in _data_problems(v, f"{path}[{i}]")]
     if isinstance(value, float) and not math.isfinite(value):
         return [f"{path}: expected a finite number, got {value}"]
+    if isinstance(value, int) and not isinstance(value, bool) and value not in GO_INT:
+        return [f"{path}: expected an integer llama-swap reads (Go's int: {GO_INT.start} to {GO_INT.stop - 1}), "
+                f"got {value if abs(value) < 10**30 else f'a {len(str(abs(value)))}-digit integer'}"]
     if value is None or isinstance(value, (str, int, float, bool)):
         return []
     return [f"{path}: expected a string, number, true/false, null, list or mapping, got {type(value).__name__} "

@@ -22,7 +22,7 @@ from attrs import frozen
 from autogen.errors import did_you_mean
 from autogen.flags.llama import OptionTable, recorded_table
 from autogen.router.llama_options import ALIAS_ENV, PRESET_KEYS, VERSION_KEY, help_keys, owner_of
-from autogen.router.validate import WARNING, Problem
+from autogen.router.validate import WARNING, Problem, read_config
 
 _HEADER = re.compile(r"\[[ \t]*([^\]]+)\][ \t]*(?:[;#].*)?")
 _KEY_VALUE = re.compile(r"([a-zA-Z_][a-zA-Z0-9_.-]*)[ \t]*=[ \t]*([^;#]*?)[ \t]*(?:[;#].*)?")
@@ -230,11 +230,9 @@ def main_validate_presets(paths: Iterable[str], keys: Keys) -> int:
     """`swapgen validate FILE.ini …`: one line per problem and exit 1, else a summary line."""
     failed = False
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            print(Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path))
+        text, problem = read_config(path)
+        if problem is not None:
+            print(problem)
             failed = True
             continue
         problems = check_preset_text(text, path, keys)

@@ -13,15 +13,15 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from attrs import frozen
 
+from autogen.bounds import CONFIG, InputTooLarge, read_input
 from autogen.cmdline import split_command, strip_comment_lines
 from autogen.numfmt import counted, format_g
 from autogen.router.llamaswap_schema import DURATION, ERROR, IGNORED, TOP_SPEC, WARNING, check, macro_entries, show
 from autogen.router.matrix_dsl import DslError, can_contain_all, compile_sets
-from autogen.router.yamllines import Converter, LineMap, TooBig, compose
+from autogen.router.yamllines import Converter, LineMap, compose
 
 
 @frozen
@@ -657,8 +657,8 @@ def _env_substituted(text: str, report: _Report) -> str:
 
     try:
         collect(Converter(scratch.add).value(root), 1)
-    except (TooBig, RecursionError):
-        return text
+    except (InputTooLarge, RecursionError):
+        return text  # the parse proper reports it
     for name, line in found.items():
         value = os.environ.get(name)
         if value is None:
@@ -685,10 +685,8 @@ def parse_document(text: str, report, scalars: dict | None = None) -> LineMap | 
         return root
     try:
         return Converter(report.add, scalars).value(root)
-    except TooBig:
-        report.add(None, "YAML aliases expand to too many values")
-    except RecursionError:
-        report.add(None, "YAML nests too deeply (or an alias refers to itself)")
+    except InputTooLarge as exc:
+        report.add(None, str(exc))
     return False
 
 
@@ -729,11 +727,14 @@ def validate_text(text: str, source: str = "config.yaml") -> list[Problem]:
     return validate_document(text, source)[0]
 
 
-def _read(path: str) -> tuple[str | None, Problem | None]:
+def read_config(path: str) -> tuple[str | None, Problem | None]:
+    """A config's text within `bounds.CONFIG`, or the one problem that stops it being read."""
     try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        return None, Problem(None, f"cannot read: {exc.strerror or exc}", path)
+        data = read_input(path, CONFIG)
+    except InputTooLarge as exc:
+        return None, Problem(None, str(exc), path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        return None, Problem(None, f"cannot read: {getattr(exc, 'strerror', None) or exc}", path)
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
@@ -742,8 +743,15 @@ def _read(path: str) -> tuple[str | None, Problem | None]:
 
 def validate_file(path: str) -> list[Problem]:
     """`validate_text` on a file; an unreadable file is one problem."""
-    text, problem = _read(path)
+    text, problem = read_config(path)
     return [problem] if problem else validate_text(text, path)
+
+
+def model_count(text: str) -> int:
+    """How many models a config's text defines (0 when it does not parse)."""
+    doc = parse_document(text, _Report(""))
+    models = doc.get("models") if isinstance(doc, LineMap) else None
+    return len(models) if isinstance(models, dict) else 0
 
 
 def summary_counts(doc: LineMap) -> str:
@@ -776,7 +784,7 @@ def main_validate(paths: list[str]) -> int:
     when some file has an error, else 0. A file without errors ends with a summary line."""
     any_error = False
     for path in paths or ["config.yaml"]:
-        text, problem = _read(path)
+        text, problem = read_config(path)
         problems, doc = ([problem], None) if problem else validate_document(text, path)
         for p in problems:
             print(p)

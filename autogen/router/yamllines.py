@@ -9,8 +9,11 @@ models: ~0.1 s of CPU in all). Problems go to an `add(line, message)` callable.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
+
+from autogen.bounds import CONFIG, InputTooLarge, Limits, too_deep, too_many_values
 
 #: Where problems go: `add(line, message)`, line 1-based or None.
 AddProblem = Callable[[int | None, str], object]
@@ -38,27 +41,41 @@ _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": Fal
 _INT = re.compile(r"[-+]?(0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|0[0-7]*|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 _SPECIAL_FLOATS = dict.fromkeys((".inf", ".Inf", ".INF"), "inf") | dict.fromkeys((".nan", ".NaN", ".NAN"), "nan")
-MAX_VALUES = 2_000_000  # YAML aliases can expand exponentially ("billion laughs")
+
+
+#: yaml.v3 resolves an integer with ParseInt, else ParseUint (64 bits): past both it is a float.
+_GO_INTS = range(-(1 << 63), 1 << 64)
 
 
 def plain_scalar(text: str):
-    """A plain scalar's value by yaml.v3's rules (YAML 1.2 core: no yes/no/on/off)."""
+    """A plain scalar's value by yaml.v3's rules (YAML 1.2 core: no yes/no/on/off). An integer
+    outside 64 bits is a float, as a float past float64 is a string (`strconv` says out of range)."""
     if text in _NULLS:
         return None
     if text in _BOOLS:
         return _BOOLS[text]
     if text[0] in "+-.0123456789":
         digits = text.replace("_", "")
-        if _INT.fullmatch(digits):
-            sign, body = (-1, digits[1:]) if digits[0] == "-" else (1, digits.lstrip("+"))
-            octal = body[:1] == "0" and body[1:2].isdigit()  # Go's ParseInt(base 0): 017 == 15
-            return sign * int(body, 8 if octal else 0)
-        if _FLOAT.fullmatch(text):
-            return float(text)
+        if _INT.fullmatch(digits) and (value := _go_int(digits)) is not None:
+            return value
+        if _FLOAT.fullmatch(digits if _INT.fullmatch(digits) else text):
+            value = float(digits)
+            return value if math.isfinite(value) else text
         special = _SPECIAL_FLOATS.get(text.lstrip("+-"))
         if special and not (special == "nan" and text[0] in "+-"):
             return float(("-" if text[0] == "-" else "") + special)
     return text
+
+
+def _go_int(digits: str) -> int | None:
+    """ParseInt(base 0), then ParseUint: None past 64 bits (and for thousands of digits, which
+    Python's int() refuses to read and are past them too)."""
+    sign, body = (-1, digits[1:]) if digits[0] == "-" else (1, digits.lstrip("+"))
+    octal = body[:1] == "0" and body[1:2].isdigit()  # Go's ParseInt(base 0): 017 == 15
+    if len(body) > 4000:
+        return None
+    value = sign * int(body, 8 if octal else 0)
+    return value if value in _GO_INTS else None
 
 
 _GO_TAGS = {type(None): "!!null", bool: "!!bool", int: "!!int", float: "!!float", str: "!!str"}
@@ -78,27 +95,37 @@ def node_scalar(node, value) -> tuple[str, str]:
 
 
 class Converter:
-    """Node tree → `LineMap`/`LineSeq`/scalars, recording duplicate keys as problems."""
+    """Node tree → `LineMap`/`LineSeq`/scalars, recording duplicate keys as problems. Aliases
+    are expanded as they are met, so values and depth are counted against `limits` on the way
+    (`bounds`: "billion laughs" grows nine times per level); `InputTooLarge` past them."""
 
-    def __init__(self, add: AddProblem, scalars: dict | None = None):
+    def __init__(self, add: AddProblem, scalars: dict | None = None, limits: Limits = CONFIG):
         self.add = add
         self.count = 0
+        self.depth = 0
+        self.limits = limits
         #: When given, `(id(mapping), key) → (text, tag)` of every scalar value of a mapping, as
         #: yaml.v3's Node holds it (`Value`, `Tag`): llama-swap's merge compares scalars by them.
         self.scalars = scalars
 
     def value(self, node):
         self.count += 1
-        if self.count > MAX_VALUES:
-            raise TooBig
+        if self.count > self.limits.max_values:
+            raise InputTooLarge(too_many_values(self.limits))
         kind = node.id
         if kind == "scalar":  # tag "" = no explicit tag (see compose)
             return plain_scalar(node.value) if not node.style and not node.tag else node.value
-        if kind == "sequence":
-            seq = LineSeq(self.value(item) for item in node.value)
-            seq.lines = [item.start_mark.line + 1 for item in node.value]
-            return seq
-        return self.mapping(node)
+        self.depth += 1
+        if self.depth > self.limits.max_depth:
+            raise InputTooLarge(too_deep(self.limits))
+        try:
+            if kind == "sequence":
+                seq = LineSeq(self.value(item) for item in node.value)
+                seq.lines = [item.start_mark.line + 1 for item in node.value]
+                return seq
+            return self.mapping(node)
+        finally:
+            self.depth -= 1
 
     def mapping(self, node) -> LineMap:
         out = LineMap()
@@ -131,10 +158,6 @@ class Converter:
                     if self.scalars is not None:  # every scalar of `out` has its own entry
                         self.scalars[id(out), key] = self.scalars.get((id(merged), key))
         return out
-
-
-class TooBig(Exception):
-    """More than MAX_VALUES values: aliases expanding without end."""
 
 
 class _NoResolver:

@@ -81,9 +81,18 @@ def one_of(values: tuple[str, ...], expected: str | None = None) -> Check:
     return Check(lambda v: v in values, expected or f"expected one of {', '.join(values)}")
 
 
+def int_range(low: int, high: int) -> Check:
+    """An integer from `low` to `high`, both included (docs/settings.md#numbers)."""
+    return Check(lambda v: low <= v <= high, f"expected an integer from {low} to {high}")
+
+
+def number_range(low: float, high: float, *, above: bool = False) -> Check:
+    """A number from `low` (excluded when `above`) to `high`; the bounds make it finite, as
+    `nan` and `.inf` fail the comparisons (docs/settings.md#numbers)."""
+    if above:
+        return Check(lambda v: low < v <= high, f"expected a number above {low:g} and at most {high:g}")
+    return Check(lambda v: low <= v <= high, f"expected a number from {low:g} to {high:g}")
+
+
 NONBLANK = Check(lambda v: v.strip() != "", "expected a non-empty string")
-ABOVE_ZERO_INT = Check(lambda v: v > 0, "expected an integer above 0")
-ABOVE_ZERO = Check(lambda v: v > 0, "expected a number above 0")
-ZERO_OR_MORE_INT = Check(lambda v: v >= 0, "expected an integer of 0 or more")
-ZERO_OR_MORE = Check(lambda v: v >= 0, "expected a number of 0 or more")
 FRACTION = Check(lambda v: 0 < v <= 1, "expected a fraction in (0, 1]")

@@ -15,6 +15,7 @@ from attrs import frozen
 
 from autogen.errors import did_you_mean
 from autogen.settings.load import load_settings
+from autogen.settings.owned import place_problems
 from autogen.settings.schema import Host, Settings
 
 
@@ -34,7 +35,7 @@ def load_hosts(front: Settings) -> tuple[FleetHost, ...]:
     """Every host's settings, in `hosts:` order. Raises SettingsError: a host's own file names
     its problems; problems between files are the front's, at `hosts[i]`."""
     hosts = tuple(FleetHost(h, load_settings(h.settings)) for h in front.hosts)
-    problems = _conflicts(front, hosts) + _node_problems(hosts)
+    problems = _conflicts(front, hosts) + _node_problems(hosts) + _place_problems(front, hosts)
     if problems:
         from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
@@ -63,6 +64,21 @@ def _conflicts(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
                                 f"give each host its own {what}")
             seen.setdefault(real, f"{fh.host.name} (hosts[{i}])")
     return problems
+
+
+def _place_problems(front: Settings, hosts: tuple[FleetHost, ...]) -> list[str]:
+    """The front run writes every host's config and reads every settings file, backends file and
+    root of the fleet on one machine: no config may be any of those files or inside any root
+    (each file's own settings are checked when it loads: `settings.load.written_place_problems`)."""
+    named = [("the front", front), *((f"{fh.host.name}", fh.settings) for fh in hosts)]
+    reads = {f"the settings file of {name}": s.source for name, s in named}
+    reads |= {f"the backends file of {name}": s.backends_file for name, s in named if s.backends_file}
+    roots = [root for _, s in named for root in s.roots]
+    problems = []
+    for i, fh in enumerate(hosts):
+        problems += [f"hosts[{i}]: {fh.settings.source}: {p}"
+                     for p in place_problems("output", fh.settings.output, reads, roots)]
+    return problems + place_problems("output", front.output, reads, roots)
 
 
 def _node_problems(hosts: tuple[FleetHost, ...]) -> list[str]:

@@ -14,8 +14,10 @@ import attrs
 import xxhash
 
 from autogen import GENERATOR_VERSION, __version__
+from autogen.bounds import SETTINGS, InputTooLarge, read_input
 from autogen.errors import SettingsError, did_you_mean
 from autogen.fsutil import code_stamp, write_if_changed
+from autogen.settings.owned import place_problems
 from autogen.settings.schema import (
     DEFAULT_OUTPUT,
     MMPROJ_MODES,
@@ -116,6 +118,7 @@ def load_settings(path: str | Path | None = None, *, check_pins: bool = True) ->
         settings = _parse_settings(path)
         cache.store(settings)
     problems = _pin_problems(settings, settings.backends) if check_pins else []
+    problems += written_place_problems(settings)
     if problems:
         from autogen.settings.structure import settings_error  # noqa: PLC0415 - lazy: only on an error
 
@@ -134,6 +137,17 @@ def _pin_problems(settings: Settings, backends: tuple[BackendRow, ...]) -> list[
             known = ", ".join(ids) if ids else "none"
             problems.append(f"overrides[{i}].backend: no backend row has id {pin!r}{did_you_mean(pin, ids)} "
                             f"(ids: {known})")
+    return problems
+
+
+def written_place_problems(settings: Settings) -> list[str]:
+    """The files this settings file makes swapgen write, where they may not be
+    (`settings.owned.place_problems`): checked on every load, since a root or a link may move."""
+    reads = {"the settings file itself": settings.source, "the backends file": settings.backends_file}
+    problems = place_problems("output", settings.output, reads, settings.roots)
+    if settings.backends_file:
+        problems += place_problems("backends_file", settings.backends_file,
+                                   {"the settings file itself": settings.source}, settings.roots)
     return problems
 
 
@@ -249,7 +263,8 @@ def _parse_settings(path: Path) -> Settings:
         problems.append("roots: list at least one model folder")
     backends_file = _resolve(base, settings.backends_file) if settings.backends_file else None
     backends = settings.backends
-    if backends_file and os.path.exists(backends_file):
+    # the settings file named as its own backends file is refused by `written_place_problems`
+    if backends_file and os.path.exists(backends_file) and os.path.realpath(backends_file) != os.path.realpath(path):
         file_rows = load_backends_file(Path(backends_file))
         problems += _duplicates(file_rows, Path(backends_file).name, "id")
         if file_rows:
@@ -277,14 +292,17 @@ def _parse_settings(path: Path) -> Settings:
     )
 
 
-def _file_digest(path: str | None) -> str:
+def _file_digest(path: str | None) -> str | None:
+    """The settings cache's key of a file: "-" for no file, "absent", or its digest; None when
+    it cannot be read within `bounds.SETTINGS` (a miss: the parse then says why)."""
     if not path:
         return "-"
     try:
-        with open(path, "rb") as f:
-            return xxhash.xxh3_128_hexdigest(f.read())
-    except OSError:
+        return xxhash.xxh3_128_hexdigest(read_input(path, SETTINGS))
+    except FileNotFoundError:
         return "absent"
+    except (OSError, InputTooLarge):
+        return None
 
 
 class _SettingsCache:
@@ -306,9 +324,11 @@ class _SettingsCache:
                 version, digest, backends_file, backends_digest, settings = pickle.load(f)
         except Exception:
             return None
-        if version != self.version or digest != _file_digest(str(self.path)):
+        if version != self.version or digest is None or digest != _file_digest(str(self.path)):
             return None
-        if backends_digest != _file_digest(backends_file) or not isinstance(settings, Settings):
+        if backends_digest is None or backends_digest != _file_digest(backends_file):
+            return None
+        if not isinstance(settings, Settings):
             return None
         return settings
 

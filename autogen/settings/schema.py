@@ -14,8 +14,6 @@ from typing import Any
 from attrs import frozen
 
 from autogen.settings.fields import (
-    ABOVE_ZERO,
-    ABOVE_ZERO_INT,
     CONFIG,
     EVERY_FRAGMENT,
     FRACTION,
@@ -23,9 +21,9 @@ from autogen.settings.fields import (
     PER_MATCH,
     PER_MODEL,
     WALK,
-    ZERO_OR_MORE,
-    ZERO_OR_MORE_INT,
     Check,
+    int_range,
+    number_range,
     one_of,
     setting,
 )
@@ -56,6 +54,41 @@ PRESET_MODEL_LLAMA_SWAP_KEYS = ("aliases", "unloadTimeout")
 POLLING_MODES = ("auto", "always", "never")
 #: A `path_map` value that serves a folder under its host path.
 KEEP_PATH = "keep"
+
+# Numbers (docs/settings.md#numbers): every numeric key has a finite range, so no value can
+# overflow what reads it: the engines parse counts as a C `int`, llama-swap's Go `int` is
+# 64-bit, and the sizers turn GiB into bytes. Each bound says where it comes from.
+#: A C `int`: what llama-server's numeric options parse (`std::stoi`, common/arg.cpp). As seconds
+#: (68 years) it stays far below where llama-swap's `time.Duration(n) * time.Second` overflows.
+INT32_MAX = (1 << 31) - 1
+#: GiB of VRAM (a budget, a card, a host's cards): 64 TiB, above a 72-GPU rack's 13.5 TiB.
+MAX_VRAM_GIB = 65536
+#: Tokens per slot: 16 Mi, above the longest context any model is trained for (10 Mi).
+MAX_CTX = 1 << 24
+#: llama.cpp's `LLAMA_MAX_SEQ` (src/llama-cparams.h): the most slots one llama-server runs.
+MAX_SLOTS = 256
+#: ggml's `GGML_MAX_N_THREADS` (ggml/include/ggml.h): the most threads a ggml engine runs.
+MAX_THREADS = 512
+#: The highest GPU index (CUDA and HIP number a host's devices from 0).
+MAX_GPU_INDEX = 1023
+#: sd-server sampling steps, far above the 1–150 image models are tuned for.
+MAX_STEPS = 10_000
+MAX_CFG_SCALE = 100
+#: Pixels on an image side (a 16384² image is 768 MiB of RGB).
+MAX_IMAGE_SIDE = 16_384
+#: Seconds for `watch:` waits: a day.
+MAX_WAIT_SECONDS = 86_400
+
+VRAM_BUDGET = number_range(0, MAX_VRAM_GIB, above=True)
+VRAM_READING = number_range(0, MAX_VRAM_GIB)
+CONTEXT = int_range(1, MAX_CTX)
+SLOTS = int_range(1, MAX_SLOTS)
+THREADS = int_range(1, MAX_THREADS)
+#: A number above the model's layers means all of them, so any `int` llama-server parses.
+GPU_LAYERS = int_range(0, INT32_MAX)
+GPU_INDEX = int_range(0, MAX_GPU_INDEX)
+#: GPUs in one tensor-parallel group: at most one per GPU index.
+TENSOR_PARALLEL = int_range(1, MAX_GPU_INDEX + 1)
 
 #: `output_mode:` values: the whole llama-swap file, or a `-config-dir` fragment of it.
 OUTPUT_MODES = ("full", "fragment")
@@ -105,11 +138,11 @@ class LlamaOptions:
 
     kv_type: str | None = setting(None, check=one_of(LLAMA_KV_TYPES), outputs=(EVERY_FRAGMENT,),
                                   knobs=("cache_type_k", "cache_type_v"), kw_only=True)
-    parallel: int | None = setting(None, check=ABOVE_ZERO_INT, outputs=(EVERY_FRAGMENT,), knobs=("parallel",),
+    parallel: int | None = setting(None, check=SLOTS, outputs=(EVERY_FRAGMENT,), knobs=("parallel",),
                                    kw_only=True)
     flash_attn: str | None = setting(None, check=one_of(FLASH_ATTN_MODES, "expected on, off or auto"),
                                      outputs=(EVERY_FRAGMENT,), knobs=("flash_attn",), kw_only=True)
-    threads: int | None = setting(None, check=ABOVE_ZERO_INT, outputs=(EVERY_FRAGMENT,), knobs=("threads",),
+    threads: int | None = setting(None, check=THREADS, outputs=(EVERY_FRAGMENT,), knobs=("threads",),
                                   kw_only=True)
 
 
@@ -119,10 +152,10 @@ class ProfileOptions(LlamaOptions):
     fields it sets replaced: `emit.llama_profiles`)."""
 
     #: Per-slot context, e.g. 65536.
-    ctx: int | None = setting(None, check=ABOVE_ZERO_INT, knobs=("ctx",), kw_only=True)
+    ctx: int | None = setting(None, check=CONTEXT, knobs=("ctx",), kw_only=True)
     #: VRAM budget in GiB for this model (or profile).
-    vram_budget_gb: float | None = setting(None, check=ABOVE_ZERO, kw_only=True)
-    ngl: int | None = setting(None, check=ZERO_OR_MORE_INT, knobs=("ngl",), kw_only=True)
+    vram_budget_gb: float | None = setting(None, check=VRAM_BUDGET, kw_only=True)
+    ngl: int | None = setting(None, check=GPU_LAYERS, knobs=("ngl",), kw_only=True)
     #: "auto" | "none" | "cpu" | "gpu" | a projector path.
     mmproj: str | None = setting(None, check=Check(lambda v: v.strip() != "",
                                              "expected auto, none, cpu, gpu or a projector path"),
@@ -151,7 +184,7 @@ class Override(ProfileOptions):
     #: Registry id to pin; a stale id falls back to automatic resolution.
     backend: str | None = None
     vllm_gpu_util: float | None = setting(None, check=FRACTION)
-    vllm_tensor_parallel: int | None = setting(None, check=ABOVE_ZERO_INT)
+    vllm_tensor_parallel: int | None = setting(None, check=TENSOR_PARALLEL)
     vllm_tokenizer: str | None = None
     #: "none" turns the tool-call parser off; anything else is used verbatim.
     vllm_tool_parser: str | None = None
@@ -164,7 +197,7 @@ class Override(ProfileOptions):
     #: How the nodes of `vllm_nodes` connect: "ray" (a Ray cluster) or "mp" (vLLM's own
     #: `--nnodes`/`--headless` workers); None = ray.
     vllm_distributed: str | None = setting(None, check=one_of(VLLM_DISTRIBUTED))
-    devices: tuple[int, ...] | None = None
+    devices: tuple[int, ...] | None = setting(None, check=GPU_INDEX)
     #: The speculative-decoding draft of the `-draft` profile: a GGUF path, or "none" for no
     #: draft profile; None = the one discovery pairs (same vocabulary, smaller, same family).
     draft: str | None = setting(None, check=Check(lambda v: v.strip() != "",
@@ -174,7 +207,7 @@ class Override(ProfileOptions):
     vad_model: str | None = setting(None, check=Check(lambda v: v.strip() != "",
                                                       "expected none or the path of a Silero VAD model"))
     #: Extra llama profiles of this model with a fixed per-slot context each, `<id>-64k`.
-    ctx_profiles: tuple[int, ...] = setting((), older="ctx_variants")
+    ctx_profiles: tuple[int, ...] = setting((), check=CONTEXT, older="ctx_variants")
     #: Named llama profiles of this model (added before the settings' `default_profiles`).
     profiles: tuple[Profile, ...] = setting((), older="variants")
     # sd-server (image) knobs; component paths win over `encoders`, "none" drops the component
@@ -198,11 +231,11 @@ class Override(ProfileOptions):
     diffusion_fa: bool | None = None
     vae_tiling: bool | None = None
     #: sd-server generation defaults (`--steps`, `--cfg-scale`, `--sampling-method`, size).
-    steps: int | None = setting(None, check=ABOVE_ZERO_INT)
-    cfg_scale: float | None = setting(None, check=ABOVE_ZERO)
+    steps: int | None = setting(None, check=int_range(1, MAX_STEPS))
+    cfg_scale: float | None = setting(None, check=number_range(0, MAX_CFG_SCALE, above=True))
     sampling_method: str | None = setting(None, check=NONBLANK)
-    width: int | None = setting(None, check=ABOVE_ZERO_INT)
-    height: int | None = setting(None, check=ABOVE_ZERO_INT)
+    width: int | None = setting(None, check=int_range(1, MAX_IMAGE_SIDE))
+    height: int | None = setting(None, check=int_range(1, MAX_IMAGE_SIDE))
     # llama-swap keys of this model's entries that swapgen does not own
     # (docs/llama-swap-settings.md#per-model-keys): plain YAML data, spelled as llama-swap spells it.
     #: e.g. {"aliases": ["coder"], "filters": {"stripParams": "top_k"}, "concurrencyLimit": 4}.
@@ -246,8 +279,8 @@ class Group:
 
 @frozen
 class Gpu:
-    index: int
-    vram_gb: float = setting(check=ZERO_OR_MORE)
+    index: int = setting(check=GPU_INDEX)
+    vram_gb: float = setting(check=VRAM_READING)
     name: str = ""
     vendor: str = ""
 
@@ -294,12 +327,12 @@ class Watch:
 
     #: A changed file must keep its size this long before a run starts (a download still
     #: growing triggers nothing).
-    settle_seconds: float = setting(30.0, check=ZERO_OR_MORE)
+    settle_seconds: float = setting(30.0, check=number_range(0, MAX_WAIT_SECONDS))
     #: "auto": poll the roots on network and FUSE mounts (no events arrive there), use the
     #: kernel's events elsewhere; "always"; "never".
     polling: str = setting("auto", check=one_of(POLLING_MODES))
     #: Seconds between two scans of a polled root.
-    poll_interval_seconds: float = setting(10.0, check=ABOVE_ZERO)
+    poll_interval_seconds: float = setting(10.0, check=number_range(0, MAX_WAIT_SECONDS, above=True))
 
 
 _EVERY_FRAGMENT, _CONFIG, _PER_MODEL, _NOTHING = (EVERY_FRAGMENT,), (CONFIG,), (PER_MODEL,), ()
@@ -314,14 +347,12 @@ class Settings(LlamaOptions):
     output: str = setting("config.yaml", outputs=_CONFIG)
     cache_dir: str = setting("cache", outputs=_NOTHING)
     #: Per-model VRAM budget in GiB; None = the probed card total, else 8.
-    vram_budget_gb: float | None = setting(None, check=ABOVE_ZERO, outputs=_PER_MODEL)
+    vram_budget_gb: float | None = setting(None, check=VRAM_BUDGET, outputs=_PER_MODEL)
     #: Total VRAM of the eligible GPUs in GiB; None = probe once; 0 = "no reading".
-    card_vram_gb: float | None = setting(None, check=ZERO_OR_MORE, outputs=_PER_MODEL)
-    ttl: int = setting(600, check=Check(lambda v: v >= -1, "expected an integer of -1 or more"),
-                       outputs=_EVERY_FRAGMENT)
-    health_check_timeout: int = setting(300, check=Check(lambda v: v >= 15, "expected an integer of 15 or more "
-                                                                             "(llama-swap's minimum)"),
-                                        outputs=_CONFIG)
+    card_vram_gb: float | None = setting(None, check=VRAM_READING, outputs=_PER_MODEL)
+    ttl: int = setting(600, check=int_range(-1, INT32_MAX), outputs=_EVERY_FRAGMENT)
+    #: At least 15: llama-swap raises a lower value to 15 (internal/config/load.go).
+    health_check_timeout: int = setting(300, check=int_range(15, INT32_MAX), outputs=_CONFIG)
     backends: tuple[BackendRow, ...] = setting((), outputs=_PER_MODEL)
     backends_file: str | None = setting(None, outputs=_PER_MODEL)
     # the legacy exes, when no backend row serves a role (`resolve.backends.legacy_exes`)
@@ -334,7 +365,7 @@ class Settings(LlamaOptions):
     #: Architecture → vLLM tool-call parser; extends/replaces the built-in table.
     tool_parsers: dict[str, str] = setting(check="string map", outputs=_EVERY_FRAGMENT, factory=dict, hash=False)
     gpus: tuple[Gpu, ...] | None = setting(None, outputs=_PER_MODEL)
-    devices: tuple[int, ...] | None = setting(None, outputs=_PER_MODEL)
+    devices: tuple[int, ...] | None = setting(None, check=GPU_INDEX, outputs=_PER_MODEL)
     #: Named llama profiles added to every GGUF chat model (older spelling `default_variants`).
     default_profiles: tuple[Profile, ...] = setting((), older="default_variants", outputs=_EVERY_FRAGMENT)
     #: Virtualenvs whose `bin/vllm` `swapgen backends detect` also checks (relative to this file).
@@ -366,6 +397,6 @@ class Settings(LlamaOptions):
     vllm_wrapper: str = setting("vllm-wrapper", check=NONBLANK, outputs=_EVERY_FRAGMENT)
     #: The host's RAM in GiB, which holds sleeping vLLM models' weights; None = read it
     #: (/proc/meminfo); 0 = no reading (every model that asks sleeps).
-    host_ram_gb: float | None = setting(None, check=ZERO_OR_MORE, outputs=_PER_MODEL)
+    host_ram_gb: float | None = setting(None, check=number_range(0, MAX_VRAM_GIB), outputs=_PER_MODEL)
     #: Where the settings were read from (not a key of the file).
     source: str = setting("", outputs=_CONFIG, kw_only=True)

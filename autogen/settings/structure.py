@@ -6,6 +6,8 @@ Imported only when a settings file is actually parsed (a cached run skips cattrs
 
 from __future__ import annotations
 
+import gc
+import math
 import re
 import shlex
 from collections.abc import Callable
@@ -21,9 +23,11 @@ from cattrs.errors import (
     ClassValidationError,
     ForbiddenExtraKeysError,
     IterableValidationError,
+    IterableValidationNote,
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from autogen.bounds import SETTINGS, InputTooLarge, check_shape, read_input, too_deep
 from autogen.engines import CUSTOM_KIND, ENGINE_OF_KIND
 from autogen.errors import SettingsError, did_you_mean
 from autogen.settings.fields import key_of, older_spellings
@@ -40,6 +44,10 @@ def describe(value: Any) -> str:
         return "nothing"
     if isinstance(value, (dict, list)):
         return f"a {'mapping' if isinstance(value, dict) else 'list'}"
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**24:
+        return f"a {len(str(abs(value)))}-digit integer"
+    if isinstance(value, float) and not math.isfinite(value):  # as YAML spells them
+        return ".nan" if math.isnan(value) else ("-.inf" if value < 0 else ".inf")
     return repr(value)
 
 
@@ -58,7 +66,10 @@ def _strict_int(value: Any, _type: Any) -> int:
 def _strict_float(value: Any, _type: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"expected a number, got {describe(value)}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer past float's range: past every bound, as infinity is
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _strict_bool(value: Any, _type: Any) -> bool:
@@ -229,12 +240,42 @@ def _inner_types(type_: Any) -> tuple[Any, ...]:
 
 
 def _hook(a: attrs.Attribute) -> Any:
-    """The structure hook of a field whose `check` asks for more than its type."""
+    """The structure hook of a field whose `check` asks for more than its type; a list of
+    numbers (`devices`, `ctx_profiles`) has each item checked, at its own index."""
     check = a.metadata.get("check")
     if isinstance(check, str):
         return PARSERS[check]
     (scalar,) = [t for t in _inner_types(a.type) if t in _SCALARS]
-    return _checked(_SCALARS[scalar], check.test, check.expected)
+    if not any(_is_list_field(t) for t in (a.type, *get_args(a.type))):
+        return _checked(_SCALARS[scalar], check.test, check.expected)
+    return _checked_items(_SCALARS[scalar], check, optional=type(None) in get_args(a.type))
+
+
+def _checked_items(base: Callable[[Any, Any], Any], check: Any, *, optional: bool) -> Callable[[Any, Any], Any]:
+    """A list hook checking each item with `base` and `check` (a `settings.fields.Check`)."""
+    def item(value: Any) -> Any:
+        result = base(value, None)
+        if not check.test(result):
+            raise ValueError(f"{check.expected}, got {describe(value)}")
+        return result
+
+    def hook(value: Any, type_: Any) -> tuple | None:
+        if value is None and optional:
+            return None
+        if not isinstance(value, list):
+            raise ValueError(f"expected a list, got {describe(value)}")
+        items, errors = [], []
+        for i, v in enumerate(value):
+            try:
+                items.append(item(v))
+            except ValueError as exc:
+                exc.__notes__ = [IterableValidationNote(f"Structuring item @ index {i}", i, Any)]
+                errors.append(exc)
+        if errors:
+            raise IterableValidationError("While structuring a list", errors, type_)
+        return tuple(items)
+
+    return hook
 
 
 def _make_converter() -> cattrs.Converter:
@@ -368,7 +409,7 @@ def _line_map(source: str) -> dict[str, int]:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq  # noqa: PLC0415 - as above
 
     try:
-        data = YAML(typ="rt", pure=True).load(Path(source).read_text(encoding="utf-8"))
+        data = YAML(typ="rt", pure=True).load(read_input(source, SETTINGS).decode("utf-8"))
     except Exception:
         return {}
     lines: dict[str, int] = {}
@@ -411,25 +452,47 @@ def _locate(problem: str, lines: dict[str, int]) -> int | None:
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse one YAML file with ruamel (safe, pure), errors as SettingsError naming the line."""
+    """Parse one YAML file with ruamel (safe, pure), errors as SettingsError naming the line.
+    The file is read within `bounds.SETTINGS` (size, values once aliases expand, depth)."""
     # lazy: cattrs' converter is built at import, ruamel only when a settings file is parsed
     from ruamel.yaml import YAML  # noqa: PLC0415
     from ruamel.yaml.error import YAMLError  # noqa: PLC0415
 
+    text = _read_text(path)
+    collecting = gc.isenabled()
+    gc.disable()  # every object the parse makes is kept: the collector would walk them again and again
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SettingsError(str(path), ["file not found (pass --settings PATH or set SWAPGEN_SETTINGS; "
-                                        "`swapgen init` writes a starter)"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(str(path), [f"cannot read: {exc}"]) from None
-    try:
-        return YAML(typ="safe", pure=True).load(text)
+        data = YAML(typ="safe", pure=True).load(text)
+        check_shape(data, SETTINGS)
     except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         line = mark.line + 1 if mark is not None else None
         raise SettingsError(str(path), [f"not valid YAML: {problem}"], lines=[line]) from None
+    except RecursionError:  # ruamel composes nested nodes recursively
+        raise SettingsError(str(path), [too_deep(SETTINGS)]) from None
+    except ValueError as exc:  # ruamel's int(): Python reads at most 4300 digits
+        raise SettingsError(str(path), [f"not valid YAML: a value swapgen cannot read ({str(exc).split(';')[0]})"]) \
+            from None
+    except InputTooLarge as exc:
+        raise SettingsError(str(path), [str(exc)]) from None
+    finally:
+        if collecting:
+            gc.enable()
+    return data
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return read_input(str(path), SETTINGS).decode("utf-8")
+    except FileNotFoundError:
+        raise SettingsError(str(path), ["file not found (pass --settings PATH or set SWAPGEN_SETTINGS; "
+                                        "`swapgen init` writes a starter)"]) from None
+    except InputTooLarge as exc:
+        raise SettingsError(str(path), [str(exc)]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(str(path), [f"cannot read: {exc}"]) from None
+
 
 def unstructure(value: Any) -> Any:
     """Plain data (for up-to-date keys and `--json` output)."""

@@ -17,7 +17,7 @@ from autogen.errors import ModelError
 from autogen.flags.llama import FLAG_KNOBS, SWITCHES
 from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.resolve.context import EmitContext
-from autogen.settings.schema import FLASH_ATTN_MODES
+from autogen.settings.schema import FLASH_ATTN_MODES, INT32_MAX, MAX_SLOTS
 from autogen.sizing.llama import AUTO_SLOTS, FLOAT_KV_TYPES, LlamaKnobs
 
 
@@ -49,28 +49,46 @@ def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _integer(value: str | None, minimum: int, maximum: int) -> int | None:
+    """`value` as an integer within [minimum, maximum], else None (a C `int` holds at most 10
+    digits: a longer number is never read, however long)."""
+    if value is None or not value.lstrip("-").isdigit() or len(value.lstrip("-0")) > 10:
+        return None
+    number = int(value)
+    return number if minimum <= number <= maximum else None
+
+
 def _pin(found: dict[str, tuple[str, str | None]], knob: str, *, words: Sequence[str] = (),
-         minimum: int | None = None, hint: str = "") -> int | str:
-    """The value `extra_args` gives `knob`: one of `words`, or an integer ≥ `minimum`. Anything
-    else is a ModelError naming the flag, the value and what llama-server b11434 accepts: it would
-    refuse to start, or run a command we did not size."""
+         minimum: int | None = None, maximum: int = INT32_MAX, hint: str = "") -> int | str:
+    """The value `extra_args` gives `knob`: one of `words`, or an integer from `minimum` to
+    `maximum` (llama-server parses its numbers as a C `int`). Anything else is a ModelError naming
+    the flag, the value and what llama-server b11434 accepts: it would refuse to start, or run a
+    command we did not size."""
     flag, value = found[knob]
     if value in words:
         return value
-    if minimum is not None and value and value.lstrip("-").isdigit() and int(value) >= minimum:
-        return int(value)
-    expected = ", ".join(([f"an integer of {minimum} or more"] if minimum is not None else []) + list(words))
-    raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected {expected}{hint}")
+    number = _integer(value, minimum, maximum) if minimum is not None else None
+    if number is not None:
+        return number
+    expected = ", ".join(([f"an integer from {minimum} to {maximum}"] if minimum is not None else []) + list(words))
+    raise ModelError(f"extra_args: {flag} {_shown(value)}: expected {expected}{hint}")
+
+
+def _shown(value: str | None) -> str:
+    if value is None:
+        return "no value"
+    return repr(value) if len(value) <= 40 else f"{value[:30]!r}… ({len(value)} characters)"
 
 
 def _image_max_tokens(found: dict[str, tuple[str, str | None]]) -> int | None:
     """`--image-max-tokens` of `extra_args`: llama-server takes any integer, and clip.cpp reads one
     of 0 or less as unset (tools/mtmd/clip.cpp `clip_init`): None then."""
     flag, value = found["image_max_tokens"]
-    if value is None or not value.lstrip("-").isdigit():
-        raise ModelError(f"extra_args: {flag} {'no value' if value is None else repr(value)}: expected an integer "
-                         "(0 or less = the projector's own)")
-    return int(value) if int(value) > 0 else None
+    number = _integer(value, -INT32_MAX - 1, INT32_MAX)
+    if number is None:
+        raise ModelError(f"extra_args: {flag} {_shown(value)}: expected an integer from {-INT32_MAX - 1} to "
+                         f"{INT32_MAX} (0 or less = the projector's own)")
+    return number if number > 0 else None
 
 
 @frozen
@@ -105,7 +123,7 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
     ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel")
     n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
     if "parallel" in found:  # -1: llama-server's auto slots
-        parallel = _pin(found, "parallel", minimum=1, words=("-1",), hint=" (-1 = auto)")
+        parallel = _pin(found, "parallel", minimum=1, maximum=MAX_SLOTS, words=("-1",), hint=" (-1 = auto)")
         parallel = None if parallel == "-1" else parallel
     slots = parallel or 1
     if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
