@@ -136,6 +136,15 @@ def test_a_bad_sleep_setting_names_its_place(tmp_path, capsys):
     assert "overrides[0].vllm_sleep" in capsys.readouterr().err
 
 
+def test_sleep_on_a_row_of_another_engine_is_said_not_ignored(tmp_path, capsys):
+    (tmp_path / "m").mkdir()
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text("roots: [m]\nvram_budget_gb: 8\nbackends:\n"
+                        "  - {id: llama, kind: llama, path: llama-server, default: true, sleep: true}\n")
+    cli.main(["--settings", str(settings), "list"])
+    assert "backend 'llama': sleep applies to vllm rows only" in capsys.readouterr().err
+
+
 # --- ports -----------------------------------------------------------------------------------------
 
 

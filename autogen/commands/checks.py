@@ -15,6 +15,7 @@ import sys
 import attrs
 
 from autogen.discovery.rows import ModelRow
+from autogen.engines import Engine, engine_of
 from autogen.errors import SwapgenError
 from autogen.fsutil import read_bytes
 from autogen.settings.globs import glob_pattern
@@ -139,13 +140,15 @@ def unmatched_patterns(settings: Settings, models: tuple[ModelRow, ...]) -> list
 def backend_warnings(settings: Settings) -> list[str]:
     """One line per backend row whose absolute `path` does not exist (llama-swap could not start
     what it serves; with a `path_map`, backend paths are the container's and not looked for
-    here), and what `llama_swap_warnings` says. Checked on every run: a binary installed later
+    here), per row that asks to sleep but is not vLLM's, and what `llama_swap_warnings` says. Checked on every run: a binary installed later
     silences it."""
     problems = []
     for row in () if settings.path_map else settings.backends:
         exe = row.path.strip()
         if os.path.isabs(exe) and not os.path.exists(exe):
             problems.append(f"backend {row.id!r}: {exe} does not exist; llama-swap cannot start the models it serves")
+    problems += [f"backend {row.id!r}: sleep applies to vllm rows only (docs/vllm-sleep.md); its models stop as "
+                 "usual" for row in settings.backends if row.sleep and engine_of(row.kind) != Engine.VLLM]
     return problems + llama_swap_warnings(settings)
 
 
