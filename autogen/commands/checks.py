@@ -140,8 +140,8 @@ def unmatched_patterns(settings: Settings, models: tuple[ModelRow, ...]) -> list
 def backend_warnings(settings: Settings) -> list[str]:
     """One line per backend row whose absolute `path` does not exist (llama-swap could not start
     what it serves; with a `path_map`, backend paths are the container's and not looked for
-    here), per row that asks to sleep but is not vLLM's, and what `llama_swap_warnings` says. Checked on every run: a binary installed later
-    silences it."""
+    here), per row that asks to sleep but is not vLLM's, and what `llama_swap_warnings` says.
+    Checked on every run: a binary installed later silences it."""
     problems = []
     for row in () if settings.path_map else settings.backends:
         exe = row.path.strip()
