@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 import xxhash
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from autogen.fsutil import read_bytes, write_if_changed
 
@@ -40,8 +41,22 @@ VERSIONS: dict[str, int] = {}
 
 def _converter() -> cattrs.Converter:
     """Fields left at their default are not written (most of a model's metadata is 0), and a key
-    the class does not have is an error, so a record from another shape is a miss."""
-    return cattrs.Converter(omit_if_default=True, forbid_extra_keys=True)
+    the class does not have is an error, so a record from another shape is a miss. A field whose
+    metadata names a `json` key is written and read under that key (`ListRow.kind` is `class`,
+    a word Python keeps for itself)."""
+    converter = cattrs.Converter(omit_if_default=True, forbid_extra_keys=True)
+
+    def renamed(cls: type) -> dict[str, Any]:
+        return {f.name: override(rename=f.metadata["json"]) for f in attrs.fields(cls) if "json" in f.metadata}
+
+    def has_renames(cls: type) -> bool:
+        return attrs.has(cls) and any("json" in f.metadata for f in attrs.fields(cls))
+
+    converter.register_unstructure_hook_factory(has_renames, lambda cls: make_dict_unstructure_fn(
+        cls, converter, _cattrs_omit_if_default=True, **renamed(cls)))
+    converter.register_structure_hook_factory(has_renames, lambda cls: make_dict_structure_fn(
+        cls, converter, _cattrs_forbid_extra_keys=True, **renamed(cls)))
+    return converter
 
 
 #: The one converter for every stored record and every JSON report.

@@ -284,8 +284,9 @@ def test_the_real_llama_server(tmp_path, tiny_model, capsys):
     assert cli.main(["--settings", str(settings)]) == 0
     capsys.readouterr()
     assert cli.main(["--settings", str(settings), "show", "tiny", "--json"]) == 0
-    measured = json.loads(capsys.readouterr().out)["entries"][0]["memory"]["measured"]["devices"][0]
-    assert (measured["model"] >> 20, measured["context"] >> 20) == (model, context)
+    memory = {m["source"]: m for m in json.loads(capsys.readouterr().out)["entries"][0]["memory"]}
+    measured = memory["measured"]["devices"][0]
+    assert (measured["weights"] >> 20, measured["kv_state"] >> 20) == (model, context)
     assert abs((measured["compute"] >> 20) - compute) <= 1
     assert subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout == b""
 

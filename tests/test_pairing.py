@@ -528,7 +528,7 @@ class TestEmitted:
         assert [k for k in config["models"] if "+" in k] == []
         graph = tasks.load(str(tmp_path / "swapgen.yaml"))
         try:
-            lines = {Path(r["path"]).name: (r["class"], r["skipped"]) for r in listing.rows(graph) if not r["task"]}
+            lines = {Path(r.path).name: (r.kind, r.skipped) for r in listing.rows(graph) if not r.task}
         finally:
             graph.close()
         assert lines["Qwen3-32B-sql-LoRA-F16.gguf"] == (

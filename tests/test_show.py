@@ -97,8 +97,37 @@ def test_json_for_scripts(library, capsys):
     assert rc == 0 and data["backend"]["why"] == "★ of class llm"
     assert data["entries"][0]["argv"][0] == "/opt/llama/llama-server"
     assert data["kv"]["bytes_per_token"] > 0 and data["metadata"]["arch"] == "llama"
-    memory = data["entries"][0]["memory"]
-    assert memory["used"] == "estimate" and memory["estimate"]["devices"][0]["name"] == "GPU0"
+    memory = {m["source"]: m for m in data["entries"][0]["memory"]}
+    assert list(memory) == ["estimate", "llama-fit-params", "measured"]
+    estimate = memory["estimate"]
+    assert estimate["used"] and estimate["devices"][0]["device"] == "GPU0" and not memory["measured"]["used"]
+    assert memory["measured"]["missing"] == "not measured (swapgen calibrate alpha-q4_k_m)"
+
+
+def test_json_parts_add_up_to_each_devices_total(library, capsys):
+    """Every device's parts (weights, KV and state, compute, projector, runtime, base, …) add up
+    to its total, and the runtime and base are swapgen's charges for them."""
+    _, out, _ = show(library, "alpha-q4_k_m", "--json", capsys=capsys)
+    (device,) = json.loads(out)["entries"][0]["memory"][0]["devices"]
+    parts = ("weights", "kv_state", "compute", "projector", "runtime", "base", "draft", "other", "margin")
+    assert sum(device[p] for p in parts) == device["total"] and device["vs_estimate"] is None
+    assert device["runtime"] == 429496729 and device["base"] == 1 << 29 and device["projector"] == 0
+
+
+def test_json_context_plan_marks_the_emitted_context(library, capsys):
+    """An LLM entry's context: the `-c` it was given, its trained length, a curve per cache type
+    it may use, each passing through the budget no later than its largest fitting context."""
+    _, out, _ = show(library, "alpha-q4_k_m", "--json", capsys=capsys)
+    entry = json.loads(out)["entries"][0]
+    plan = entry["context"]
+    argv = entry["argv"]
+    assert plan["chosen"] == int(argv[argv.index("-c") + 1]) and plan["kv_type"] == "f16"
+    assert [c["kv_type"] for c in plan["curves"]] == ["f16", "q8_0"]
+    for curve in plan["curves"]:
+        xs = [x for x, _ in curve["points"]]
+        assert xs == sorted(xs) and xs[-1] == plan["trained"] and plan["chosen"] in xs
+        assert all(y <= plan["budget"] for x, y in curve["points"] if x <= curve["fits"])
+        assert all(y > plan["budget"] for x, y in curve["points"] if x > curve["fits"])
 
 
 def test_unknown_id_exits_1_with_a_hint(library, capsys):

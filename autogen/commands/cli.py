@@ -81,7 +81,13 @@ def _list(settings: str | None, as_json: bool) -> int:
         rows = listing.rows(graph)
     finally:
         graph.close()
-    sys.stdout.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n" if as_json else listing.table(rows))
+    if as_json:
+        from autogen.records import CONVERTER  # noqa: PLC0415 - lazy, as above
+
+        sys.stdout.write(json.dumps(CONVERTER.unstructure(rows, list[listing.ListRow]), indent=2,
+                                    ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(listing.table(rows))
     return 0
 
 
@@ -93,7 +99,7 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
         # in a fleet, `HOST/ID` (as `swapgen list` and the front name it) is a host's model
         for host in graph.hosts:
             if model_id.startswith(host.prefix):
-                return show.main(host.library, model_id.removeprefix(host.prefix), as_json)
+                return show.main(host.library, model_id.removeprefix(host.prefix), as_json, host=host.host.name)
         return show.main(graph.library, model_id, as_json, [(host.prefix, host.library) for host in graph.hosts])
     finally:
         graph.close()

@@ -13,21 +13,20 @@ config stays put while the download grows.
 
 from __future__ import annotations
 
-from typing import Any
-
+from autogen.commands.report_records import Download, ListRow
 from autogen.commands.tasks import TaskGraph
-from autogen.discovery.rows import Download
+from autogen.discovery import rows as discovered
 from autogen.emit.dispatch import SKIPPED_BY_OVERRIDE
 from autogen.numfmt import size_gb
 from autogen.router.assemble import Fragment
 
 
-def rows(graph: TaskGraph) -> list[dict[str, Any]]:
+def rows(graph: TaskGraph) -> list[ListRow]:
     """The front's (or the one host's) models, then each fleet host's, `host` naming it."""
     return [row for g in graph.graphs for row in _rows(g)]
 
 
-def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
+def _rows(graph: TaskGraph) -> list[ListRow]:
     library = graph.library
     host = graph.host.name if graph.host is not None else None
     downloads = library.discovery.downloads
@@ -54,45 +53,32 @@ def _rows(graph: TaskGraph) -> list[dict[str, Any]]:
             skip, entries = SKIPPED_BY_OVERRIDE, []
         # weights no engine swapgen knows loads: no engine serves them unless a custom row claims them
         serves = job.backend is not None and not job.foreign_unserved
-        out.append({
-            "id": job.row.id,
-            "host": host,
-            "task": graph.task_name(job.row.id),
-            "class": job.role.value,
-            "role": job.role.value,
-            "engine": job.backend.engine if serves else None,
-            "backend": job.backend_id if serves else None,
-            "why": job.backend.why if serves else "",
-            "path": job.row.path,
-            "manifest": job.row.manifest,
-            "size_gb": size_gb(job.row.size_bytes),
-            "entries": entries,
-            "skipped": skip,
-            "download": _download(downloads.get(job.row.id)),
-            "memory": memory,
-            "start_errors": start_errors,
-        })
+        out.append(ListRow(
+            id=job.row.id, host=host, task=graph.task_name(job.row.id), kind=job.role.value, role=job.role,
+            engine=str(job.backend.engine) if serves else None, backend=job.backend_id if serves else None,
+            why=job.backend.why if serves else "", path=job.row.path, manifest=job.row.manifest,
+            size_gb=size_gb(job.row.size_bytes), entries=tuple(entries), skipped=skip,
+            download=_download(downloads.get(job.row.id)), memory=memory, start_errors=start_errors))
     for item in library.discovery.ignored:
-        kind = "attached" if item.attached else "ignored"
-        out.append({"id": None, "host": host, "task": None, "class": kind, "role": None, "engine": None,
-                    "backend": None, "why": "", "path": item.path, "manifest": None, "size_gb": None, "entries": [],
-                    "skipped": item.reason,
-                    "download": None, "memory": {}, "start_errors": {}})
+        out.append(ListRow(id=None, host=host, task=None, kind="attached" if item.attached else "ignored", role=None,
+                           engine=None, backend=None, why="", path=item.path, manifest=None, size_gb=None,
+                           entries=(), skipped=item.reason, download=None, memory={}, start_errors={}))
     return out
 
 
-def _download(download: Download | None) -> dict[str, float | None] | None:
+def _download(download: discovered.Download | None) -> Download | None:
     """{"have_gb": 1.86, "expected_gb": 4.69} (expected None while unknown), or None."""
     if download is None:
         return None
-    return {"have_gb": size_gb(download.have_bytes),
-            "expected_gb": size_gb(download.want_bytes) if download.want_bytes else None}
+    return Download(have_gb=size_gb(download.have_bytes),
+                    expected_gb=size_gb(download.want_bytes) if download.want_bytes else None)
 
 
-def _progress(download: dict[str, float | None] | None) -> str:
-    if not download:
+def progress(download: Download | None) -> str:
+    """`; 1.86 of 4.69 GiB on disk` for an incomplete download, else ""."""
+    if download is None:
         return ""
-    have, want = download["have_gb"], download["expected_gb"]
+    have, want = download.have_gb, download.expected_gb
     return f"; {have:.2f} of {want:.2f} GiB on disk" if want else f"; {have:.2f} GiB on disk so far"
 
 
@@ -104,37 +90,44 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def _status(row: dict[str, Any]) -> str:
+def _status(row: ListRow) -> str:
     """`ok`; `SKIPPED`; `START FAILED` when `swapgen calibrate` saw an entry of it fail to start
     (it stays in the config: the reason column has the engine's line); or an ignored row's class."""
-    if not row["task"]:
-        return str(row["class"])
-    if row["skipped"]:
+    if not row.task:
+        return row.kind
+    if row.skipped:
         return "SKIPPED"
-    return "START FAILED" if row["start_errors"] else "ok"
+    return "START FAILED" if row.start_errors else "ok"
 
 
-def table(items: list[dict[str, Any]]) -> str:
+#: The table's columns: (heading, the cell of a row).
+COLUMNS = (("id", lambda r: f"{r.host}/{r.id or '-'}" if r.host else r.id or "-"),
+           ("class", lambda r: r.kind), ("engine", lambda r: r.engine or "-"),
+           ("backend", lambda r: f"{r.backend} ({r.why})" if r.why else r.backend or "-"),
+           ("status", _status),
+           ("memory", lambda r: "+".join(sorted(set(r.memory.values()))) or "-"))
+
+
+def table(items: list[ListRow]) -> str:
     if not items:
         return "no models found\n"
-    cols = [("id", lambda r: f"{r['host']}/{r['id'] or '-'}" if r.get("host") else r["id"] or "-"),
-            ("class", lambda r: r["class"]), ("engine", lambda r: r["engine"] or "-"),
-            ("backend", lambda r: f"{r['backend']} ({r['why']})" if r["why"] else r["backend"] or "-"),
-            ("status", _status),
-            ("memory", lambda r: "+".join(sorted(set(r["memory"].values()))) or "-")]
-    widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in cols]
-    lines = ["  ".join(name.ljust(w) for (name, _), w in zip(cols, widths, strict=False)) + "  path / reason"]
+    widths = [max(len(name), *(len(str(get(r))) for r in items)) for name, get in COLUMNS]
+    lines = ["  ".join(name.ljust(w) for (name, _), w in zip(COLUMNS, widths, strict=False)) + "  path / reason"]
     for r in items:
-        cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(cols, widths, strict=False))
-        where = printable(r["manifest"] or r["path"])
-        tail = where + (f"  ({r['skipped']}{_progress(r.get('download'))})" if r["skipped"] else "")
+        cells = "  ".join(str(get(r)).ljust(w) for (_, get), w in zip(COLUMNS, widths, strict=False))
+        tail = printable(r.manifest or r.path) + (f"  ({r.skipped}{progress(r.download)})" if r.skipped else "")
         tail += "".join(f"  ({entry} failed to start under calibrate: {line})"
-                        for entry, line in sorted(r["start_errors"].items()))
+                        for entry, line in sorted(r.start_errors.items()))
         lines.append(f"{cells}  {tail}")
-    served = sum(1 for r in items if r["task"] and not r["skipped"])
-    skipped = sum(1 for r in items if r["task"] and r["skipped"])
-    attached = sum(1 for r in items if not r["task"] and r["class"] == "attached")
-    ignored = sum(1 for r in items if not r["task"]) - attached
-    tail = f", {attached} attached" if attached else ""
-    lines.append(f"{served} served, {skipped} skipped, {ignored} ignored{tail}")
+    lines.append(_summary(items))
     return "\n".join(lines) + "\n"
+
+
+def _summary(items: list[ListRow]) -> str:
+    """`9 served, 2 skipped, 1 ignored, 1 attached`."""
+    served = sum(1 for r in items if r.task and not r.skipped)
+    skipped = sum(1 for r in items if r.task and r.skipped)
+    attached = sum(1 for r in items if not r.task and r.kind == "attached")
+    ignored = sum(1 for r in items if not r.task) - attached
+    tail = f", {attached} attached" if attached else ""
+    return f"{served} served, {skipped} skipped, {ignored} ignored{tail}"

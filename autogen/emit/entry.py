@@ -11,7 +11,8 @@ from typing import Any
 
 from attrs import field, frozen
 
-from autogen.footprint import Footprint, Gap, MemoryRecord
+from autogen.footprint import Fact, Footprint, Gap, MemoryRecord
+from autogen.sizing.curves import ContextSizer
 
 #: A metadata value llama-swap passes through to /v1/models.
 MetaValue = str | int | float | bool
@@ -63,6 +64,12 @@ class Entry:
     #: What this command holds that llama-fit-params cannot be asked about (llama-server's
     #: unified slot pool), priced by swapgen's rules; None = nothing.
     estimator_gap: Gap | None = None
+    #: What the estimate's `unseen` bytes are made of (runtime, base, projector, draft: the
+    #: device-side charges beside the engine's own parts), for the report's memory bars.
+    charges: tuple[Fact, ...] = ()
+    #: An LLM entry's context as sized and at every other length (`sizing.curves`), for
+    #: `swapgen show` and the report; None = not an LLM, or an engine that sizes no context.
+    context: ContextSizer | None = field(default=None, eq=False)
     #: `proxy`: where llama-swap reaches the engine (`emit.llama_swap_keys.bind_proxy`); None =
     #: llama-swap's default.
     proxy: str | None = None

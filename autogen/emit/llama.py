@@ -74,6 +74,7 @@ from autogen.sizing.llama import (
     LlamaSizing,
     Weights,
     estimator_gap,
+    fixed_charges,
     memory_record,
     runtime_bytes,
     size_llama,
@@ -249,7 +250,8 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint,
                   estimate=estimate, estimator_gap=estimator_gap(meta, ctx.kv, choices.knobs, sizing.ctx,
-                                                                 sizing.kv_type))
+                                                                 sizing.kv_type),
+                  charges=sizing.charges, context=sizing.context)
     notes = [*sizing.notes, fit_note(choices)]
     if projector and not on_gpu:  # on the GPU, the sizing's charge line says so and what it costs
         notes.append("projector on the CPU (--no-mmproj-offload), not charged")
@@ -345,7 +347,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     caps = Capabilities(inputs=("text",), reranker=True if pooling == "rank" else None, context=ctx_len)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint,
-                  estimate=estimate)
+                  estimate=estimate, charges=tuple(fixed_charges(runtime)))
     notes = (f"ctx {ctx_len}: " + ("pinned" if choices.knobs.ctx else
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",

@@ -229,7 +229,7 @@ def emit_vllm(ctx: EmitContext) -> Plan:
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=_metadata(ctx, sizing, parser, footprint),
                   capabilities=Capabilities(tools=True if tools else None, context=sizing.max_model_len),
                   ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), aliases=tuple(a.name for a in adapters),
-                  footprint=footprint, estimate=estimate,
+                  footprint=footprint, estimate=estimate, context=sizing.context,
                   **({"cmd_stop": sleep_argv(ctx), "env": (DEV_MODE,),
                       "unload_timeout": ctx.sleeper.unload_timeout} if sleeping(ctx) else {}))
     notes = _notes(ctx, sizing, parser, row_version) + tuple(sleep_lines(ctx))

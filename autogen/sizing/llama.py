@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable
 
 import attrs
-from attrs import frozen
+from attrs import field, frozen
 
 from autogen.errors import ModelError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord, Source
@@ -45,6 +45,7 @@ from autogen.metadata.layers import layer_layout
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, gib_text
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
+from autogen.sizing.curves import ContextCurve, ContextPlan, sample_contexts
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 from autogen.sizing.projector import ProjectorCharge
 
@@ -145,6 +146,12 @@ class LlamaSizing:
     #: The byte figures of the decision with their reasons (weights, KV, state, compute, the fixed
     #: charges, VRAM, RAM), as `swapgen show` prints them: `decided` is made of the same figures.
     facts: tuple[Fact, ...] = ()
+    #: The device-side charges beside llama.cpp's own parts (runtime, base, projector, draft):
+    #: what the estimate's `unseen` bytes are made of.
+    charges: tuple[Fact, ...] = ()
+    #: What the context could have been at each length and cache type (`LlamaContext.plan`);
+    #: None for embedding models.
+    context: LlamaContext | None = field(default=None, eq=False)
 
     def fact(self, name: str) -> Fact | None:
         return next((f for f in self.facts if f.name == name), None)
@@ -361,6 +368,50 @@ class _Engine:
         return resident
 
 
+@frozen(eq=False)
+class LlamaContext:
+    """A chat model's context at any length and cache type, priced as its sizing priced the one it
+    chose (`_Engine.need` on top of the weights and fixed charges with every layer on the GPU),
+    for the report's charts (`sizing.curves`)."""
+
+    engine: _Engine
+    #: The cache types the sizing chooses among: a pin, f16 alone without flash attention, else
+    #: f16 and q8_0.
+    kv_types: tuple[str, ...]
+    #: Bytes beside what grows with the context (weights and fixed charges), and the budget.
+    base: int
+    budget: int
+    #: The per-slot ceiling of the curves: the trained length (or the ladder top), or a pinned
+    #: context above it.
+    top: int
+    parallel: int
+    #: The chosen per-slot context and its cache type; the sequences the server runs.
+    ctx: int
+    kv_type: str
+    slots: int
+    #: The header's trained length (0 = none).
+    trained: int
+
+    def plan(self) -> ContextPlan:
+        """Each cache type's curve in `-c` (every slot) against bytes, and its largest `-c` that fits."""
+        curves = []
+        for kv_type in self.kv_types:
+            need = self.engine.need(kv_type)
+            fits = max_ctx(need, self.budget - self.base, self.top)
+            points = tuple((ctx * self.parallel, self.base + need(ctx))
+                           for ctx in sample_contexts(self.top, (self.ctx, fits)))
+            curves.append(ContextCurve(kv_type=kv_type, points=points, fits=fits * self.parallel))
+        return ContextPlan(chosen=self.ctx * self.parallel, trained=self.trained, slots=self.slots,
+                           kv_type=self.kv_type, budget=self.budget, curves=tuple(curves))
+
+
+def kv_types(knobs: LlamaKnobs) -> tuple[str, ...]:
+    """The cache types `choose_kv_type` may pick for these knobs."""
+    if knobs.kv_type:
+        return (knobs.kv_type,)
+    return ("f16",) if knobs.flash_attn == "off" else ("f16", "q8_0")
+
+
 def choose_kv_type(engine: _Engine, knobs: LlamaKnobs, room: int, min_ctx: int, top: int,
                    budget: int = 0) -> tuple[str, str]:
     """(type, note): a pin wins; f16 when the minimum context (a pinned one, whatever the
@@ -455,8 +506,8 @@ def _check_sizable(meta: ModelMeta, cost: KvCost | None, size: int, knobs: Llama
         raise ModelError(f"the draft's KV cache cost is unknown ({draft.cost.note or 'no block_count'})")
 
 
-def _charges(runtime: int, projector: ProjectorCharge | None, draft: DraftLoad | None, drafted: int, ctx: int,
-             kv_type: str) -> list[Fact]:
+def fixed_charges(runtime: int, projector: ProjectorCharge | None = None, draft: DraftLoad | None = None,
+                  drafted: int = 0, ctx: int = 0, kv_type: str = "") -> list[Fact]:
     """The fixed charges beside the model's own allocations: runtime and base, projector, draft
     (docs/maintainers/sizing.md#device-side-charges-a-cpu-run-cannot-show)."""
     facts = [Fact("runtime", runtime, "device runtime of the backend build"),
@@ -519,7 +570,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
         why = f"ctx pinned; {place_note}"
     parallel = knobs.parallel
     slots = f" × {parallel} slots" if parallel > 1 else ""
-    charges = _charges(runtime, projector, draft, drafted, ctx, kv_type)
+    charges = fixed_charges(runtime, projector, draft, drafted, ctx, kv_type)
     parts = (Fact("weights", w.size, f"{blocks} layers" + (f", MoE: {experts_note}" if w.experts else "")),
              Fact("KV cache", kv, f"ctx {ctx}{slots} at {kv_type}"),
              Fact("recurrent state", state, f"{launch(knobs, ctx, kv_type).slots} sequences"),
@@ -543,7 +594,10 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                        notes=tuple(notes), state=memory.state, runtime=runtime, memory=memory,
                        draft_weights=draft.weights if draft else 0,
                        draft_memory=engine.draft_memory(ctx, kv_type) if draft else None,
-                       estimate=estimate, decided=decided, facts=facts)
+                       estimate=estimate, decided=decided, facts=facts, charges=tuple(charges),
+                       context=LlamaContext(engine=engine, kv_types=kv_types(knobs), base=w.size + fixed, budget=budget,
+                                            top=max(top, ctx), parallel=parallel, ctx=ctx, kv_type=kv_type,
+                                            slots=launch(knobs, ctx, kv_type).slots, trained=meta.context_length))
 
 
 def estimator_gap(meta: ModelMeta, cost: KvCost | None, knobs: LlamaKnobs, ctx: int, kv_type: str) -> Gap | None:

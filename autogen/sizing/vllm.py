@@ -66,6 +66,7 @@ from autogen.metadata.kvcost import KvCost
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, ceil_to, format_g, gib, gib_text, round_half_away, size_gb
 from autogen.resolve.context import EmitContext
+from autogen.sizing.curves import ContextCurve, ContextPlan, sample_contexts
 from autogen.sizing.vllm_memory import CONCURRENT_BATCHES, VllmKv, default_batched_tokens, rank_heads, vllm_kv
 from autogen.versions import format_version
 
@@ -164,6 +165,8 @@ class VllmSizing:
     #: The byte figures of one GPU with their reasons (weights, overhead, budget, limit, KV,
     #: KV-cache size, footprint, estimate).
     facts: tuple[Fact, ...] = ()
+    #: What the window could have been at each length (`VllmContext.plan`).
+    context: VllmContext | None = field(default=None, eq=False)
 
     def fact(self, name: str) -> Fact | None:
         return next((f for f in self.facts if f.name == name), None)
@@ -248,6 +251,42 @@ class VllmLayout:
         return " per GPU" if self.world > 1 else ""
 
 
+@frozen
+class VllmContext:
+    """A vLLM entry's window at any length, priced as its sizing priced the one it chose: per GPU
+    its weights' share, the KV its start-up check asks for (as the pinned KV-cache size when one is
+    written) and the overhead, over every GPU together, for the report's charts (`sizing.curves`)."""
+
+    lay: VllmLayout
+    #: A `--kv-cache-memory-bytes` is written: the pool is the check's KV with its margin.
+    pinned_pool: bool
+    max_len: int
+
+    def need(self, tokens: int) -> int:
+        """Bytes on every GPU together at a window of `tokens`."""
+        lay = self.lay
+        kv = _check_bytes(lay.layout, lay.per_token, lay.state, tokens)
+        return (lay.rank_weights + (kv_cache_flag_bytes(kv) if self.pinned_pool else kv) + OVERHEAD) * lay.world
+
+    def plan(self) -> ContextPlan:
+        """The one curve of the model's own cache type ("auto"), and the longest window (a multiple
+        of 4096) whose bytes fit the budget; none without a per-token KV cost."""
+        lay = self.lay
+        budget = lay.share * lay.world
+        curves: tuple[ContextCurve, ...] = ()
+        if lay.per_token:
+            top = max(lay.trained or FALLBACK_CTX, self.max_len)
+            room = lay.share - lay.rank_weights - OVERHEAD
+            if self.pinned_pool:
+                room = (room - KV_CACHE_PAD_BYTES - MIB) * 10 / KV_CACHE_FACTOR_TENTHS
+            longest = _longest(lay.layout, lay.per_token, lay.state, room, pool=self.pinned_pool) if room > 0 else 0
+            fits = min(top, max(0, longest) // CTX_STEP * CTX_STEP)
+            points = tuple((n, self.need(n)) for n in sample_contexts(top, (self.max_len, fits)))
+            curves = (ContextCurve(kv_type="auto", points=points, fits=fits),)
+        return ContextPlan(chosen=self.max_len, trained=lay.trained, slots=None, kv_type="auto", budget=budget,
+                           curves=curves)
+
+
 def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
     """`--max-model-len`, the KV-cache size, the footprint, `--gpu-memory-utilization`, the estimate:
     the layout, the length limit, the window, the KV cache and the utilisation, in that order.
@@ -293,7 +332,8 @@ def size_vllm(ctx: EmitContext, version: tuple[int, ...] | None) -> VllmSizing:
                       util_note=util_note, kv_cache_bytes=kv_cache, kv_cache_note=kv_cache_note, est_vram=est,
                       kv_reserve=kv_gpu, tensor_parallel=lay.tp, weights=lay.weights, gpu_util=gpu_util,
                       util_flag=format_g(gpu_util), extra=extra, state_bytes=lay.state, layout=lay.layout,
-                      pipeline_parallel=lay.stages, pooled_over=lay.tp * lay.stages // lay.world, facts=facts)
+                      pipeline_parallel=lay.stages, pooled_over=lay.tp * lay.stages // lay.world, facts=facts,
+                      context=VllmContext(lay=lay, pinned_pool=kv_cache is not None, max_len=max_len))
 
 
 def _ceiling(ctx: EmitContext, lay: VllmLayout) -> float:
