@@ -14,9 +14,13 @@
 #   whisper       whisper.cpp's whisper-server, a CPU build of that target alone from the PyPI sdist
 #                 pywhispercpp (it vendors whisper.cpp 1.8.5; ~4 min on 2 cores), cached in
 #                 ${WHISPER_WORK:-$TMPDIR/whisper-e2e}/bin; an existing $WHISPER_SERVER is used as is
+#   chromium      headless Chromium for the plan page's browser check (tests/test_plan_page_browser.py):
+#                 Debian's `chromium` package (apt-get install -y chromium, as root; ~100 MB), or any
+#                 Chromium or Chrome named by $CHROMIUM
 #
-# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap|whisper ...]
-#   --cached   build neither llama-server, whisper-server nor the vLLM venv (minutes each): use them if built
+# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap|whisper|chromium ...]
+#   --cached   build neither llama-server, whisper-server nor the vLLM venv (minutes each), install no
+#              Chromium: use them if there
 # Then:  eval "$(bash scripts/setup-slow-checks.sh)" && pytest -m slow
 # Each part that cannot be had is reported on stderr and its checks skip; nothing is written in
 # the repository.
@@ -34,12 +38,12 @@ parts=()
 for arg in "$@"; do
   case "$arg" in
     --cached) cached_only=1 ;;
-    llama-server|vllm|llama-swap|whisper) parts+=("$arg") ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    llama-server|vllm|llama-swap|whisper|chromium) parts+=("$arg") ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "setup-slow-checks: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap whisper)
+[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap whisper chromium)
 
 say() { echo "setup-slow-checks: $*" >&2; }
 
@@ -132,11 +136,29 @@ setup_llama_swap() {
   if [ -x "$wrapper" ]; then echo "export VLLM_WRAPPER=$wrapper"; fi
 }
 
+setup_chromium() {
+  if [ -n "${CHROMIUM:-}" ] && [ -x "$CHROMIUM" ]; then echo "export CHROMIUM=$CHROMIUM"; return; fi
+  local found
+  found="$(command -v chromium || command -v chromium-browser || true)"
+  if [ -z "$found" ] && [ "$cached_only" = 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      say "installing Debian's chromium package (log: $tmp/chromium-install.log)"
+      { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; } >"$tmp/chromium-install.log" 2>&1 \
+        || say "apt-get install chromium failed (see $tmp/chromium-install.log)"
+      found="$(command -v chromium || true)"
+    else
+      say "no Chromium: install it (Debian/Ubuntu: sudo apt-get install -y chromium) or set CHROMIUM"
+    fi
+  fi
+  if [ -n "$found" ]; then echo "export CHROMIUM=$found"; else say "no Chromium: the plan page's browser check skips"; fi
+}
+
 for part in "${parts[@]}"; do
   case "$part" in
     llama-server) setup_llama_server ;;
     vllm) setup_vllm ;;
     llama-swap) setup_llama_swap ;;
     whisper) setup_whisper ;;
+    chromium) setup_chromium ;;
   esac
 done

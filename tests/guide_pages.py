@@ -1,5 +1,5 @@
 """The pages a user reads, as the tests that keep them true read them: README.md (the quick
-start and the sample tour) and the user guide, docs/*.md (built by MkDocs from mkdocs.yml). The
+start and the sample tour) and the user guide, docs/*.md (built by Zensical from mkdocs.yml). The
 maintainer notes in docs/maintainers/ hold no examples.
 
 Conventions these helpers read:

@@ -3,10 +3,11 @@ pointer. Cites name a repo doc (`docs/maintainers/backends.md#resolution-order`,
 `docs/settings.md`, a README heading `README "A tour of the sample library"`) or an upstream source
 (llama.cpp, vLLM, llama-swap files and functions), never a document kept outside the repo.
 
-The user guide (docs/*.md, with the maintainer notes as its last section) is also a MkDocs site:
-every page is in mkdocs.yml's nav once, its links stay inside docs/, and the build needs no
-network. CI builds it with `mkdocs build --strict` (.ci/run), which checks the same links and
-anchors as the site renders them."""
+The user guide (docs/*.md, with the maintainer notes as its last section) is also a website, built
+by Zensical from mkdocs.yml: every page is in the nav once, its links stay inside docs/, and the
+build needs no network. CI builds it with `zensical build --strict` (.ci/run), which checks the
+same links and anchors as the site renders them; the nav and absolute links, which Zensical 0.1
+does not check, are checked here (docs/maintainers/guide-site.md)."""
 
 from __future__ import annotations
 
@@ -227,7 +228,7 @@ def test_no_heading_is_repeated_on_a_page(path):
 
 def test_the_site_builds_strictly_without_network():
     """Only the built-in search plugin (Material's social and privacy plugins fetch), no web fonts,
-    GitHub's anchors, every link problem a warning; the `docs` extra installs the tools and CI
+    GitHub's anchors, every link problem a warning; the `docs` extra installs Zensical and CI
     builds with `--strict`."""
     config = mkdocs_config()
     assert config["theme"]["name"] == "material" and config["theme"]["font"] is False
@@ -237,8 +238,8 @@ def test_the_site_builds_strictly_without_network():
     validation = config["validation"]
     assert {v for part in validation.values() for v in part.values()} == {"warn"}
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["docs"]
-    assert {re.split(r"[<>=]", r)[0] for r in extra} == {"mkdocs", "mkdocs-material"}
-    assert re.search(r"^pip install -e '\.\[docs\]' && .*mkdocs build --strict", (ROOT / ".ci" / "run").read_text(),
+    assert {re.split(r"[<>=]", r)[0] for r in extra} == {"zensical"}
+    assert re.search(r"^pip install -e '\.\[docs\]' && zensical build --strict", (ROOT / ".ci" / "run").read_text(),
                      re.MULTILINE)
 
 

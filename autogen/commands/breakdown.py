@@ -9,9 +9,10 @@ in their proportions, so every source's device adds up to the same total it alwa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from autogen.commands.report_records import DeviceFigures, SourceFigures
+from autogen.commands.report_records import PARTS, DeviceFigures, SourceFigures
 from autogen.footprint import DeviceMemory, Fact, MemoryRecord, Source
 
 #: A charge's name (`sizing.llama.fixed_charges`) → the part of `DeviceFigures` it fills; any
@@ -70,3 +71,16 @@ def source_figures(source: Source, record: MemoryRecord | None, missing: str, us
     devices = tuple(device_figures(record, i, charges, compare) for i in range(len(record.devices)))
     return SourceFigures(source=source, used=used, devices=devices, host=host_figures(record.host), note=record.note,
                          missing="")
+
+
+def spread_figures(figures: DeviceFigures, shares: Sequence[float]) -> tuple[DeviceFigures, ...]:
+    """One device's figures over several cards in proportion to `shares` (each card's VRAM, as
+    llama-server splits layers and the routing planner spreads an estimate), each part rounded up
+    so no card is told less than its share (`footprint.MemoryRecord.spread`)."""
+    whole = sum(shares)
+    out = []
+    for i, share in enumerate(shares):
+        parts = {p: math.ceil(getattr(figures, p) * share / whole) for p in PARTS}
+        out.append(DeviceFigures(device=f"{figures.device}/{i}" if len(shares) > 1 else figures.device, **parts,
+                                 total=sum(parts.values()), vs_estimate=None))
+    return tuple(out)

@@ -27,6 +27,7 @@ COMMANDS = """commands:
   clean                    delete fragments and caches (the config stays)
   list [--json]            one line per model
   show ID [--json]         one model's plan and why (a fleet host's: HOST/ID)
+  report [PATH] [--json]   write the plan as one self-contained page (default: report.html beside the config)
   calibrate [ID ...] [--timeout S]
                            start each entry (default: all llama-server and vLLM entries) with its
                            real command, record the memory the engine reports, stop it
@@ -105,6 +106,16 @@ def _show(settings: str | None, model_id: str, as_json: bool) -> int:
         graph.close()
 
 
+def _report(settings: str | None, paths: list[str], as_json: bool) -> int:
+    from autogen.commands import plan_page  # noqa: PLC0415 - lazy: generating writes no page unless asked
+
+    graph = import_tasks().load(settings)
+    try:
+        return plan_page.main(graph, paths[0] if paths else None, as_json)
+    finally:
+        graph.close()
+
+
 def _validate_presets(settings: str | None, presets: list[str], configs: list[str]) -> int:
     """Presets checked against the llama-server the settings resolve (its `--help`), else the
     recorded b11434 arguments; any llama-swap configs given too as usual."""
@@ -148,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _only_json_option(parser: argparse.ArgumentParser, command: str, args: list[str]) -> None:
-    """`--json` is the one option of `list` and `show`: a misspelt one is an error, not ignored."""
+    """`--json` is the one option of `list`, `show` and `report`: a misspelt one is an error, not ignored."""
     for arg in args:
         if arg.startswith("-") and arg != "--json":
             from difflib import get_close_matches  # noqa: PLC0415 - lazy: only on a mistake
@@ -238,6 +249,12 @@ def _command(parser: argparse.ArgumentParser, opts: argparse.Namespace, rest: li
         if len(ids) != 1:
             parser.error("show needs exactly one model id (see `swapgen list`)")
         return _show(opts.settings, ids[0], "--json" in args)
+    if command == "report":
+        _only_json_option(parser, command, args)
+        paths = [a for a in args if not a.startswith("-")]
+        if len(paths) > 1:
+            parser.error("report takes at most one PATH (where to write the page)")
+        return _report(opts.settings, paths, "--json" in args)
     if command in ("init", "doctor"):
         return _start(parser, opts.settings, command, args)
     if command == "watch":

@@ -157,6 +157,9 @@ class Library:
         self._records = records
         self._walked = walked
         self._meta_kinds = meta_kinds
+        #: The run memo's key: everything loading read (settings, the roots' walk, the cards, the
+        #: engines' state, swapgen's code); set by `load`, None for a library made otherwise.
+        self.load_key: str | None = None
         self._cache = cache
         #: id → its job, made on first use (`job`).
         self._jobs: dict[str, Job] = {}
@@ -185,6 +188,7 @@ class Library:
             memo = library.remember(key)
         else:
             library = cls(settings, card, path_map, memo.tasks, memo.settings_key, fleet=fleet)
+        library.load_key = key
         where = f"{fleet.host}: " if fleet is not None else ""
         if (budget := no_budget(settings, card)) is not None:
             print(f"swapgen: warning: {where}{budget}", file=sys.stderr)

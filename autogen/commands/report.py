@@ -59,6 +59,8 @@ def summary_line(graph) -> str:
     label = f"{graph.host.name}: " if graph.host is not None else "front: " if graph.hosts else ""
     total, emitted = len(graph.library.models), graph.stats["emitted"]
     output = f"{os.path.basename(settings.output)} {graph.stats.get('config', 'unchanged')}"
+    if settings.report and not graph.host:  # the page covers the front's hosts: said on its line
+        output += f"; {os.path.basename(settings.report)} {graph.stats.get('report', 'unchanged')}"
     return (f"swapgen: {label}{counted(total, 'model')} ({served}){fleet}; {emitted} re-emitted, "
             f"{total - emitted} unchanged; {output}{router}")
 

@@ -333,6 +333,39 @@ class TaskGraph:
         part = render_front(self.peers(), {m[0] for f in fragments for m in f.members})
         return attrs.evolve(config, tail=config.tail + part.text), {"peers": part.peers, "selectors": part.selectors}
 
+    def write_report(self) -> dict[str, str] | TaskFailed:
+        """The plan page of every host this graph generates (`report` in the settings), written
+        only when its bytes change, after the configs (`commands.plan_page`)."""
+        from autogen.commands import plan_page  # noqa: PLC0415 - lazy: only a run whose page changed
+
+        path = plan_page.page_path(self.library.settings)
+        try:
+            data = plan_page.render(plan_page.plan_report(self))
+            written = plan_page.write_page(path, data)
+        except SwapgenError as exc:
+            return TaskFailed(str(exc))
+        self.stats["report"] = "written" if written else "unchanged"
+        return {"digest": xxhash.xxh3_128_hexdigest(data)}
+
+    def report_intact(self, task, values) -> bool:
+        """The page still holds what the report task last wrote."""
+        data = read_bytes(self.library.settings.report or "")
+        return data is not None and values.get("digest") == xxhash.xxh3_128_hexdigest(data)
+
+    def task_report(self):
+        """The plan page (`report` in the settings): written after the configs when anything it shows may
+        have changed (what loading read, or a fragment's inputs), and only when its bytes change."""
+        key = repr((self.library.settings.report, [(g.library.load_key, sorted(g.fragments.values()))
+                                                   for g in self.graphs]))
+        return {
+            "actions": [self.write_report],
+            "task_dep": ["front"] if self.hosts else ["config"],
+            "targets": [self.library.settings.report],
+            "uptodate": [config_changed(digest(key)), self.report_intact],
+            # the page is the user's, like the config: `doit clean` leaves it
+            "clean": [],
+        }
+
     def peers(self) -> list[Peer]:
         """Each host with the ids its config serves: its fragments' entries, as `config:<host>`
         assembled them (that task ran first)."""
@@ -464,12 +497,13 @@ class TaskGraph:
         for graph in self.graphs:
             os.makedirs(os.path.join(graph.library.settings.cache_dir, FRAGMENTS), exist_ok=True)
         fleet = {"task_front": self.task_front} if self.hosts else {}
+        page = {"task_report": self.task_report} if self.library.settings.report else {}
         return {
             "DOIT_CONFIG": {
                 "backend": "sqlite3",
                 "dep_file": os.path.join(self.library.settings.cache_dir, DOIT_STATE),
                 "check_file_uptodate": self.checker,
-                "default_tasks": ["model", "config", *(["front"] if self.hosts else [])],
+                "default_tasks": ["model", "config", *(["front"] if self.hosts else []), *(["report"] if page else [])],
                 "reporter": self.reporter,
                 # doit's default is the sys.stdout of the moment doit was imported
                 "outfile": sys.stdout,
@@ -481,6 +515,7 @@ class TaskGraph:
             "task_model": self.task_model,
             "task_config": self.task_config,
             **fleet,
+            **page,
         }
 
 

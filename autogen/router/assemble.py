@@ -136,7 +136,21 @@ def header(settings: Settings) -> str:
     )
 
 
-def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> list[str]:
+@frozen
+class ConfigGroup:
+    """A group as the config writes it: a configured one (`groups:`) or a coexistence group of the
+    speech and segmentation servers, which stays loaded beside any other (`persistent`)."""
+
+    name: str
+    #: One member at a time (llama-swap's `swap`).
+    swap: bool
+    #: Loading a member unloads the other groups' models (but the persistent ones).
+    exclusive: bool
+    persistent: bool
+    members: tuple[str, ...]
+
+
+def config_groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> list[ConfigGroup]:
     """Configured groups, then coexistence groups. `members` = (entry id, coexist group, model id):
     an entry joins the first group matching its model's id, so a model's profiles (`<id>-64k`)
     stay in its group."""
@@ -151,19 +165,23 @@ def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> l
                 configured[g.name].append(entry_id)
                 break
     taken = {name.lower() for name in configured}
+    groups = [ConfigGroup(g.name, swap=not g.coexist, exclusive=True, persistent=False,
+                          members=tuple(configured[g.name])) for g in settings.groups]
+    groups += [ConfigGroup(name if name.lower() not in taken else f"{name}-auto", **COEXIST_GROUP,
+                           members=tuple(coexist[name])) for name in sorted(coexist)]
+    return groups
+
+
+def _groups(settings: Settings, members: list[tuple[str, str | None, str]]) -> list[str]:
+    """The `groups:` lines: a configured group's `swap` and `exclusive`, a coexistence group's
+    `persistent` too."""
     lines = []
-    for g in settings.groups:
+    for g in config_groups(settings, members):
+        flags = {"swap": g.swap, "exclusive": g.exclusive, **({"persistent": True} if g.persistent else {})}
         lines.append(f"  {quote(g.name)}:")
-        lines.append(f"    swap: {'false' if g.coexist else 'true'}")
-        lines.append("    exclusive: true")
-        lines.append("    members:" + ("" if configured[g.name] else " []"))
-        lines.extend(f"      - {quote(m)}" for m in configured[g.name])
-    for name in sorted(coexist):
-        shown = name if name.lower() not in taken else f"{name}-auto"
-        lines.append(f"  {quote(shown)}:")
-        lines.extend(f"    {k}: {'true' if v else 'false'}" for k, v in COEXIST_GROUP.items())
-        lines.append("    members:")
-        lines.extend(f"      - {quote(m)}" for m in coexist[name])
+        lines.extend(f"    {k}: {'true' if v else 'false'}" for k, v in flags.items())
+        lines.append("    members:" + ("" if g.members else " []"))
+        lines.extend(f"      - {quote(m)}" for m in g.members)
     return lines
 
 

@@ -386,9 +386,7 @@ def render_matrix(plan: MatrixPlan) -> list[str]:
     lines.append("        evict_costs:")
     lines += [f"          {var_of[entry]}: {cost}" for entry, cost in plan.evict_costs]
     lines.append("        sets:")
-    groups = factored(plan.sets)
-    width = len(str(len(groups)))
-    for k, (key, alts) in enumerate(groups, start=1):
+    for name, key, alts in named_sets(plan):
         most: dict[str, tuple[float, float]] = {}
         for alt in alts:
             for label, used, card in usage_of[tuple(sorted((*key, alt)))]:
@@ -400,8 +398,16 @@ def render_matrix(plan: MatrixPlan) -> list[str]:
         else:
             choice = " | ".join(var_of[a] for a in alts)
             terms = [*(var_of[e] for e in key), f"({choice})" if key else choice]
-        lines.append(f"          s{k:0{width}d}: \"{' & '.join(terms)}\"  # {where or 'no GPU'}")
+        lines.append(f"          {name}: \"{' & '.join(terms)}\"  # {where or 'no GPU'}")
     return lines
+
+
+def named_sets(plan: MatrixPlan) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(name, common members, alternatives) per line of the written `sets:` (`factored`): `s1`,
+    `s2`, … zero-padded to one width."""
+    groups = factored(plan.sets)
+    width = len(str(len(groups)))
+    return [(f"s{k:0{width}d}", key, alts) for k, (key, alts) in enumerate(groups, start=1)]
 
 
 def check_plan(plan: MatrixPlan, loads: Sequence[Load], devices: Sequence[Device],

@@ -288,6 +288,7 @@ def _parse_settings(path: Path) -> Settings:
         default_profiles=tuple(_resolve_profile(base, p) for p in settings.default_profiles),
         hosts=tuple(attrs.evolve(h, settings=_resolve(base, h.settings)) for h in settings.hosts),
         path_map=path_map,
+        report=_resolve(base, settings.report) if settings.report else None,
         source=str(path),
     )
 

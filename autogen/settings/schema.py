@@ -398,5 +398,8 @@ class Settings(LlamaOptions):
     #: The host's RAM in GiB, which holds sleeping vLLM models' weights; None = read it
     #: (/proc/meminfo); 0 = no reading (every model that asks sleeps).
     host_ram_gb: float | None = setting(None, check=number_range(0, MAX_VRAM_GIB), outputs=_PER_MODEL)
+    #: The plan page every run (and every `swapgen watch` cycle) writes when it changes
+    #: (`commands.plan_page`); None = only `swapgen report` writes one. Its task has its own key.
+    report: str | None = setting(None, check=NONBLANK, outputs=_NOTHING)
     #: Where the settings were read from (not a key of the file).
     source: str = setting("", outputs=_CONFIG, kw_only=True)
