@@ -36,7 +36,7 @@ class _Figures(HTMLParser):
         entry = [tag, attrs.get("data-f"), attrs.get("data-v"), []]
         if tag in VOID or self.get_starttag_text().endswith("/>"):
             if entry[1] is not None:
-                self.found.append((entry[1], json.loads(entry[2]), ""))
+                self.found.append((entry[1], json.loads(entry[2]) if entry[2] is not None else "", ""))
             return
         self.open.append(entry)
 
@@ -46,8 +46,8 @@ class _Figures(HTMLParser):
             text = "".join(entry[3])
             if self.open:
                 self.open[-1][3].append(text)
-            if entry[1] is not None:
-                self.found.append((entry[1], json.loads(entry[2]), text.strip()))
+            if entry[1] is not None:  # a string figure is its text
+                self.found.append((entry[1], json.loads(entry[2]) if entry[2] is not None else text, text.strip()))
             if entry[0] == tag:
                 break
 
@@ -57,7 +57,8 @@ class _Figures(HTMLParser):
 
 
 def figures(html: str) -> list[tuple[str, object, str]]:
-    """(path in the report's JSON, value there, text shown) of every figure on the page."""
+    """(path in the report's JSON, value there, text shown) of every figure on the page: the value is
+    `data-v`, or for a string the text itself."""
     parser = _Figures()
     parser.feed(html)
     parser.close()

@@ -166,8 +166,9 @@ def test_matrix_sets_are_the_configs(library):
     (host,) = data["hosts"]
     residency = host["residency"]
     assert residency["mode"] == "matrix"
-    assert {frozenset(s["members"]) for s in residency["sets"]} == written
-    assert {s["name"] for s in residency["sets"]} == set(matrix["sets"])
+    expanded = {frozenset((*s["members"], *alt)) for s in residency["sets"]
+                for alt in ([(a,) for a in s["alternatives"]] or [()])}
+    assert expanded == written and [s["name"] for s in residency["sets"]] == list(matrix["sets"])
     assert [g["index"] for g in host["gpus"]] == [0, 1] and host["gpus"][1]["card_gb"] == 12
     for s in residency["sets"]:
         for use in s["usage"]:
@@ -175,6 +176,10 @@ def test_matrix_sets_are_the_configs(library):
     # a pair kept apart says why: the same weights twice, or a card it would overfill
     whys = {a["why"] for a in residency["apart"]}
     assert any("the same weights twice" in w for w in whys) and any("models may share" in w for w in whys)
+    pairs = [(a["first"], other) for a in residency["apart"] for other in a["others"]]
+    assert len(pairs) == len(set(pairs)) and all(first < other for first, other in pairs)
+    for first, other in pairs:
+        assert not any({first, other} <= members for members in expanded)
 
 
 def test_groups_are_the_configs_with_llama_swaps_rules(library):
@@ -190,7 +195,7 @@ def test_groups_are_the_configs_with_llama_swaps_rules(library):
     persistent = {m for g in groups.values() if g["persistent"] for m in g["members"]}
     assert small | persistent in sets
     assert all(len(s - persistent) == 1 for s in sets if not s & small)
-    apart = {(a["first"], a["second"]): a["why"] for a in residency["apart"]}
+    apart = {(a["first"], other): a["why"] for a in residency["apart"] for other in a["others"]}
     assert apart[("gemma-3-12b-it-q4_k_m", "qwen3-30b-a3b-q4_k_m")] == "group big swaps: one of its models at a time"
     skipped = [u for u in data["unserved"] if u["id"] == "qwen3-8b-bf16"]
     assert skipped[0]["reason"] == "skip: true in the matching override" and "skip: true" in skipped[0]["hint"]

@@ -37,9 +37,12 @@ PART_NAMES = {"weights": "weights", "kv_state": "KV and state", "compute": "comp
               "runtime": "runtime", "base": "base", "draft": "draft", "other": "other", "margin": "margin"}
 
 
-def _fig(path: str, value: object, text: str, cls: str = "fig") -> str:
-    """One figure: its text, where it is in the report's JSON and its value there."""
-    return f'<span class="{cls}" data-f="{path}" data-v="{escape(json.dumps(value))}">{escape(text)}</span>'
+def _fig(path: str, value: object, text: str) -> str:
+    """One figure: its text, where it is in the report's JSON and its value there (a string's
+    value is its text)."""
+    if isinstance(value, str) and value == text:
+        return f'<span data-f="{path}">{escape(text)}</span>'
+    return f'<span data-f="{path}" data-v="{escape(json.dumps(value))}">{escape(text)}</span>'
 
 
 def gib(path: str, n: int) -> str:
@@ -68,9 +71,6 @@ def file_path(path: str, base: str) -> str:
 
 
 def page(report: PlanReport) -> str:
-    served = sum(1 for m in report.models if m.entries)
-    skipped = sum(1 for u in report.unserved if u.kind == "skipped")
-    ignored = len(report.unserved) - skipped
     base = os.path.dirname(report.settings)
     hosts = "".join(_host(h, f"hosts.{i}", base) for i, h in enumerate(report.hosts))
     residency = "".join(_residency(h, f"hosts.{i}") for i, h in enumerate(report.hosts))
@@ -81,8 +81,8 @@ def page(report: PlanReport) -> str:
         '<meta name="color-scheme" content="light dark">\n'
         f"<title>swapgen plan: {escape(report.settings)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         f'<header><h1>swapgen plan</h1><p class="muted">{file_path(report.settings, base)} · swapgen '
-        f'{text("version", report.version)} · {served} served, {skipped} not served, {ignored} other files · '
-        f"{len(report.hosts)} host{'s' if len(report.hosts) != 1 else ''}</p>\n"
+        f'{text("version", report.version)} · {count("served", report.served)} served, '
+        f'{count("skipped", report.skipped)} not served, {count("other_files", report.other_files)} other files</p>\n'
         '<nav><a href="#hosts">Hosts and GPUs</a><a href="#together">Loaded together</a>'
         '<a href="#models">Models</a><a href="#unserved">Not served</a></nav></header>\n<main>\n'
         f'<h2 id="hosts">Hosts and GPUs</h2>\n{_legend()}{hosts}\n'
@@ -135,8 +135,7 @@ def _bar_row(label: str, figures: DeviceFigures, path: str, scale: float, budget
 def _bar(figures: DeviceFigures, path: str, scale: float, budget: float) -> str:
     segments = "".join(
         f'<i class="p-{p}" style="width:{getattr(figures, p) / scale * 100:.3f}%" '
-        f'title="{PART_NAMES[p]} {getattr(figures, p) / GIB:.2f} GiB" data-f="{path}.{p}" '
-        f'data-v="{getattr(figures, p)}"></i>' for p in PARTS if getattr(figures, p))
+        f'title="{PART_NAMES[p]} {getattr(figures, p) / GIB:.2f} GiB"></i>' for p in PARTS if getattr(figures, p))
     mark = f'<b style="left:{budget / scale * 100:.3f}%" title="budget"></b>' if budget else ""
     return f'<span class="bar">{segments}{mark}</span>'
 
@@ -171,37 +170,37 @@ def _groups(r: Residency, path: str) -> str:
 
 def _set(s: ResidentSet, path: str) -> str:
     """One set: its members, each with the colour of its part of the bars, and a bar per card."""
-    colour = {m: f"m{j % 6}" for j, m in enumerate(s.members)}
+    colour = {m: f"m{j % 6}" for j, m in enumerate((*s.members, *s.alternatives))}
     members = ", ".join(f'<span class="sw {colour[m]}"></span>{text(f"{path}.members.{j}", m)}'
                         for j, m in enumerate(s.members))
+    if s.alternatives:
+        one_of = " | ".join(f'<span class="sw {colour[m]}"></span>{text(f"{path}.alternatives.{j}", m)}'
+                            for j, m in enumerate(s.alternatives))
+        members = f"{members} and one of {one_of}" if members else f"one of {one_of}"
     rows = []
     for k, u in enumerate(s.usage):
         at = f"{path}.usage.{k}"
         scale = max(u.card_gb, u.used_gb)
-        segments = "".join(f'<i class="{colour[share.entry]}" style="width:{share.gb / scale * 100:.3f}%" '
-                           f'title="{escape(share.entry)} {share.gb:g} GiB" data-f="{at}.shares.{j}.gb" '
-                           f'data-v="{share.gb}"></i>' for j, share in enumerate(u.shares))
+        segments = "".join(f'<i class="{colour[share.entry]}" style="width:{share.gb / scale * 100:.3f}%"></i>'
+                           for share in u.shares)
         flag = '<span class="over">over</span>' if u.over else '<span class="ok">fits</span>'
         rows.append(f'<div class="row"><span class="label">{text(f"{at}.gpu", u.gpu)}</span><span class="bar">'
                     f'{segments}<b style="left:{u.shared_gb / scale * 100:.3f}%" title="shared"></b></span>'
-                    f'<span class="total">{gb(f"{at}.used_gb", u.used_gb)} of {gb(f"{at}.shared_gb", u.shared_gb)} '
+                    f'<span class="total">{"up to " if s.alternatives else ""}'
+                    f'{gb(f"{at}.used_gb", u.used_gb)} of {gb(f"{at}.shared_gb", u.shared_gb)} '
                     f"GiB {flag}</span></div>\n")
     body = "".join(rows) or '<p class="muted">No GPU: CPU-only engines.</p>'
     return f'<div class="set"><h4>{text(f"{path}.name", s.name)}: {members}</h4>\n{body}</div>\n'
 
 
 def _apart(r: Residency, path: str) -> str:
-    """Every pair never loaded together, grouped by the first entry and the reason."""
+    """Every pair never loaded together, under the entry that sorts first, by reason."""
     if not r.apart:
         return ""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for i, a in enumerate(r.apart):
-        grouped.setdefault((a.first, a.why), []).append(
-            f'{text(f"{path}.apart.{i}.second", a.second)}<span hidden data-f="{path}.apart.{i}.why" '
-            f'data-v="{escape(json.dumps(a.why))}"></span>')
-    items = "".join(f"<li><b>{escape(first)}</b> not with {', '.join(seconds)}: {escape(why)}</li>"
-                    for (first, why), seconds in grouped.items())
-    return (f"<details><summary>Pairs never loaded together ({len(r.apart)})</summary>"
+    items = "".join(f'<li><b>{text(f"{path}.apart.{i}.first", a.first)}</b> not with '
+                    f'{escape(", ".join(a.others))}: {text(f"{path}.apart.{i}.why", a.why)}</li>'
+                    for i, a in enumerate(r.apart))
+    return (f"<details><summary>Pairs never loaded together ({count(f'{path}.pairs_apart', r.pairs_apart)})</summary>"
             f'<ul class="apart">{items}</ul></details>\n')
 
 
@@ -228,13 +227,10 @@ def _model(m: ModelReport, path: str, base: str) -> str:
     entries = "".join(_entry(e, f"{path}.entries.{i}", chart=i == 0) for i, e in enumerate(m.entries))
     skips = "".join(f'<p class="over">Skipped {text(f"{path}.skips.{i}.id", s.id)}: '
                     f'{text(f"{path}.skips.{i}.reason", s.reason)}</p>' for i, s in enumerate(m.skips))
-    notes = "".join(f"<li>{escape(n)}</li>" for n in m.notes)
-    if notes:
-        notes = f"<details><summary>Sizing, each number with its reason</summary><ul>{notes}</ul></details>"
     dl = "".join(f"<dt>{escape(name)}</dt><dd>{value}</dd>" for name, value in rows)
     return (f'<article id="m-{escape(m.id)}"><h3>{text(f"{path}.id", m.id)}'
             f'<span class="badge">{text(f"{path}.role", m.role.value)}</span>{host}</h3>\n'
-            f"<dl>{dl}</dl>\n{entries}{skips}{notes}</article>\n")
+            f"<dl>{dl}</dl>\n{entries}{skips}</article>\n")
 
 
 def _entry(e: EntryReport, path: str, chart: bool) -> str:
@@ -259,29 +255,27 @@ def _entry(e: EntryReport, path: str, chart: bool) -> str:
 
 
 def _memory(sources: Sequence[SourceFigures], path: str) -> str:
-    """The memory table: a row per source and device, each part in GiB, and the difference from the estimate."""
-    rows, missing = [], []
-    for i, s in enumerate(sources):
-        at = f"{path}.{i}"
-        if s.missing:
-            missing.append(f"<li>{text(f'{at}.source', s.source.value)}: {text(f'{at}.missing', s.missing)}</li>")
-            continue
-        mark = " ★" if s.used else ""
-        devices = [(f"{at}.devices.{k}", d) for k, d in enumerate(s.devices)]
-        devices += [(f"{at}.host", s.host)] if s.host is not None else []
-        for where, d in devices:
-            vs = (f"{_fig(f'{where}.vs_estimate', d.vs_estimate, f'{d.vs_estimate / GIB:+.2f}')}"
-                  if d.vs_estimate is not None else "")
-            cells = "".join(f'<td class="n">{gib(f"{where}.{p}", getattr(d, p)) if getattr(d, p) else ""}</td>'
-                            for p in PARTS)
-            rows.append(f"<tr><td>{text(f'{where}.device', d.device)}</td>"
-                        f"<td>{text(f'{at}.source', s.source.value)}{mark}</td>{cells}"
-                        f"<td class=n>{gib(f'{where}.total', d.total)}</td><td class=n>{vs}</td></tr>")
-    head = "".join(f'<th class="n">{PART_NAMES[p]}</th>' for p in PARTS)
+    """The memory table: a row per source and device, each part any of them has in GiB, and the
+    difference from the estimate; then why a source has no figures."""
+    devices = [(f"{path}.{i}", s, f"{path}.{i}.devices.{k}", d) for i, s in enumerate(sources)
+               for k, d in enumerate(s.devices)]
+    devices += [(f"{path}.{i}", s, f"{path}.{i}.host", s.host) for i, s in enumerate(sources) if s.host is not None]
+    parts = [p for p in PARTS if any(getattr(d, p) for *_, d in devices)]
+    rows = "".join(_memory_row(at, s, where, d, parts) for at, s, where, d in devices)
+    missing = "".join(f"<li>{text(f'{path}.{i}.source', s.source.value)}: {text(f'{path}.{i}.missing', s.missing)}</li>"
+                      for i, s in enumerate(sources) if s.missing)
+    head = "".join(f'<th class="n">{PART_NAMES[p]}</th>' for p in parts)
     table = (f"<table><tr><th>device</th><th>source</th>{head}<th class=n>total</th><th class=n>vs estimate</th></tr>"
-             f"{''.join(rows)}</table>") if rows else ""
-    listed = f'<ul class="muted">{"".join(missing)}</ul>' if missing else ""
-    return f"{table}{listed}" + ('<p class="muted">GiB; ★ = the figures the entry uses.</p>' if rows else "")
+             f'{rows}</table><p class="muted">GiB; ★ = the figures the entry uses.</p>') if rows else ""
+    return table + (f'<ul class="muted">{missing}</ul>' if missing else "")
+
+
+def _memory_row(at: str, s: SourceFigures, where: str, d: DeviceFigures, parts: Sequence[str]) -> str:
+    vs = _fig(f"{where}.vs_estimate", d.vs_estimate, f"{d.vs_estimate / GIB:+.2f}") if d.vs_estimate is not None else ""
+    cells = "".join(f'<td class="n">{gib(f"{where}.{p}", getattr(d, p)) if getattr(d, p) else ""}</td>' for p in parts)
+    return (f"<tr><td>{text(f'{where}.device', d.device)}</td><td>{text(f'{at}.source', s.source.value)}"
+            f"{' ★' if s.used else ''}</td>{cells}<td class=n>{gib(f'{where}.total', d.total)}</td>"
+            f"<td class=n>{vs}</td></tr>")
 
 
 # --- files not served -----------------------------------------------------------------------------

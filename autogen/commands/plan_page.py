@@ -17,6 +17,8 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 
+import attrs
+
 from autogen import __version__
 from autogen.commands.breakdown import spread_figures
 from autogen.commands.hints import ATTACHED, IGNORED, hint_for
@@ -82,8 +84,10 @@ def plan_report(graph: TaskGraph) -> PlanReport:
         models += reports
         hosts.append(host_report(g.library, name, reports))
         unserved += unserved_files(g.library, name, reports)
+    skipped = sum(1 for u in unserved if u.kind == "skipped")
     return PlanReport(version=__version__, settings=graph.library.settings.source, hosts=tuple(hosts),
-                      models=tuple(models), unserved=tuple(unserved))
+                      models=tuple(models), unserved=tuple(unserved), served=sum(1 for m in models if m.entries),
+                      skipped=skipped, other_files=len(unserved) - skipped)
 
 
 def _loads(reports: Sequence[ModelReport]) -> list[tuple[Load, EntryReport]]:
@@ -144,7 +148,7 @@ def residency(settings: Settings, devices: Sequence[Device], loads: Sequence[tup
     llama.cpp router's `--models-max`."""
     plain = [load for load, _ in loads]
     if settings.target == LLAMA_SERVER:
-        return Residency(mode="models-max", groups=(), sets=(), apart=(),
+        return Residency(mode="models-max", groups=(), sets=(), apart=(), pairs_apart=0,
                          notes=("llama.cpp's router keeps up to --models-max models loaded, any of them together; "
                                 "the preset's first lines say how many fit the cards",))
     if settings.routing == "auto":
@@ -155,13 +159,14 @@ def residency(settings: Settings, devices: Sequence[Device], loads: Sequence[tup
 def _matrix(loads: Sequence[Load], devices: Sequence[Device]) -> Residency:
     plan = plan_matrix(loads, devices)
     if plan is None:
-        return Residency(mode="matrix", groups=(), sets=(), apart=(), notes=())
+        return Residency(mode="matrix", groups=(), sets=(), apart=(), pairs_apart=0, notes=())
     by_id = {load.entry_id: load for load in loads}
-    sets = tuple(ResidentSet(name=name, members=tuple(sorted((*key, alt))),
-                             usage=usage([by_id[e] for e in (*key, alt)], devices))
-                 for name, key, alts in named_sets(plan) for alt in alts)
-    gpu = [load for load in loads if load.est_vram_gb > 0]
-    return Residency(mode="matrix", groups=(), sets=sets, apart=tuple(_apart(gpu, sets, devices, _why_matrix)),
+    sets = tuple(ResidentSet(name=name, members=key if len(alts) > 1 else tuple(sorted((*key, *alts))),
+                             alternatives=alts if len(alts) > 1 else (),
+                             usage=_most([usage([by_id[e] for e in (*key, alt)], devices) for alt in alts]))
+                 for name, key, alts in named_sets(plan))
+    apart = _apart([load for load in loads if load.est_vram_gb > 0], sets, devices, _why_matrix)
+    return Residency(mode="matrix", groups=(), sets=sets, apart=apart, pairs_apart=sum(len(a.others) for a in apart),
                      notes=plan.warnings)
 
 
@@ -173,14 +178,15 @@ def _groups(settings: Settings, entries: Sequence[tuple[Load, EntryReport]], dev
     loads = [load for load, _ in entries]
     by_id = {load.entry_id: load for load in loads}
     always = {m for g in groups if g.persistent for m in g.members}
-    sets = tuple(ResidentSet(name=name, members=tuple(sorted({*members, *always})),
+    sets = tuple(ResidentSet(name=name, members=tuple(sorted({*members, *always})), alternatives=(),
                              usage=usage([by_id[e] for e in sorted({*members, *always})], devices))
                  for name, members in _alone_or_together(groups, loads, always))
     group_of = {m: g.name for g in groups for m in g.members}
     rivals = [load for load in loads if load.entry_id not in always]
     apart = _apart(rivals, sets, devices, lambda a, b, _devices: _why_groups(group_of, a, b))
     return Residency(mode="groups", groups=tuple(Group(g.name, g.swap, g.exclusive, g.persistent, g.members)
-                                                  for g in groups), sets=sets, apart=tuple(apart), notes=())
+                                                  for g in groups), sets=sets, apart=apart,
+                     pairs_apart=sum(len(a.others) for a in apart), notes=())
 
 
 def _alone_or_together(groups: Sequence[ConfigGroup], loads: Sequence[Load],
@@ -194,6 +200,19 @@ def _alone_or_together(groups: Sequence[ConfigGroup], loads: Sequence[Load],
     alone += [load.entry_id for load in loads if load.entry_id not in grouped]
     found = together + [(m, (m,)) for m in alone]
     return found or ([("persistent", tuple(sorted(always)))] if always else [])
+
+
+def _most(usages: Sequence[tuple[SetUsage, ...]]) -> tuple[SetUsage, ...]:
+    """Per card, the usage of the alternative that takes the most of it (over when any is)."""
+    cards: dict[str, SetUsage] = {}
+    for each in usages:
+        for u in each:
+            known = cards.get(u.gpu)
+            if known is None or u.used_gb > known.used_gb:
+                cards[u.gpu] = attrs.evolve(u, over=u.over or (known is not None and known.over))
+            elif u.over:
+                cards[u.gpu] = attrs.evolve(known, over=True)
+    return tuple(cards.values())
 
 
 def usage(members: Sequence[Load], devices: Sequence[Device]) -> tuple[SetUsage, ...]:
@@ -210,32 +229,36 @@ def usage(members: Sequence[Load], devices: Sequence[Device]) -> tuple[SetUsage,
     return tuple(out)
 
 
-def _apart(loads: Sequence[Load], sets: Sequence[ResidentSet], devices: Sequence[Device], why) -> list[Apart]:
-    """Every two of `loads` that share no set, with why."""
-    together: dict[str, set[int]] = {}
-    for k, s in enumerate(sets):
-        for m in s.members:
-            together.setdefault(m, set()).add(k)
-    return [Apart(first=a.entry_id, second=b.entry_id, why=why(a, b, devices))
-            for a, b in itertools.combinations(sorted(loads, key=lambda x: x.entry_id), 2)
-            if not together.get(a.entry_id, set()) & together.get(b.entry_id, set())]
+def _apart(loads: Sequence[Load], sets: Sequence[ResidentSet], devices: Sequence[Device],
+           why) -> tuple[Apart, ...]:
+    """Every two of `loads` that share no set, with why, grouped under the first by reason."""
+    together: dict[str, set[tuple[int, str]]] = {}
+    for k, s in enumerate(sets):  # each set of a line: the members with one alternative
+        for alt in s.alternatives or ("",):
+            for m in (*s.members, alt) if alt else s.members:
+                together.setdefault(m, set()).add((k, alt))
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for a, b in itertools.combinations(sorted(loads, key=lambda x: x.entry_id), 2):
+        if not together.get(a.entry_id, set()) & together.get(b.entry_id, set()):
+            grouped.setdefault((a.entry_id, why(a, b, devices)), []).append(b.entry_id)
+    return tuple(Apart(first=first, others=tuple(others), why=reason) for (first, reason), others in grouped.items())
 
 
 def _why_matrix(a: Load, b: Load, devices: Sequence[Device]) -> str:
-    """Why the matrix keeps two entries apart: one model's two entries, one that runs alone, or a
-    card they would overfill together."""
+    """Why the matrix keeps two entries apart (`a` sorts first): one model's entries, an entry that
+    needs a card to itself, or the cards the two would overfill together (each entry's share of a
+    card is on its bars)."""
     if a.model_id == b.model_id:
-        return f"both are entries of {a.model_id}: the same weights twice"
+        return "entries of one model: the same weights twice"
     need_a, need_b = demand(a, devices), demand(b, devices)
-    for load, need in ((a, need_a), (b, need_b)):
-        over = [d.label for k, d in enumerate(devices) if need[k] > capacity(d)]
-        if over:
-            return f"{load.entry_id} needs more than {', '.join(over)} alone: it runs alone"
-    full = [f"{d.label}: {need_a[k] / 100:g} + {need_b[k] / 100:g} GiB, more than the {d.shared_gb or d.vram_gb:g} "
-            "GiB models may share" for k, d in enumerate(devices)
+    if any(n > capacity(d) for n, d in zip(need_a, devices, strict=True)):
+        return "it needs more than a card: it runs alone"
+    if any(n > capacity(d) for n, d in zip(need_b, devices, strict=True)):
+        return "each needs more than a card: it runs alone"
+    full = [f"{d.label}'s {d.shared_gb or d.vram_gb:g} GiB" for k, d in enumerate(devices)
             if need_a[k] and need_b[k] and need_a[k] + need_b[k] > shared_capacity(d)]
     if full:
-        return "; ".join(full)
+        return f"together more than models may share of {' and '.join(full)}"
     return "in no common set (a pair cover: see the planner's note)"
 
 

@@ -293,21 +293,26 @@ class SetUsage:
 
 @frozen
 class ResidentSet:
-    """Entries that may stay loaded together. Example: ResidentSet(name="s1", members=("a", "b"),
-    usage=(SetUsage("GPU 0", 24.0, 22.0, 19.5, (…), False),))."""
+    """Entries that may stay loaded together: `members` with any one of `alternatives` (none: the
+    members alone), as one line of the config's matrix writes them. Example: ResidentSet(name="s01",
+    members=("a", "b"), alternatives=("c", "d"), usage=(SetUsage("GPU 0", 24.0, 22.0, 19.5, (…), False),))."""
 
-    #: The matrix's set name as written (`s01`…), or the group it comes from.
+    #: The matrix's set name as written (`s01`…), or the group (or entry) it comes from.
     name: str
     members: tuple[str, ...]
+    alternatives: tuple[str, ...]
+    #: Per card, what the set takes, with the alternative that takes the most.
     usage: tuple[SetUsage, ...]
 
 
 @frozen
 class Apart:
-    """Two entries that are never loaded together, and why."""
+    """Entries never loaded together with one entry, for one reason: every pair is in exactly one
+    `Apart`, under the entry whose id sorts first. Example: Apart(first="gemma-3-12b-it-q4_k_m",
+    others=("qwen3-30b-a3b-q4_k_m",), why="together more than the 22 GiB models may share of GPU 0")."""
 
     first: str
-    second: str
+    others: tuple[str, ...]
     why: str
 
 
@@ -332,6 +337,8 @@ class Residency:
     groups: tuple[Group, ...]
     sets: tuple[ResidentSet, ...]
     apart: tuple[Apart, ...]
+    #: How many pairs `apart` holds.
+    pairs_apart: int
     #: What the planner said (a model too big to share, a pair cover), one line each.
     notes: tuple[str, ...]
 
@@ -377,3 +384,7 @@ class PlanReport:
     hosts: tuple[Host, ...]
     models: tuple[ModelReport, ...]
     unserved: tuple[Unserved, ...]
+    #: Models with an entry in a config; models and profiles skipped; files that are no model.
+    served: int
+    skipped: int
+    other_files: int

@@ -107,9 +107,10 @@ def _budget(job: Job, seen: tuple[Gpu, ...]) -> str:
 def model_report(library: Library, job: Job, host: str | None = None) -> ModelReport:
     """The model's plan as a typed report (`host`: the fleet host it belongs to)."""
     meta = library.metas.get(job.row.id)
-    plan = library.plan(job)
     # the engine's figures are for the commands as they run here (before `path_map`)
-    on_host = {e.id: e for e in library.host_plan(job).entries}
+    host_plan = library.host_plan(job)
+    plan = library.served(job, host_plan)
+    on_host = {e.id: e for e in host_plan.entries}
     # a whisper.cpp model's caches are fixed windows its sizer lists among the notes, not a cost per token
     kv = kv_cost(meta) if meta is not None and meta.whisper is None else None
     row, backend = job.row, job.backend
