@@ -234,27 +234,29 @@ def _start(parser: argparse.ArgumentParser, settings: str | None, command: str, 
     return main_doctor(settings)
 
 
+def _reporting(parser: argparse.ArgumentParser, settings: str | None, command: str, args: list[str]) -> int:
+    """`list`, `show ID` and `report [PATH]`, each with `--json` as its one option."""
+    _only_json_option(parser, command, args)
+    positional = [a for a in args if not a.startswith("-")]
+    if command == "list":
+        if positional:
+            parser.error("list takes no argument but --json")
+        return _list(settings, "--json" in args)
+    if command == "show":
+        if len(positional) != 1:
+            parser.error("show needs exactly one model id (see `swapgen list`)")
+        return _show(settings, positional[0], "--json" in args)
+    if len(positional) > 1:
+        parser.error("report takes at most one PATH (where to write the page)")
+    return _report(settings, positional, "--json" in args)
+
+
 def _command(parser: argparse.ArgumentParser, opts: argparse.Namespace, rest: list[str]) -> int:
     command, args = (rest[0], rest[1:]) if rest else ("run", [])
     if command == "validate":
         return _validate(parser, opts.settings, args)
-    if command == "list":
-        _only_json_option(parser, command, args)
-        if any(not a.startswith("-") for a in args):
-            parser.error("list takes no argument but --json")
-        return _list(opts.settings, "--json" in args)
-    if command == "show":
-        _only_json_option(parser, command, args)
-        ids = [a for a in args if not a.startswith("-")]
-        if len(ids) != 1:
-            parser.error("show needs exactly one model id (see `swapgen list`)")
-        return _show(opts.settings, ids[0], "--json" in args)
-    if command == "report":
-        _only_json_option(parser, command, args)
-        paths = [a for a in args if not a.startswith("-")]
-        if len(paths) > 1:
-            parser.error("report takes at most one PATH (where to write the page)")
-        return _report(opts.settings, paths, "--json" in args)
+    if command in ("list", "show", "report"):
+        return _reporting(parser, opts.settings, command, args)
     if command in ("init", "doctor"):
         return _start(parser, opts.settings, command, args)
     if command == "watch":
