@@ -17,6 +17,7 @@ from autogen.router.matrix_dsl import compile_sets, expand
 from tests import page_check
 from tests.builders import SETTINGS, add_model
 from tests.fleet_fixtures import build_fleet
+from tests.whisper_fixtures import write_silero, write_whisper
 
 #: The sample library on two cards, planned as a routing matrix: skips (a broken file, an
 #: incomplete download), a projector, profiles (`share`), CPU-only and pinned entries.
@@ -57,12 +58,32 @@ overrides:
 """
 
 
+#: Two vLLM models sleeping through llama-swap's vllm-wrapper, planned as a matrix: what they keep
+#: on the card is there in every set.
+SLEEP = """\
+roots: [sample-library]
+output: sleep.yaml
+cache_dir: cache-sleep
+vram_budget_gb: 22
+gpus: [{index: 0, name: RTX 4090, vram_gb: 24, vendor: nvidia}]
+host_ram_gb: 64
+backends:
+  - {id: llama-cuda, kind: llama, path: llama-server, default: true, variant: cuda}
+  - {id: vllm, kind: vllm, path: /opt/vllm/bin/vllm, version: "0.33.0", sleep: true}
+  - {id: sd-cuda, kind: sd, path: sd-server, default: true}
+routing: auto
+overrides:
+  - {match: '*Mistral-7B-Instruct-v0.3*', backend: vllm, vllm_tokenizer: mistralai/Mistral-7B-Instruct-v0.3}
+"""
+
+
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
     root = tmp_path_factory.mktemp("page")
     sample.build(root / "sample-library")
     (root / "matrix.settings.yaml").write_text(MATRIX)
     (root / "groups.settings.yaml").write_text(GROUPS)
+    (root / "sleep.settings.yaml").write_text(SLEEP)
     return root
 
 
@@ -81,7 +102,7 @@ def generated(settings) -> tuple[dict, str, dict]:
     assert rc == 0 and "report.html written" in err
     rc, out, _ = swapgen("--settings", str(settings), "report", "--json")
     assert rc == 0
-    config = yaml.safe_load((settings.parent / yaml.safe_load(settings.read_text())["output"]).read_text())
+    config = yaml.safe_load((settings.parent / yaml.safe_load(settings.read_text()).get("output", "config.yaml")).read_text())
     return json.loads(out), (settings.parent / "report.html").read_text(encoding="utf-8"), config
 
 
@@ -158,8 +179,9 @@ def test_the_chart_marks_the_emitted_context(run):
     assert charted >= 4
 
 
-def test_matrix_sets_are_the_configs(library):
-    data, _, config = generated(library / "matrix.settings.yaml")
+@pytest.mark.parametrize("name", ["matrix", "sleep"])
+def test_matrix_sets_are_the_configs(library, name):
+    data, _, config = generated(library / f"{name}.settings.yaml")
     matrix = config["routing"]["router"]["settings"]["matrix"]
     roots = compile_sets(list(matrix["sets"].items()), lambda v: matrix["vars"].get(v))
     written = {m for name in matrix["sets"] for m in expand(roots[name], roots)}
@@ -169,13 +191,20 @@ def test_matrix_sets_are_the_configs(library):
     expanded = {frozenset((*s["members"], *alt)) for s in residency["sets"]
                 for alt in ([(a,) for a in s["alternatives"]] or [()])}
     assert expanded == written and [s["name"] for s in residency["sets"]] == list(matrix["sets"])
-    assert [g["index"] for g in host["gpus"]] == [0, 1] and host["gpus"][1]["card_gb"] == 12
+    if name == "matrix":
+        assert [g["index"] for g in host["gpus"]] == [0, 1] and host["gpus"][1]["card_gb"] == 12
+    else:  # the sleepers' share is off the card every set is drawn on, as the planner sees it
+        assert any("sleeping vLLM models keep part of their cards" in n for n in residency["notes"])
+        assert all(u["card_gb"] < 24 for s in residency["sets"] for u in s["usage"])
+        sleepers = {e["id"] for m in data["models"] for e in m["entries"] if e["asleep"]}
+        assert sleepers == {"llama-3.1-8b-instruct-bf16", "mistral-7b-instruct-v0.3-q4_k_m"}
     for s in residency["sets"]:
         for use in s["usage"]:
             assert not use["over"] and round(sum(x["gb"] for x in use["shares"]), 2) == use["used_gb"]
     # a pair kept apart says why: the same weights twice, or a card it would overfill
     whys = {a["why"] for a in residency["apart"]}
-    assert any("the same weights twice" in w for w in whys) and any("models may share" in w for w in whys)
+    assert name == "sleep" or any("the same weights twice" in w for w in whys)
+    assert any("models may share" in w for w in whys)
     pairs = [(a["first"], other) for a in residency["apart"] for other in a["others"]]
     assert len(pairs) == len(set(pairs)) and all(first < other for first, other in pairs)
     for first, other in pairs:
@@ -230,6 +259,25 @@ def test_the_fleet_is_one_page(tmp_path):
     shown = json.loads(swapgen("--settings", str(front), "show", "gpu-b/qwen3-8b-q4_k_m", "--json")[1])
     i = next(i for i, m in enumerate(data["models"]) if (m["host"], m["id"]) == ("gpu-b", "qwen3-8b-q4_k_m"))
     assert shown == data["models"][i]
+
+
+def test_any_engine_is_drawn_from_its_footprint(tmp_path):
+    """A whisper.cpp model (an engine with no KV cost per token and a VAD model beside it) is on
+    the page by its footprint like any other: its engine, its files, its bytes on the card."""
+    add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+    write_whisper(tmp_path / "models" / "whisper" / "ggml-base.en.bin", "base", 6, 6, english=True)
+    write_silero(tmp_path / "models" / "whisper" / "ggml-silero-v6.2.0.bin")
+    settings = tmp_path / "swapgen.yaml"
+    settings.write_text(SETTINGS.replace("card_vram_gb: 0", "card_vram_gb: 24")
+                        + "  - {id: whisper, kind: whisper, path: /opt/whisper/whisper-server}\n")
+    data, html, _ = generated(settings)
+    (whisper,) = [m for m in data["models"] if m["role"] == "asr"]
+    entry = whisper["entries"][0]
+    assert entry["engine"] and entry["vram"] > 0 and entry["context"] is None and whisper["files"]["vad"]
+    loads = {load["entry"]: load for gpu in data["hosts"][0]["gpus"] for load in gpu["loads"]}
+    assert loads[entry["id"]]["figures"]["total"] > 0
+    for path, value, _ in page_check.figures(html):
+        assert page_check.at(data, path) == value
 
 
 def test_a_path_given_is_where_the_page_goes(tmp_path):

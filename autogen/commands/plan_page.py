@@ -57,6 +57,7 @@ from autogen.router.matrix_plan import (
     named_sets,
     plan_matrix,
     shared_capacity,
+    with_sleepers,
 )
 from autogen.settings.schema import LLAMA_SERVER, Settings
 
@@ -93,7 +94,8 @@ def plan_report(graph: TaskGraph) -> PlanReport:
 def _loads(reports: Sequence[ModelReport]) -> list[tuple[Load, EntryReport]]:
     """What each served entry asks of the cards, as the config's routing reads its footprint."""
     return [(Load(entry_id=e.id, model_id=m.id, est_vram_gb=size_gb(e.vram), devices=e.gpus or None,
-                  size_gb=size_gb(e.disk), engine=e.engine), e) for m in reports for e in m.entries]
+                  size_gb=size_gb(e.disk), engine=e.engine, asleep_gb=size_gb(e.asleep)), e)
+            for m in reports for e in m.entries]
 
 
 def host_report(library: Library, name: str | None, reports: Sequence[ModelReport]) -> Host:
@@ -145,15 +147,20 @@ def _whole(figures: Sequence[DeviceFigures], entry: EntryReport) -> DeviceFigure
 
 def residency(settings: Settings, devices: Sequence[Device], loads: Sequence[tuple[Load, EntryReport]]) -> Residency:
     """What the config lets stay loaded together: its matrix (`routing: auto`), its groups, or a
-    llama.cpp router's `--models-max`."""
-    plain = [load for load, _ in loads]
+    llama.cpp router's `--models-max`; drawn, as the planner sees them, on the cards less what
+    sleeping vLLM models keep there in every set (`matrix_plan.with_sleepers`)."""
+    plain, devices = with_sleepers([load for load, _ in loads], devices)
+    loads = list(zip(plain, [entry for _, entry in loads], strict=True))
     if settings.target == LLAMA_SERVER:
         return Residency(mode="models-max", groups=(), sets=(), apart=(), pairs_apart=0,
                          notes=("llama.cpp's router keeps up to --models-max models loaded, any of them together; "
                                 "the preset's first lines say how many fit the cards",))
-    if settings.routing == "auto":
-        return _matrix(plain, devices)
-    return _groups(settings, loads, devices)
+    found = _matrix(plain, devices) if settings.routing == "auto" else _groups(settings, loads, devices)
+    asleep = sorted(load.entry_id for load in plain if load.asleep_gb > 0)
+    if not asleep:
+        return found
+    return attrs.evolve(found, notes=(*found.notes, f"sleeping vLLM models keep part of their cards in every set "
+                                                    f"({', '.join(asleep)}); the cards drawn are what they leave"))
 
 
 def _matrix(loads: Sequence[Load], devices: Sequence[Device]) -> Residency:

@@ -98,6 +98,8 @@ class EntryReport:
     vram: int
     host_ram: int
     disk: int
+    #: Bytes it keeps on each of its GPUs while its vLLM daemon sleeps (0 = it stops and keeps nothing).
+    asleep: int
     #: The GPUs it is pinned to; None = the engine's default devices.
     gpus: tuple[int, ...] | None
     #: The coexistence group it joins (speech and segmentation servers); None = the swap group.

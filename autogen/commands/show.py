@@ -32,7 +32,7 @@ from autogen.commands.report_records import (
 )
 from autogen.emit.entry import Entry, Plan
 from autogen.figures.plan import measured_record
-from autogen.footprint import MemoryRecord, Source
+from autogen.footprint import Footprint, MemoryRecord, Source
 from autogen.metadata.kvcost import kv_cost
 from autogen.numfmt import GIB, gib_figure, gib_text
 from autogen.records import CONVERTER
@@ -142,10 +142,11 @@ def entry_report(library: Library, job: Job, entry: Entry, on_host: Entry) -> En
     used = fp.memory.source if fp is not None and fp.memory is not None else None
     memory = tuple(source_figures(source, record, why, source == used, on_host.charges, on_host.estimate)
                    for source, record, why in sources(library, job, on_host))
-    return EntryReport(id=entry.id, engine=str(fp.engine) if fp is not None else "", argv=entry.argv, env=entry.env,
-                       reason=entry.comment, vram=fp.vram if fp else 0, host_ram=fp.host if fp else 0,
-                       disk=fp.disk if fp else 0, gpus=fp.gpus if fp else None, group=entry.coexist_group,
-                       context=entry.context.plan() if entry.context is not None else None, memory=memory)
+    fp = fp if fp is not None else Footprint(engine="")
+    return EntryReport(id=entry.id, engine=str(fp.engine), argv=entry.argv, env=entry.env, reason=entry.comment,
+                       vram=fp.vram, host_ram=fp.host, disk=fp.disk, asleep=fp.asleep, gpus=fp.gpus,
+                       group=entry.coexist_group, context=entry.context.plan() if entry.context is not None else None,
+                       memory=memory)
 
 
 def hint(reason: str) -> str:
