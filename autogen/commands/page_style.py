@@ -29,7 +29,7 @@ th{color:var(--muted);font-weight:600}td.n,th.n{text-align:right;font-variant-nu
 .legend span:before{content:"";display:inline-block;width:11px;height:11px;margin-right:5px;vertical-align:-1px;
 background:var(--swatch);border-radius:2px}
 .gpu,.set,article{border:1px solid var(--line);border-radius:6px;padding:8px 12px;margin:10px 0;background:var(--bg)}
-.row{display:grid;grid-template-columns:minmax(160px,260px) 1fr 96px;gap:10px;align-items:center;margin:3px 0}
+.row{display:grid;grid-template-columns:minmax(160px,260px) 1fr 140px;gap:10px;align-items:center;margin:3px 0}
 .row .label{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-size:12px}
 .row .total{text-align:right;font-variant-numeric:tabular-nums;font-size:12px}
 .bar{position:relative;display:flex;height:16px;background:var(--card);border:1px solid var(--line);border-radius:3px}
