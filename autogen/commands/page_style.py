@@ -1,5 +1,7 @@
 """The plan page's one style sheet, inline in the page (docs/plan-page.md): system fonts, colours
-for light and dark mode (`prefers-color-scheme`), and print rules (colours kept, every folded
+for light and dark mode (`prefers-color-scheme`), sections off screen left unrendered until
+scrolled to (`content-visibility`: a page of a hundred models shows at once), and print rules
+(colours kept, every section rendered, every folded
 part open, no section split across pages)."""
 
 #: One colour per part of a device's bytes (`report_records.PARTS`) and per KV-cache type, then the
@@ -29,7 +31,8 @@ th{color:var(--muted);font-weight:600}td.n,th.n{text-align:right;font-variant-nu
 .legend span:before{content:"";display:inline-block;width:11px;height:11px;margin-right:5px;vertical-align:-1px;
 background:var(--swatch);border-radius:2px}
 .gpu,.set,article{border:1px solid var(--line);border-radius:6px;padding:8px 12px;margin:10px 0;background:var(--bg)}
-.row{display:grid;grid-template-columns:minmax(160px,260px) 1fr 140px;gap:10px;align-items:center;margin:3px 0}
+.set,article{content-visibility:auto;contain-intrinsic-size:auto 360px}
+.row{display:grid;grid-template-columns:minmax(160px,260px) 1fr 170px;gap:10px;align-items:center;margin:3px 0}
 .row .label{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;font-size:12px}
 .row .total{text-align:right;font-variant-numeric:tabular-nums;font-size:12px}
 .bar{position:relative;display:flex;height:16px;background:var(--card);border:1px solid var(--line);border-radius:3px}
@@ -56,7 +59,7 @@ svg.chart .k2{stroke:var(--compute)}svg.chart .k3{stroke:var(--projector)}
 svg.chart circle{fill:var(--fg);stroke:var(--bg);stroke-width:2}
 details{margin:4px 0}summary{cursor:pointer;color:var(--muted)}
 ul.apart{margin:4px 0;padding-left:18px;font-size:12px}
-@media print{body{font-size:11px}nav{display:none}header,main{max-width:none}
+@media print{body{font-size:11px}nav{display:none}header,main{max-width:none}.set,article{content-visibility:visible}
 *{-webkit-print-color-adjust:exact;print-color-adjust:exact}
 .gpu,.set,article,table,figure{break-inside:avoid}h2,h3{break-after:avoid}
 details::details-content{content-visibility:visible;display:contents}summary{display:none}}

@@ -17,8 +17,8 @@ from attrs import frozen
 
 #: Evenly spaced contexts a curve is sampled at, besides its own marks (the chosen context and
 #: the largest that fits): the memory grows almost linearly with the context, a sliding-window
-#: cache's cap being the one bend, so a dozen points draw it.
-CURVE_POINTS = 12
+#: cache's cap being the one bend, so eight points draw it.
+CURVE_POINTS = 8
 
 
 @frozen
