@@ -14,6 +14,7 @@ import yaml
 
 from autogen.commands import cli, sample
 from autogen.router.matrix_dsl import compile_sets, expand
+from autogen.settings.owned import PAGE_MARK
 from tests import page_check
 from tests.builders import SETTINGS, add_model
 from tests.fleet_fixtures import build_fleet
@@ -298,7 +299,48 @@ def test_a_page_that_cannot_be_written_is_a_message(tmp_path):
     settings.write_text(SETTINGS)
     (tmp_path / "file").write_text("")
     rc, _, err = swapgen("--settings", str(settings), "report", str(tmp_path / "file" / "plan.html"))
-    assert rc == 1 and "cannot write the plan page" in err and "Traceback" not in err
+    assert rc == 1 and "cannot be created (Not a directory)" in err and "Traceback" not in err
+
+
+class TestOnlyItsOwnPage:
+    """The page is written only where swapgen may write (docs/maintainers/safe-io.md): never over
+    the settings, the config or a file it did not write, never into a root."""
+
+    def settings(self, tmp_path, extra: str = ""):
+        add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")
+        settings = tmp_path / "swapgen.yaml"
+        settings.write_text(SETTINGS + extra)
+        return settings
+
+    def test_a_hand_written_file_is_left_as_it_is(self, tmp_path):
+        settings = self.settings(tmp_path)
+        (tmp_path / "report.html").write_text("<html>my notes</html>\n")
+        rc, _, err = swapgen("--settings", str(settings), "report")
+        assert rc == 1 and "was not written by swapgen" in err and "Nothing was written" in err
+        assert (tmp_path / "report.html").read_text() == "<html>my notes</html>\n"
+
+    def test_its_own_page_and_an_empty_file_are_replaced(self, tmp_path):
+        settings = self.settings(tmp_path)
+        (tmp_path / "report.html").write_text("")
+        assert swapgen("--settings", str(settings), "report")[0] == 0
+        page = (tmp_path / "report.html").read_text()
+        assert PAGE_MARK.on(page.splitlines()[0]) and page.startswith("<!DOCTYPE html>")
+        add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
+        assert swapgen("--settings", str(settings), "report")[0] == 0
+        assert "beta-q8_0" in (tmp_path / "report.html").read_text()
+
+    @pytest.mark.parametrize("where", ["swapgen.yaml", "config.yaml", "models/report.html"])
+    def test_the_setting_may_not_name_an_input_the_config_or_a_root(self, tmp_path, where):
+        settings = self.settings(tmp_path, f"report: {where}\n")
+        before = settings.read_text()
+        rc, _, err = swapgen("--settings", str(settings))
+        assert rc == 1 and "report: " in err and "Traceback" not in err
+        assert settings.read_text() == before and not (tmp_path / "models" / "report.html").exists()
+
+    def test_a_path_given_is_checked_too(self, tmp_path):
+        settings = self.settings(tmp_path)
+        rc, _, err = swapgen("--settings", str(settings), "report", str(settings))
+        assert rc == 1 and "swapgen report PATH: " in err and settings.read_text().startswith("roots:")
 
 
 def test_hostile_names_are_text_not_markup(tmp_path):
@@ -337,12 +379,18 @@ class TestTheSetting:
         add_model(tmp_path / "models", "pub/B-GGUF/Beta-Q8_0.gguf")
         assert swapgen("--settings", str(settings))[0] == 0 and "beta-q8_0" in (tmp_path / "pages" / "plan.html").read_text()
 
-    def test_a_page_edited_by_hand_is_written_again(self, tmp_path):
+    def test_a_page_edited_by_hand_is_written_again_unless_it_is_no_longer_ours(self, tmp_path):
+        """Its header says swapgen may replace it; without it the run says so and keeps the file."""
         settings = self.settings(tmp_path)
         swapgen("--settings", str(settings))
         page = tmp_path / "pages" / "plan.html"
-        page.write_text("edited")
-        assert swapgen("--settings", str(settings))[0] == 0 and page.read_text().startswith("<!DOCTYPE html>")
+        written = page.read_text()
+        page.write_text(written.splitlines()[0] + "\nedited\n")
+        assert swapgen("--settings", str(settings))[0] == 0 and page.read_text() == written
+        page.write_text("my own notes\n")
+        rc, _, err = swapgen("--settings", str(settings))
+        assert rc == 1 and "report: " in err and "was not written by swapgen" in err
+        assert page.read_text() == "my own notes\n"
 
     def test_without_it_no_run_writes_a_page(self, tmp_path):
         add_model(tmp_path / "models", "pub/A-GGUF/Alpha-Q4_K_M.gguf")

@@ -59,6 +59,7 @@ from autogen.router.matrix_plan import (
     shared_capacity,
     with_sleepers,
 )
+from autogen.settings.owned import PAGE_MARK, place_problems, replace_problem
 from autogen.settings.schema import LLAMA_SERVER, Settings
 
 #: The page's file name beside the config when neither the command nor the settings name one.
@@ -309,8 +310,21 @@ def render(report: PlanReport) -> bytes:
     return page(report).encode("utf-8")
 
 
-def write_page(path: str, data: bytes) -> bool:
-    """The page written through the one crash-safe writer, only when its bytes change; True = written."""
+#: What to do when a file swapgen did not write is where the page goes.
+_NOT_OURS = "move it away, or give the page another path (swapgen report PATH, or `report` in the settings)"
+
+
+def write_page(settings: Settings, path: str, data: bytes, key: str = "report") -> bool:
+    """The page written through the one crash-safe writer, only when its bytes change, and only
+    where swapgen may write (`settings.owned`): never the settings, the backends file or the config,
+    never inside a root, never over a file it did not write. True = written. `key`: what names
+    the path in a message."""
+    reads = {"the settings file itself": settings.source, "the backends file": settings.backends_file,
+             "the config (`output`)": settings.output}
+    problems = place_problems(key, path, reads, settings.roots)
+    problem = problems[0] if problems else replace_problem(key, path, (PAGE_MARK,), _NOT_OURS)
+    if problem is not None:
+        raise SwapgenError(f"{problem}. Nothing was written.")
     try:
         return write_if_changed(path, data)
     except OSError as exc:
@@ -325,7 +339,9 @@ def main(graph: TaskGraph, path: str | None, as_json: bool) -> int:
 
         print(json.dumps(CONVERTER.unstructure(report), indent=2, ensure_ascii=False))
         return 0
-    target = page_path(graph.library.settings, path)
-    written = write_page(target, render(report))
+    settings = graph.library.settings
+    target = page_path(settings, path)
+    key = "swapgen report PATH" if path else "report" if settings.report else "swapgen report"
+    written = write_page(settings, target, render(report), key)
     print(f"swapgen: {target} {'written' if written else 'unchanged'}", file=sys.stderr)
     return 0

@@ -341,7 +341,7 @@ class TaskGraph:
         path = plan_page.page_path(self.library.settings)
         try:
             data = plan_page.render(plan_page.plan_report(self))
-            written = plan_page.write_page(path, data)
+            written = plan_page.write_page(self.library.settings, path, data)
         except SwapgenError as exc:
             return TaskFailed(str(exc))
         self.stats["report"] = "written" if written else "unchanged"

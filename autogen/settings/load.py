@@ -148,6 +148,9 @@ def written_place_problems(settings: Settings) -> list[str]:
     if settings.backends_file:
         problems += place_problems("backends_file", settings.backends_file,
                                    {"the settings file itself": settings.source}, settings.roots)
+    if settings.report:
+        problems += place_problems("report", settings.report, {**reads, "the config (`output`)": settings.output},
+                                   settings.roots)
     return problems
 
 
