@@ -48,6 +48,8 @@ class Engine(enum.StrEnum):
     """What serves a model; a kind outside every row's `kinds` is its own engine (a custom one)."""
 
     LLAMA = "llama"
+    #: ik_llama.cpp's llama-server: a llama.cpp fork with flags of its own.
+    IK_LLAMA = "ik_llama"
     VLLM = "vllm"
     SD = "sd"
     #: qwentts.cpp tts-server.
@@ -140,6 +142,15 @@ class EngineRow:
     #: (`--lora`), vLLM a PEFT folder (`--lora-modules`); discovery pairs a GGUF LoRA only with
     #: the models of an engine that loads one.
     lora_formats: tuple[str, ...] = ()
+    #: A llama-server's command-line vocabulary (`flags.llama.LlamaFlags`): `module:name` under
+    #: `autogen`; "" = not a llama-server. Example: "flags.ik_llama:IK".
+    flags: str = ""
+    #: What that llama-server allocates for a launch (`sizing.llama_memory.allocations` and
+    #: its signature): `module:function` under `autogen`; "" = not a llama-server.
+    memory: str = ""
+    #: `swapgen backends detect` lets another engine of its roles found beside it take the ★:
+    #: a fork users pin models to (ik_llama.cpp beside llama.cpp).
+    star_second: bool = False
 
     @property
     def measured(self) -> bool:
@@ -155,7 +166,16 @@ ENGINES: dict[Engine, EngineRow] = {
         exe="llama-server", legacy_slot="server_exe", component="llama.cpp", binaries=("llama-server",),
         probe="figures.probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
         profiles=True, splits_layers=True, log_reader="figures.logs:LLAMA_LOG", estimator="llama-fit-params",
-        lora_formats=("gguf",)),
+        lora_formats=("gguf",), flags="flags.llama:MAINLINE", memory="sizing.llama_memory:allocations"),
+    # The same emitter with its own vocabulary and allocations; no estimator in its tree, and its
+    # binary has llama.cpp's name: the llama probe tells the two apart
+    # (docs/maintainers/backends.md#ik_llamacpp-a-row-of-its-own).
+    Engine.IK_LLAMA: EngineRow(
+        kinds=("ik_llama", "ik_llama.cpp", "ik-llama", "ik-llama.cpp"), roles=(Role.LLM, Role.EMBEDDING),
+        emitter="emit.llama:emit_llama", exe="llama-server", component="ik_llama.cpp",
+        probe="figures.probes:probe_llama", host_flags=("--host",), slot_flags=("-np", "--parallel"),
+        profiles=True, splits_layers=True, log_reader="figures.logs:IK_LLAMA_LOG", lora_formats=("gguf",),
+        flags="flags.ik_llama:IK", memory="sizing.ik_llama_memory:ik_allocations", star_second=True),
     Engine.VLLM: EngineRow(
         kinds=("vllm",), roles=(Role.LLM,), emitter="emit.vllm:emit_vllm", exe="vllm", component="vllm",
         binaries=("vllm",), probe="figures.probes:probe_vllm", build_in_id=False, host_flags=("--host",),

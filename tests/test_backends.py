@@ -47,6 +47,7 @@ def pin(backend: str | None) -> Override:
 #: docs/maintainers/backends.md's table restated independently: spelling → (engine, roles).
 EXPECTED_KINDS = {
     **{k: ("llama", ("llm", "embedding")) for k in ("llama", "llama.cpp", "server")},
+    **{k: ("ik_llama", ("llm", "embedding")) for k in ("ik_llama", "ik_llama.cpp", "ik-llama", "ik-llama.cpp")},
     "vllm": ("vllm", ("llm",)),
     **{k: ("sd", ("image",)) for k in ("sd", "sd-server", "image")},
     **{k: ("tts", ("tts",)) for k in ("tts", "tts-server", "speech")},

@@ -25,6 +25,14 @@ case "$1" in
 esac
 """
 VLLM = 'echo "INFO 01-01 some startup log"\necho "0.11.0"\n'
+#: ik_llama.cpp's llama-server, CPU build: its `--help` lists `--mla-use` and, without GPU
+#: offload, no `--gpu-layers`; it exits 1 (recorded in tests/data/ik_llama_server_help_015.txt).
+IK_LLAMA_CPU = """\
+case "$1" in
+  --version) echo "version: 3861 (1a2b3c4)" >&2; echo "built with cc for x86_64-linux-gnu" >&2 ;;
+  --help) echo "  -mla,  --mla-use                enable MLA (default: 3)"; exit 1 ;;
+esac
+"""
 SD = 'echo "stable-diffusion.cpp version 1.2.3, commit deadbeef"\n'
 HANGS = f'{SLEEP} 30\n'
 FAILS = 'echo "error: unknown argument: $1" >&2\nexit 1\n'
@@ -88,6 +96,24 @@ class TestFinding:
         got = rows(tmp_path)
         assert got["llama-cuda"].default and got["sd"].default
         assert not got["vllm"].default  # llm already has its ★ (llama sorts first)
+
+    def test_ik_llama_cpps_llama_server_is_told_from_llama_cpps_and_leaves_it_the_star(self, tmp_path, home):
+        """Both binaries are called llama-server; ik_llama.cpp's `--help` (which exits 1) says
+        which it is, quietly, and a found fork takes no ★ from llama.cpp."""
+        engine(tmp_path / "bin", "llama-server", LLAMA_CUDA)
+        engine(home / "ik_llama.cpp" / "build" / "bin", "llama-server", IK_LLAMA_CPU)
+        report = run(settings_file(tmp_path))
+        got = rows(tmp_path)
+        assert sorted(got) == ["ik_llama-cpu", "llama-cuda"]
+        ik = got["ik_llama-cpu"]
+        assert (ik.kind, ik.version, ik.build, ik.component) == ("ik_llama", "b3861", "cpu", "ik_llama.cpp")
+        assert got["llama-cuda"].default and not ik.default
+        assert not any("--help" in note for note in report["notes"])
+
+    def test_ik_llama_cpp_alone_takes_the_star(self, tmp_path, home):
+        engine(tmp_path / "bin", "llama-server", IK_LLAMA_CPU)
+        run(settings_file(tmp_path))
+        assert rows(tmp_path)["ik_llama-cpu"].default
 
     def test_a_symlinked_binary_is_one_row(self, tmp_path, home):
         real = engine(home / "llama.cpp" / "build" / "bin", "llama-server", LLAMA_CUDA)

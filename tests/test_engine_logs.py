@@ -7,6 +7,7 @@ import pytest
 
 from autogen.figures.logs import (
     GIB,
+    IK_LLAMA_LOG,
     VllmReport,
     buffer_device,
     llama_error,
@@ -221,3 +222,53 @@ class TestWhisper:
     ])
     def test_the_engines_own_line_on_why_it_stopped(self, log, line):
         assert whisper_error(log) == line
+
+
+#: ik_llama.cpp's llama-server (ik-llama-cpp-python 0.1.5, CPU build, its default verbosity),
+#: recorded on the tiny llama model with `-c 4096`: the weights' line names no kind.
+IK_LOG = """\
+llm_load_tensors: ggml ctx size =    0.01 MiB
+llm_load_tensors:        CPU buffer size =     5.36 MiB
+llama_init_from_model: n_ctx         = 4096
+llama_kv_cache_init:        CPU KV buffer size =     4.00 MiB
+llama_init_from_model: KV self size  =    4.00 MiB, K (f16):    2.00 MiB, V (f16):    2.00 MiB
+llama_init_from_model:        CPU  output buffer size =     0.00 MiB
+llama_init_from_model:        CPU compute buffer size =     8.01 MiB
+"""
+#: The same for a CUDA build with a draft model after the main one (src/llama.cpp's format strings).
+IK_CUDA_LOG = """\
+llm_load_tensors:        CPU buffer size =   333.84 MiB
+llm_load_tensors:      CUDA0 buffer size = 17031.25 MiB
+llama_kv_cache_init:      CUDA0 KV buffer size =  1088.00 MiB
+llama_init_from_model:  CUDA_Host  output buffer size =     0.58 MiB
+llama_init_from_model:      CUDA0 compute buffer size =  1312.00 MiB
+llama_init_from_model:  CUDA_Host compute buffer size =    72.01 MiB
+llm_load_tensors:      CUDA0 buffer size =   600.00 MiB
+"""
+
+
+class TestIkLlama:
+    def test_the_cpu_report_is_host_memory_by_part(self):
+        record, tokens = IK_LLAMA_LOG.figures(IK_LOG, ())
+        (host,) = record.devices
+        assert (host.name, host.model, host.context, host.compute, tokens) == (
+            "Host", round(5.36 * MIB), 4 * MIB, round(8.01 * MIB), 0)
+
+    def test_a_cuda_report_splits_device_and_host_and_stops_at_the_draft(self):
+        record, _ = IK_LLAMA_LOG.figures(IK_CUDA_LOG, ())
+        (gpu,) = record.devices
+        assert (gpu.name, gpu.model, gpu.context, gpu.compute) == ("CUDA0", round(17031.25 * MIB), 1088 * MIB,
+                                                                    1312 * MIB)
+        assert record.host.model == round(333.84 * MIB)
+        assert record.host.compute == round(0.58 * MIB) + round(72.01 * MIB)
+
+    @pytest.mark.parametrize("log, reason", [
+        ("llama_model_load: error loading model: check_tensor_dims: tensor 'blk.0.attn_q.bias' not found\n"
+         "llama_init_from_gpt_params: error: failed to load model 'm.gguf'\n",
+         "check_tensor_dims: tensor 'blk.0.attn_q.bias' not found"),
+        ("error: unknown argument: -fit\n", "unknown argument: -fit"),
+        ("all good\n", ""),
+    ])
+    def test_its_own_line_on_why_it_stopped(self, log, reason):
+        assert IK_LLAMA_LOG.error(log) == reason
+        assert IK_LLAMA_LOG.env == ()

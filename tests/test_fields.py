@@ -9,6 +9,7 @@ import pytest
 from autogen.emit.dispatch import global_inputs
 from autogen.emit.llama_profiles import PROFILE_KNOBS
 from autogen.errors import SettingsError
+from autogen.flags.ik_llama import IK
 from autogen.flags.llama import FLAG_KNOBS
 from autogen.settings.fields import (
     CONFIG,
@@ -22,6 +23,7 @@ from autogen.settings.fields import (
 )
 from autogen.settings.schema import BackendRow, LlamaOptions, Override, Profile, ProfileOptions, Settings
 from autogen.settings.structure import PARSERS, _records, structure, unstructure
+from autogen.sizing.llama_args import IK_OPTIONS
 
 OUTPUTS = {EVERY_FRAGMENT, CONFIG, PER_MODEL, PER_MATCH, WALK}
 
@@ -53,8 +55,13 @@ class TestDeclarations:
         assert shared <= set(attrs.fields_dict(Override)) and shared <= set(attrs.fields_dict(Profile))
 
     def test_profile_knobs_are_flag_meanings_llama_server_has(self):
-        assert set(PROFILE_KNOBS) == {"ctx", "kv_type", "parallel", "flash_attn", "threads", "ngl", "mmproj"}
-        assert {k for knobs in PROFILE_KNOBS.values() for k in knobs} <= set(FLAG_KNOBS.values())
+        """Each knob is a meaning of ik_llama.cpp's vocabulary, and of llama.cpp's unless it is
+        one of ik_llama.cpp's own options, which a llama.cpp row leaves out."""
+        assert set(PROFILE_KNOBS) == {"ctx", "kv_type", "parallel", "flash_attn", "threads", "ngl", "mmproj",
+                                      "n_cpu_moe", *IK_OPTIONS}
+        knobs = {k for knobs in PROFILE_KNOBS.values() for k in knobs}
+        assert knobs - set(FLAG_KNOBS.values()) == set(IK_OPTIONS.values())
+        assert knobs <= set(IK.flag_knobs.values())
 
 
 class TestKeys:

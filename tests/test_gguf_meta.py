@@ -115,12 +115,13 @@ class TestMultiHeadLatentAttention:
         assert meta(tmp_path, "deepseek2", kv=kv).qk_rope_head_dim == 64
 
     def test_pre_mla_conversion_is_plain_per_head_attention(self, tmp_path):
+        """llama.cpp runs it as per-head K/V; ik_llama.cpp still caches its latent (`latent_rank`)."""
         kv = self.deepseek_kv(**{"{arch}.attention.head_count_kv": 128,
                                  "{arch}.attention.key_length": 192,
                                  "{arch}.attention.value_length": 128})
         del kv["{arch}.attention.key_length_mla"], kv["{arch}.attention.value_length_mla"]
         m = meta(tmp_path, "deepseek2", kv=kv)
-        assert (m.kv_lora_rank, m.qk_rope_head_dim) == (0, 0)
+        assert (m.kv_lora_rank, m.latent_rank, m.qk_rope_head_dim) == (0, 512, 64)
         assert m.head_count_kv == (128,) * 61
         assert (m.key_length, m.value_length) == (192, 128)
         assert "pre-MLA conversion" in m.layout_note

@@ -106,6 +106,28 @@ def test_whisper_entries_with_their_alias_groups_and_routing(tmp_path):
         assert seen["models"] == "4" and "asr" in (tmp_path / "config.yaml").read_text()
 
 
+def test_ik_llama_cpp_entries(library):
+    """Models pinned to an ik_llama.cpp row, with its options and profiles, load as llama-swap
+    loads its config (tests/test_ik_llama_flags.py checks each command against ik_llama.cpp's parser)."""
+    (library / "swapgen.yaml").write_text(SETTINGS + textwrap.dedent("""\
+          - {id: ik, kind: ik_llama, path: /opt/ik/llama-server}
+        run_time_repack: true
+        overrides:
+          - match: "*Beta*"
+            backend: ik
+            mla: 1
+            fused_moe: false
+            n_cpu_moe: 2
+            ctx_profiles: [4096]
+            profiles: [{name: two slots, parallel: 2, kv_type: q8_0}]
+        """))
+    rc, _ = generate(library / "swapgen.yaml")
+    assert rc == 0
+    text = (library / "config.yaml").read_text()
+    assert text.count("/opt/ik/llama-server") == 3 and "-rtr" in text
+    assert summary(accepted(library / "config.yaml"))["models"] == "4"
+
+
 def test_every_kind_of_llama_swap_key(library, monkeypatch):
     """Top-level keys (secrets, macros, hooks, selectors, profiles, peers, the scheduler) and
     every per-model key an override may carry, as tests/test_llama_swap_keys.py writes them."""

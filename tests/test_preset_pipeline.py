@@ -91,6 +91,24 @@ def test_models_no_llama_server_serves_are_listed_with_the_reason(library):
     assert {r["id"]: r["skipped"] for r in rows}["llama-3.2-3b-instruct-bf16"] == reason
 
 
+def test_ik_llama_cpp_models_are_left_out_saying_why_in_one_line(library):
+    """llama.cpp's router starts its own llama-server for every section, which has none of
+    ik_llama.cpp's flags; the llama-swap config of the same library serves the model."""
+    settings = library / "swapgen.yaml"
+    ik = "  - {id: ik, kind: ik_llama, path: /opt/ik/llama-server}\noverrides:\n  - {match: '*Beta*', backend: ik}\n"
+    settings.write_text(SETTINGS + ik)
+    assert run(settings)[0] == 0
+    assert "/opt/ik/llama-server" in (library / "config.yaml").read_text()
+    settings.write_text(SETTINGS + ik + "target: llama-server\n")
+    rc, out, err = run(settings)
+    reason = ("an ik_llama.cpp model: llama.cpp's router starts its own llama-server, which has none of "
+              "ik_llama.cpp's flags (target: llama-swap serves it)")
+    assert rc == 0, err
+    assert f'swapgen: not in models.ini: "beta-q8_0": {reason}' in out.splitlines()
+    text = (library / "models.ini").read_text()
+    assert f'; SKIPPED "beta-q8_0": {reason}\n' in text and "[alpha-q4_k_m]" in text
+
+
 @pytest.mark.parametrize("name, end", [("Gamma#2-Q4_K_M.gguf", "#"), ("Gamma;2-Q4_K_M.gguf", ";")])
 def test_a_model_the_preset_cannot_carry_is_listed_by_the_run(library, name, end):
     """llama.cpp's preset reader ends a value at `;` or `#`: the llama-swap config serves such a

@@ -53,7 +53,7 @@ FORMER = frozenset({"emit_audio", "emit_llama", "emit_sam", "emit_sd", "emit_vll
                     "plan", "profiles_llama", "sizing_llama", "vllm_sizing"})
 #: Endings of file names, which look like dotted names.
 FILE_ENDINGS = frozenset({"py", "json", "md", "yaml", "yml", "go", "cpp", "h", "gguf", "so", "ini", "safetensors",
-                          "sh", "txt", "sqlite3", "pickle", "toml", "ggml", "pt", "bin", "exe"})
+                          "sh", "txt", "sqlite3", "pickle", "toml", "ggml", "pt", "bin", "exe", "log"})
 
 DOTTED = re.compile(r"(?<![\w./$-])([A-Za-z_]\w*(?:\.(?:[A-Za-z_]\w*|\*))+)")
 #: A module named alone, in backticks: `llama_profiles`.

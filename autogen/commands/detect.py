@@ -162,11 +162,11 @@ def run_probe(argv: list[str], timeout: float) -> tuple[int | None, str]:
 def _probe(path: str, real: str, engine: str, timeout: float) -> tuple[Found, list[str]]:
     notes: list[str] = []
 
-    def ask(flag: str) -> tuple[bool, str]:
+    def ask(flag: str, quiet: bool = False) -> tuple[bool, str]:
         code, text = run_probe([path, flag], timeout)
         if code is None:
             notes.append(f"{path}: `{flag}` gave no answer within {timeout:g} s (stopped it)")
-        elif code != 0:
+        elif code != 0 and not quiet:
             first = text.strip().splitlines()[0][:120] if text.strip() else "no output"
             notes.append(f"{path}: `{flag}` failed (exit {code}): {first}")
         return code == 0, text
@@ -231,8 +231,10 @@ def plan(found: list[Found], file_rows: tuple[BackendRow, ...]) -> Change:
     context = [*foreign, *kept]
     taken = {r.id for r in context}
     added = []
-    # GPU builds first, so a role's first ★ goes to one; then by path, for stable ids.
-    for f in sorted(by_real.values(), key=lambda f: (f.engine, f.build in ("", "cpu"), f.real)):
+    # GPU builds first, so a role's first ★ goes to one, and a fork after the engine it forks
+    # (`EngineRow.star_second`); then by path, for stable ids.
+    for f in sorted(by_real.values(),
+                    key=lambda f: (engine_row(f.engine).star_second, f.engine, f.build in ("", "cpu"), f.real)):
         row = BackendRow(id=_unique(_base_id(f), taken), kind=f.engine, path=f.path,
                          default=not role_taken(context, f.engine), version=f.version, managed=True,
                          component=COMPONENTS[Engine(f.engine)], build=f.build)

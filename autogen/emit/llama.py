@@ -1,4 +1,10 @@
-"""The llama-server emitter: one entry per GGUF chat or embedding model, sized from the budget.
+"""The llama-server emitter: one entry per GGUF chat or embedding model, sized from the budget,
+for a llama.cpp row or an ik_llama.cpp one (docs/maintainers/backends.md#ik_llamacpp-a-row-of-its-own).
+Each row's vocabulary (`EngineRow.flags`, `sizing.llama_args.vocabulary`) decides the words that
+differ: ik_llama.cpp's command has no `-fit off` (its fit is off unless asked), `--log-disable`
+after `-ngl` (else it writes "llama.log" where llama-swap starts it), then its own options
+(`-mla` of an MLA model, `-no-fmoe`, `-rtr`) after `-t`, and its draft lengths as `--draft-max 16
+--draft-min 0`; its allocations are `EngineRow.memory`'s. What follows is llama.cpp's.
 
 Only flags llama-server b11434 accepts (its `--help`; llama.cpp tools/server/README.md): `-fa` always takes a
 value, no `--no-mmap`/`--mlock`. Chat argv order (the flags we size or the user sets):
@@ -55,9 +61,9 @@ from autogen.emit.llama_profiles import (
     profiles,
     refused_before_sizing,
 )
-from autogen.engines import ENGINES, Engine
+from autogen.engines import ENGINES, Engine, engine_row, imported
 from autogen.errors import ModelError
-from autogen.flags.llama import FLAG_KNOBS
+from autogen.flags.llama import LlamaFlags
 from autogen.footprint import Footprint, MemoryRecord
 from autogen.metadata.chat_template import TOOLS_VAR
 from autogen.metadata.kvcost import kv_bytes, kv_cost
@@ -67,8 +73,8 @@ from autogen.resolve.devices import tensor_split
 from autogen.resolve.roles import is_embedding_model
 from autogen.settings.schema import MMPROJ_MODES
 from autogen.sizing.correction import EngineCorrection
+from autogen.sizing.ik_llama_memory import DEFAULT_MLA, latent
 from autogen.sizing.llama import (
-    AUTO_SLOTS,
     BASE_OVERHEAD,
     DraftLoad,
     LlamaSizing,
@@ -79,31 +85,24 @@ from autogen.sizing.llama import (
     runtime_bytes,
     size_llama,
 )
-from autogen.sizing.llama_args import LlamaChoices, checked_path, extra_flags, resolve_choices
-from autogen.sizing.llama_memory import Launch, allocations
+from autogen.sizing.llama_args import LlamaChoices, checked_path, extra_flags, resolve_choices, vocabulary
+from autogen.sizing.llama_memory import Launch
 from autogen.sizing.projector import projector_charge
 
-#: The engine as `metadata.engine` names it.
-ENGINE_LABEL = ENGINES[Engine.LLAMA].label
 #: GGUF `{arch}.pooling_type` → `--pooling` value (llama.h `enum llama_pooling_type`).
 POOLING = {1: "mean", 2: "cls", 3: "last", 4: "rank"}
 #: Embedding context: the trained window (512 when absent), capped (docs/maintainers/classes.md#embeddings).
 EMBED_CTX_FALLBACK = 512
 EMBED_CTX_CAP = 8192
-#: llama.cpp's load-time fitting stays off: the command runs exactly the sizing above, whatever
-#: else holds the card at start (docs/maintainers/sizing.md#llamacpps---fit).
-FIT_OFF = ("-fit", "off")
-#: llama.cpp's own draft lengths (common/common.h `common_params_speculative_draft`: n_max 3,
-#: n_min 0), written out so the command says what runs.
-DRAFT_N_MAX = 3
-DRAFT_N_MIN = 0
 
 def emit_llama(ctx: EmitContext) -> Plan:
-    """The llama-server entries of one model (chat: + its profiles; embedding), or Skips."""
+    """The llama-server entries of one model (chat: + its profiles; embedding), or Skips; for a
+    llama.cpp row or an ik_llama.cpp one, each in its own vocabulary (`EngineRow.flags`)."""
     row = ctx.row
     try:
         if ctx.meta is None:
             raise ModelError("no readable GGUF metadata: cannot size llama-server flags")
+        _check_loaded(ctx)
         if is_embedding_model(ctx.meta):
             return note_profiles_ignored(emit_llama_embedding(ctx), ctx.override, "embedding models have none")
         entry, notes = _chat_entry(ctx)
@@ -128,16 +127,30 @@ def emit_llama(ctx: EmitContext) -> Plan:
     return Plan(model_id=row.id, entries=tuple(entries), skips=tuple(skips), notes=tuple(all_notes))
 
 
-def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices) -> tuple[str, ...]:
+def _check_loaded(ctx: EmitContext) -> None:
+    """ModelError for an architecture the row's build has no loader for (ik_llama.cpp's list)."""
+    words = vocabulary(ctx)
+    arch = ctx.meta.arch if ctx.meta is not None else ""
+    if words.archs and arch not in words.archs:
+        raise ModelError(f"architecture {arch or '?'}: {words.table.build} has no loader for it "
+                         "(pin the model to a llama.cpp row)")
+
+
+def _engine(ctx: EmitContext) -> str:
+    """The engine of the row: llama.cpp's unless the row is ik_llama.cpp's."""
+    return Engine.IK_LLAMA if ctx.backend.engine == Engine.IK_LLAMA else Engine.LLAMA
+
+
+def _finish(generated: list[tuple[str, ...]], choices: LlamaChoices, words: LlamaFlags) -> tuple[str, ...]:
     """Drop generated flag groups whose meaning `extra_args` sets, then append `extra_args`."""
-    kept = [group for group in generated if FLAG_KNOBS.get(group[0]) not in choices.replaced]
+    kept = [group for group in generated if words.flag_knobs.get(group[0]) not in choices.replaced]
     return tuple(token for group in kept for token in group) + choices.extra_args
 
 
 def _head(ctx: EmitContext) -> list[tuple[str, ...]]:
     """Program, model, address; over several devices layers split in proportion to
     each card's VRAM, in the order the device variables list them."""
-    exe = ctx.backend.exe or ENGINES[Engine.LLAMA].exe
+    exe = ctx.backend.exe or ENGINES[_engine(ctx)].exe
     head = [(exe,), ("-m", ctx.row.path), ("--host", HOST), ("--port", "${PORT}")]
     if len(ctx.devices) > 1:
         head += [("-sm", "layer"), ("-ts", tensor_split(ctx.devices))]
@@ -171,7 +184,7 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices,
         load = DraftLoad(meta=draft.meta, cost=kv_cost(draft.meta), weights=draft.size_bytes)
     common = dict(size=ctx.row.size_bytes or meta.tensor_bytes, budget=int(ctx.budget_gb * GIB),
                   knobs=choices.knobs, runtime=runtime_bytes(_variant(ctx)), draft=load,
-                  correction=EngineCorrection.from_readings(ctx.readings))
+                  correction=EngineCorrection.from_readings(ctx.readings), rules=_rules(ctx))
     if projector is None or placement == "cpu":
         return size_llama(meta, ctx.kv, **common), projector, False
     own = projector == ctx.row.mmproj
@@ -188,14 +201,50 @@ def size_chat(ctx: EmitContext, choices: LlamaChoices,
     return (on_gpu, projector, True) if keeps else (on_cpu, projector, False)
 
 
+def _rules(ctx: EmitContext):
+    """What the row's llama-server allocates for a launch (`EngineRow.memory`)."""
+    return imported(engine_row(_engine(ctx)).memory)
+
+
+def _ik_groups(ctx: EmitContext, choices: LlamaChoices, words: LlamaFlags) -> list[tuple[str, ...]]:
+    """ik_llama.cpp's own options (docs/ik-llama.md): `-mla` of an MLA model, always written so
+    the command says which cache it sizes, `-no-fmoe`, `-rtr`; none on a llama.cpp row."""
+    if "mla" not in words.knobs:
+        return []
+    meta = ctx.meta
+    groups = []
+    if meta is not None and latent(meta)[0]:
+        mla = DEFAULT_MLA if choices.knobs.mla is None else choices.knobs.mla
+        groups.append((words.spelling("mla"), str(mla)))
+    if not choices.fused_moe:
+        groups.append((words.spelling("fused_moe"),))
+    if choices.knobs.run_time_repack:
+        groups.append((words.spelling("run_time_repack"),))
+    return groups
+
+
+def _draft_groups(draft: DraftModel, kv_type: str, words: LlamaFlags) -> list[tuple[str, ...]]:
+    """Speculative decoding with a draft model, all its layers on the GPU, its lengths written
+    out (the build's own defaults: `LlamaFlags.draft_lengths`)."""
+    assert draft.meta is not None
+    n_max, n_min = words.draft_lengths
+    groups = [("-md", draft.path), ("-ngld", str(draft.meta.block_count + 1))]
+    groups += [words.draft_type] if words.draft_type else []
+    groups += [(words.spelling("draft_max"), str(n_max)), (words.spelling("draft_min"), str(n_min))]
+    if kv_type != "f16":
+        groups += [("-ctkd", kv_type), ("-ctvd", kv_type)]
+    return groups
+
+
 def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, projector: str | None,
               projector_on_gpu: bool, draft: DraftModel | None = None) -> tuple[str, ...]:
     """The command line, in the order of the module docstring."""
+    words = vocabulary(ctx)
     groups = _head(ctx)
     groups += [("-c", str(sizing.ctx_total)), ("-ngl", str(sizing.ngl))]
     if sizing.n_cpu_moe:
         groups.append(("--n-cpu-moe", str(sizing.n_cpu_moe)))
-    groups.append(FIT_OFF)
+    groups += words.fit_off + words.log_off
     if choices.knobs.flash_attn:
         groups.append(("-fa", choices.knobs.flash_attn))
     if sizing.kv_type != "f16":
@@ -204,16 +253,14 @@ def chat_argv(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing, proj
         groups.append(("--parallel", str(sizing.parallel)))
     if choices.threads:
         groups.append(("-t", str(choices.threads)))
+    groups += _ik_groups(ctx, choices, words)
     if projector:
         groups.append(("--mmproj", projector))
         if not projector_on_gpu:
             groups.append(("--no-mmproj-offload",))
     if draft is not None and draft.meta is not None:
-        groups += [("-md", draft.path), ("-ngld", str(draft.meta.block_count + 1)), ("--spec-type", "draft-simple"),
-                   ("--spec-draft-n-max", str(DRAFT_N_MAX)), ("--spec-draft-n-min", str(DRAFT_N_MIN))]
-        if sizing.kv_type != "f16":
-            groups += [("-ctkd", sizing.kv_type), ("-ctvd", sizing.kv_type)]
-    return _finish(groups, choices)
+        groups += _draft_groups(draft, sizing.kv_type, words)
+    return _finish(groups, choices, words)
 
 
 def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entry, tuple[str, ...]]:
@@ -225,11 +272,11 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     assert sizing.estimate is not None and sizing.decided is not None
     used, estimate = footprints(ctx, argv, sizing.decided, sizing.estimate)
     ngl_text = f"ngl {sizing.ngl}" + (f", n-cpu-moe {sizing.n_cpu_moe}" if sizing.n_cpu_moe else "")
-    footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
+    footprint = Footprint(engine=ENGINES[_engine(ctx)].label, vram=used.vram, host=_host(used), disk=row.size_bytes,
                           results=(("ctx", sizing.ctx), ("ngl", sizing.ngl), ("n_cpu_moe", sizing.n_cpu_moe),
                                    ("kv_type", sizing.kv_type)), memory=used)
-    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {sizing.ctx}, {ngl_text} "
-               f"({sizing.why})",
+    comment = [f"{_engine(ctx)} · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {sizing.ctx}, "
+               f"{ngl_text} ({sizing.why})",
                f"est VRAM {format_g(footprint.vram_gb)} GiB of "
                f"{format_g(ctx.budget_gb)} GiB, RAM {format_g(footprint.host_gb)} GiB, "
                f"KV {sizing.kv_type}" + (f", {sizing.parallel} slots" if sizing.parallel > 1 else "")
@@ -243,16 +290,15 @@ def _chat_entry(ctx: EmitContext, draft: DraftModel | None = None) -> tuple[Entr
     tools = meta.has_chat_template and (TOOLS_VAR in meta.chat_template_markers or not meta.chat_template_scanned)
     if meta.has_chat_template and not tools:
         comment.append("no tools capability: the chat template never mentions tools")
-    images = projector is not None or _extra_attaches_projector(choices)
+    images = projector is not None or _extra_attaches_projector(choices, vocabulary(ctx))
     metadata = [*_metadata(ctx, sizing, footprint), ("n_cpu_moe", sizing.n_cpu_moe), ("kv_type", sizing.kv_type)]
     caps = Capabilities(inputs=("text", "image") if images else ("text",), outputs=("text",),
                         tools=True if tools else None, context=sizing.ctx)
     entry = Entry(id=row.id, argv=argv, comment=tuple(comment), metadata=tuple(metadata),
                   capabilities=caps, ttl=ctx.ttl, unlisted=bool(ov and ov.unlisted), footprint=footprint,
-                  estimate=estimate, estimator_gap=estimator_gap(meta, ctx.kv, choices.knobs, sizing.ctx,
-                                                                 sizing.kv_type),
+                  estimate=estimate, estimator_gap=_estimator_gap(ctx, choices, sizing),
                   charges=sizing.charges, context=sizing.context)
-    notes = [*sizing.notes, fit_note(choices)]
+    notes = [*sizing.notes, *choices.notes, fit_note(ctx, choices)]
     if projector and not on_gpu:  # on the GPU, the sizing's charge line says so and what it costs
         notes.append("projector on the CPU (--no-mmproj-offload), not charged")
     return entry, tuple(notes)
@@ -275,17 +321,29 @@ def _host(used: MemoryRecord) -> int:
     return used.host.total if used.host is not None else 0
 
 
-def fit_note(choices: LlamaChoices) -> str:
+def _estimator_gap(ctx: EmitContext, choices: LlamaChoices, sizing: LlamaSizing):
+    """What llama-fit-params cannot be asked about (`sizing.llama.estimator_gap`); None for a
+    build without an estimator (ik_llama.cpp)."""
+    if not ENGINES[_engine(ctx)].estimator:
+        return None
+    assert ctx.meta is not None
+    return estimator_gap(ctx.meta, ctx.kv, choices.knobs, sizing.ctx, sizing.kv_type)
+
+
+def fit_note(ctx: EmitContext, choices: LlamaChoices) -> str:
     """Who decides the launch: swapgen (`-fit off`, the default) or llama.cpp's fit."""
-    flag, value = extra_flags(choices.extra_args).get("fit", ("", "off"))
+    words = vocabulary(ctx)
+    if not words.fit_off:
+        return "fit: ik_llama.cpp fits nothing without --fit: swapgen's sizing decides -c and -ngl"
+    flag, value = extra_flags(choices.extra_args, words).get("fit", ("", "off"))
     if value == "off":
         return "fit: -fit off, swapgen's sizing decides: llama-server loads exactly this -c and -ngl"
     return (f"fit: {flag} {value} from extra_args: with -c and -ngl given, llama.cpp's fit changes neither "
             "(common/fit.cpp stops at a user-set n_gpu_layers); it only adds a dry-run load at start")
 
 
-def _extra_attaches_projector(choices: LlamaChoices) -> bool:
-    flag, _ = extra_flags(choices.extra_args).get("mmproj", ("", None))
+def _extra_attaches_projector(choices: LlamaChoices, words: LlamaFlags) -> bool:
+    flag, _ = extra_flags(choices.extra_args, words).get("mmproj", ("", None))
     return flag in ("-mm", "--mmproj", "-mmu", "--mmproj-url")
 
 
@@ -313,8 +371,9 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     pooling = POOLING.get(meta.pooling_type)
     known_kv = ctx.kv is not None and ctx.kv.bytes_per_token is not None
     runtime = runtime_bytes(_variant(ctx))
-    memory = allocations(meta, Launch(ctx=ctx_len, slots=AUTO_SLOTS, unified=True, ubatch=ctx_len, batch=ctx_len,
-                                      flash_attn=choices.knobs.flash_attn != "off"),
+    words = vocabulary(ctx)
+    memory = _rules(ctx)(meta, Launch(ctx=ctx_len, slots=words.auto_slots, unified=True,
+                                      ubatch=ctx_len, batch=ctx_len, flash_attn=choices.knobs.flash_attn != "off"),
                          ctx.kv.state_bytes_per_seq if known_kv else 0)
     kv = memory.kv_total if known_kv else 0
     size = row.size_bytes or meta.tensor_bytes
@@ -331,15 +390,16 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
     groups = [*_head(ctx), ("--embeddings",)]
     if pooling:
         groups.append(("--pooling", pooling))
-    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl)), FIT_OFF]
+    groups += [("-c", str(ctx_len)), ("-b", str(ctx_len)), ("-ub", str(ctx_len)), ("-ngl", str(ngl)),
+               *words.fit_off, *words.log_off]
     if choices.threads:
         groups.append(("-t", str(choices.threads)))
-    argv = _finish(groups, choices)
+    argv = _finish(groups, choices, words)
     used, estimate = footprints(ctx, argv, estimate, estimate)
-    footprint = Footprint(engine=ENGINE_LABEL, vram=used.vram, host=_host(used), disk=row.size_bytes,
+    footprint = Footprint(engine=ENGINES[_engine(ctx)].label, vram=used.vram, host=_host(used), disk=row.size_bytes,
                           results=(("ctx", ctx_len), ("ngl", ngl)), memory=used)
     kind = "reranker" if pooling == "rank" else "text embedder"
-    comment = [f"llama · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {ctx_len}, ngl {ngl} "
+    comment = [f"{_engine(ctx)} · {meta.arch or '?'} · {format_g(footprint.disk_gb)} GiB · ctx {ctx_len}, ngl {ngl} "
                f"({kind}, pooling {pooling or 'model default'})"]
     if used.vram > sizing.budget:
         comment.append(f"est VRAM {gib_text(used.vram)} is above the {format_g(ctx.budget_gb)} GiB budget")
@@ -352,7 +412,7 @@ def emit_llama_embedding(ctx: EmitContext) -> Plan:
                                   f"trained {meta.context_length or 'unknown'}, capped at {EMBED_CTX_CAP}"),
              "batch = ubatch = ctx: a non-causal embedder must see a whole input in one ubatch",
              *(memory.rules if known_kv else (f"KV cost unknown, not charged; {memory.rules[-1]}",)),
-             fit_note(choices),
+             fit_note(ctx, choices),
              f"estimate: VRAM {gib_text(vram)} = weights {gib_figure(size)} + KV + state + compute"
              f" + runtime {gib_figure(runtime)} + base {gib_figure(BASE_OVERHEAD)}")
     return Plan(model_id=row.id, entries=(entry,), notes=notes)

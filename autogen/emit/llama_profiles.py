@@ -37,11 +37,11 @@ from attrs import frozen
 from autogen.discovery.pairing import same_vocabulary, vocabulary_text
 from autogen.discovery.rows import Adapter, ModelRow
 from autogen.emit.entry import Plan
-from autogen.flags.llama import FLAG_KNOBS, SWITCHES
+from autogen.flags.llama import LlamaFlags
 from autogen.ids import slugify
 from autogen.resolve.context import EmitContext
 from autogen.settings.schema import MMPROJ_MODES, Override, Profile, Settings
-from autogen.sizing.llama_args import checked_path, extra_flags, split_equals
+from autogen.sizing.llama_args import checked_path, extra_flags, split_equals, vocabulary
 
 #: The profile name that makes the `-vision` profile (reserved, as in the Go original).
 VISION = "vision"
@@ -236,14 +236,15 @@ def _draft_refused(ctx: EmitContext) -> str | None:
     return None
 
 
-def _drop_knobs(args: Sequence[str], knobs: set[str]) -> tuple[str, ...]:
-    """`args` (split at `=` already) without the flags of these meanings and their values."""
+def _drop_knobs(args: Sequence[str], knobs: set[str], words: LlamaFlags) -> tuple[str, ...]:
+    """`args` (split at `=` already) without the flags of these meanings and their values, in
+    the row's vocabulary."""
     out, skip = [], False
     for arg in args:
         if skip:
             skip = False
-        elif FLAG_KNOBS.get(arg) in knobs:
-            skip = arg not in SWITCHES
+        elif words.flag_knobs.get(arg) in knobs:
+            skip = arg not in words.switches
         else:
             out.append(arg)
     return tuple(out)
@@ -261,7 +262,8 @@ def lora_value(path: str) -> str:
 def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
     """The model's context with the profile's effective override (module docstring)."""
     ov = ctx.override or Override(match="*")
-    inherited = split_equals(ov.extra_args)
+    words = vocabulary(ctx)
+    inherited = split_equals(ov.extra_args, words)
     if profile.of == ProfileOf.LORA:
         lora = attrs.evolve(ov, extra_args=(*inherited, "--lora", lora_value(profile.adapter.path)))
         row = attrs.evolve(ctx.row, size_bytes=ctx.row.size_bytes + profile.adapter.size_bytes)
@@ -269,7 +271,7 @@ def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
     if profile.of == ProfileOf.DRAFT:
         return ctx
     if profile.profile is None:
-        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, set(PROFILE_KNOBS["ctx"])))
+        tier = attrs.evolve(ov, ctx=profile.ctx, extra_args=_drop_knobs(inherited, set(PROFILE_KNOBS["ctx"]), words))
         return attrs.evolve(ctx, override=tier)
     v, row = profile.profile, ctx.row
     sets = {name: getattr(v, name) for name in PROFILE_KNOBS if getattr(v, name) is not None}
@@ -279,9 +281,9 @@ def profile_context(ctx: EmitContext, profile: ProfileEntry) -> EmitContext:
         path, sets["mmproj"] = found
         if path != row.mmproj:
             row = attrs.evolve(row, mmproj=checked_path(path), mmproj_bytes=0, mmproj_tower=None)
-    own = split_equals(v.extra_args)
-    dropped = {knob for name in sets for knob in PROFILE_KNOBS[name]} | set(extra_flags(own))
-    effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped) + own, unlisted=v.unlisted,
+    own = split_equals(v.extra_args, words)
+    dropped = {knob for name in sets for knob in PROFILE_KNOBS[name]} | set(extra_flags(own, words))
+    effective = attrs.evolve(ov, **sets, extra_args=_drop_knobs(inherited, dropped, words) + own, unlisted=v.unlisted,
                              vram_budget_gb=v.vram_budget_gb or ov.vram_budget_gb)
     return attrs.evolve(ctx, row=row, override=effective, budget_gb=v.vram_budget_gb or ctx.budget_gb)
 

@@ -22,8 +22,13 @@ tools exist, from their per-process tables): the measurements of `swapgen calibr
   (conv|encode|cross|decode)` sizes, in MB of 10^6 bytes, all on its first backend: the GPU that
   `whisper_backend_init_gpu: using <device> backend` names, else the host.
 
+- **ik_llama.cpp's llama-server** logs the same buffers at its default verbosity, as llama.cpp
+  did before its `llama_context` rewrite (src/llama.cpp): `llm_load_tensors: <buffer> buffer size`
+  (the weights), `llama_kv_cache_init: <buffer> KV buffer size`, `llama_init_from_model: <buffer>
+  output buffer size` and `compute buffer size`.
+
 Each measured engine's row names its reader here (`EngineRow.log_reader`: `LLAMA_LOG`,
-`VLLM_LOG`, `WHISPER_LOG`).
+`IK_LLAMA_LOG`, `VLLM_LOG`, `WHISPER_LOG`).
 
 - **nvidia-smi** `--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`
   (MiB per process and GPU) with `--query-gpu=index,uuid`; **rocm-smi** `--showpids` (bytes).
@@ -46,6 +51,12 @@ _WHISPER_STATE = re.compile(r"whisper_init_state: (kv self|kv cross|kv pad|compu
 #: b11434's log line: optional "0.00.073.304 " timestamp, then the level letter.
 _LEVEL = re.compile(r"^(?:\d+\.\d+\.\d+\.\d+ )?([EWIDT]) ")
 _BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(model|KV|RS|compute|output|LoRA|DSV4 \w+ state) buffer size =\s*([\d.]+) MiB")
+#: ik_llama.cpp's (src/llama.cpp): the weights' line names no kind (`llm_load_tensors: CPU buffer
+#: size`), the others as llama.cpp's older code did (`llama_kv_cache_init`, `llama_init_from_model`).
+_IK_BUFFER = re.compile(r"(\w+):\s+(\S+)\s+(?:(KV|compute|output|LoRA) )?buffer size =\s*([\d.]+) MiB")
+#: Its error lines: a loader's (`llama_model_load: error loading model: …`) or the parser's
+#: (`error: unknown argument: …`, common/common.cpp).
+_IK_ERROR = re.compile(r"(?:^|: )error(?: loading model)?: (.+)$")
 _PART = {"model": "model", "LoRA": "model", "KV": "context", "RS": "context", "compute": "compute",
          "output": "output"}
 #: Lines of an error level that only say a later line's news (llama.cpp's own fit failing first).
@@ -82,7 +93,7 @@ def buffer_device(buffer: str) -> str:
     return buffer.removesuffix("_Mapped")
 
 
-def llama_report(text: str) -> MemoryRecord | None:
+def llama_report(text: str, pattern: re.Pattern[str] = _BUFFER) -> MemoryRecord | None:
     """The main model's allocations at load, per device (module docstring); None when the log has
     no buffer line (a lower log verbosity, or no model loaded). A projector's and a draft model's
     buffers are left out: llama-fit-params cannot see them either, so both records carry
@@ -90,11 +101,11 @@ def llama_report(text: str) -> MemoryRecord | None:
     parts: dict[tuple[str, str, str], float] = {}  # (device, part, which buffer) → MiB
     main_done = False
     for line in text.splitlines():
-        if (m := _BUFFER.search(line)) is None:
+        if (m := pattern.search(line)) is None:
             continue
         func, buffer, kind, size = m.groups()
-        part = _PART.get(kind, "context")
-        if func == "alloc_compute_meta" or (part == "model" and func == "load_tensors" and main_done):
+        part = _PART.get(kind or "model", "context")
+        if func == "alloc_compute_meta" or (part == "model" and func.endswith("load_tensors") and main_done):
             break  # the projector's or the draft's buffers follow the main model's
         main_done = main_done or part != "model"
         key = (buffer_device(buffer), part, f"{func} {buffer}")
@@ -232,8 +243,23 @@ def whisper_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryR
     return whisper_report(text), 0
 
 
+def ik_llama_error(text: str) -> str:
+    """ik_llama.cpp's own line on why it stopped: its first error line (`_IK_ERROR`)."""
+    for line in text.splitlines():
+        if m := _IK_ERROR.search(line.strip()):
+            return m.group(1).strip()
+    return ""
+
+
+def ik_llama_figures(text: str, planned: Sequence[DeviceMemory]) -> tuple[MemoryRecord | None, int]:
+    """ik_llama.cpp's buffers, read as llama.cpp's are (`llama_report`)."""
+    return llama_report(text, _IK_BUFFER), 0
+
+
 #: llama-server reports its buffers at log verbosity 4 (module docstring).
 LLAMA_LOG = LogReader(env=(("LLAMA_ARG_LOG_VERBOSITY", "4"),), error=llama_error, figures=llama_figures)
+#: ik_llama.cpp's llama-server logs them at its default verbosity.
+IK_LLAMA_LOG = LogReader(env=(), error=ik_llama_error, figures=ik_llama_figures)
 #: vLLM logs its figures at any level.
 VLLM_LOG = LogReader(env=(), error=vllm_error, figures=vllm_figures)
 #: whisper-server prints its figures at any level.

@@ -23,6 +23,9 @@ audio.cpp, sam):
 3. otherwise unknown (""). vLLM: rocm when its torch has `libtorch_hip.so`, cpu when torch has
    neither that nor `libtorch_cuda.so`, else cuda.
 
+A `llama-server` is ik_llama.cpp's (kind ik_llama) when its `--version` has the older form and
+its `--help` lists `--mla-use` (`probe_ik_llama`); its version is `b<N>` as llama.cpp's.
+
 A `tts-server` is TTS.cpp's (kind ttscpp) when its path names `tts.cpp` or its `--version`
 answer is TTS.cpp's usage text (`--model-path`), else qwentts.cpp's (kind tts). whisper-server
 is asked nothing: it has no version flag, and a static build's variant is the GPU backend
@@ -41,8 +44,9 @@ from attrs import frozen
 
 from autogen.engines import Engine
 
-#: Runs the binary with one flag: (exit 0, stdout+stderr).
-Ask = Callable[[str], tuple[bool, str]]
+#: Runs the binary with one flag: (exit 0, stdout+stderr); `quiet`: a failing exit is expected,
+#: not worth a note.
+Ask = Callable[..., tuple[bool, str]]
 
 #: GGML backend library stem → build, in the order a build with several is labelled
 #: (ggml/src/ggml-<name>/: with GGML_BACKEND_DL or BUILD_SHARED_LIBS each is libggml-<name>.so).
@@ -80,6 +84,10 @@ class Probed:
     engine: str | None = None
 
 
+#: What only ik_llama.cpp's `--help` lists (its MLA option).
+IK_MARK = "--mla-use"
+#: llama.cpp's `--version` before its semantic versions, and ik_llama.cpp's: `version: N (commit)`.
+_PLAIN_BUILD = re.compile(r"version:\s*\d+\s*\(")
 _LLAMA_VERSION = re.compile(r"version:\s*(?:(\d+)\s*\(|\S+\s*\(build\s+(\d+))")
 _PLAIN_VERSION = re.compile(r"^v?(\d+(?:\.\d+)+\S*)$")
 _NAMED_VERSION = re.compile(r"version\b[\s:=]*v?(\d[\w.+-]*)", re.IGNORECASE)
@@ -161,13 +169,31 @@ def probe_ggml(ask: Ask, path: str, real: str) -> Probed:
 
 
 def probe_llama(ask: Ask, path: str, real: str) -> Probed:
-    """llama-server: its build number, and `--list-devices` when no library names its build."""
+    """llama-server: its build number, and `--list-devices` when no library names its build; or
+    ik_llama.cpp's, which has llama.cpp's name (`probe_ik_llama`)."""
     ok, text = ask("--version")
+    if ok and IK_MARK not in text and _PLAIN_BUILD.search(text):
+        ik = probe_ik_llama(ask, real, text)
+        if ik is not None:
+            return ik
     build = library_build(real)
     if not build:
         ok_devices, devices = ask("--list-devices")
         build = parse_devices(devices) if ok_devices else ""
     return Probed(version=llama_version(text) if ok else "", build=build, answered=ok)
+
+
+def probe_ik_llama(ask: Ask, real: str, version: str) -> Probed | None:
+    """A `llama-server` whose `--version` has the older form (`version: N (commit)`, as
+    llama.cpp's before its semantic versions and ik_llama.cpp's) is ik_llama.cpp's when its
+    `--help` (which exits 1 there) lists `--mla-use`; None otherwise. Its build is the GGML
+    library beside it, else cpu when `--help` lacks the GPU options (common/common.cpp prints
+    `-ngl` only with GPU offload), else unknown."""
+    _, usage = ask("--help", quiet=True)
+    if IK_MARK not in usage:
+        return None
+    build = library_build(real) or ("" if "--gpu-layers" in usage else "cpu")
+    return Probed(version=llama_version(version), build=build, answered=True, engine=Engine.IK_LLAMA.value)
 
 
 def probe_vllm(ask: Ask, path: str, real: str) -> Probed:

@@ -1,6 +1,7 @@
 """llama-server's flags, declared once: every option of the recorded build (`llama_b11434`,
 recorded from llama.cpp's own definitions) and the meaning swapgen gives the ones it writes or
-reads back (`KNOBS`). Sizing reads a user's pins by meaning, the emitter replaces its own flag
+reads back (`KNOBS`), together its vocabulary (`LlamaFlags`, `MAINLINE`; ik_llama.cpp's is
+`flags.ik_llama`). Sizing reads a user's pins by meaning, the emitter replaces its own flag
 of a meaning the user gave, and llama.cpp's router preset writes each meaning under its key; all
 three expand a meaning to every spelling from the recorded table, so no spelling is typed twice.
 """
@@ -108,14 +109,60 @@ KNOBS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _spellings() -> dict[str, str]:
-    table = recorded_table()
-    return {name: knob for knob, flags in KNOBS.items() for flag in flags
-            for name in table.by_flag[flag].names + table.by_flag[flag].negatives}
+@frozen(eq=False)
+class LlamaFlags:
+    """One llama-server's command-line vocabulary: every option of its recorded build, the
+    meaning swapgen gives the ones it writes or reads back (`knobs`, meaning → one spelling of
+    each option that carries it; every other spelling of those options, negatives included, means
+    the same), and the few words its emitter writes that differ between projects. llama.cpp's is
+    `MAINLINE`, ik_llama.cpp's `flags.ik_llama.IK`; an engine's row names its own (`EngineRow.flags`).
+    """
+
+    table: OptionTable
+    knobs: dict[str, tuple[str, ...]]
+    #: The flag groups that keep load-time fitting off, so the command runs exactly swapgen's
+    #: sizing (none: off without a flag).
+    fit_off: tuple[tuple[str, ...], ...] = ()
+    #: The flag groups that keep the server from writing a log file into the folder it starts in
+    #: (llama-swap's): ik_llama.cpp appends to "llama.log" there unless `--log-disable`
+    #: (common/log.h); its load report still goes to the console.
+    log_off: tuple[tuple[str, ...], ...] = ()
+    #: What a draft model alone needs to be used for speculative decoding (b11434: a type).
+    draft_type: tuple[str, ...] = ()
+    #: The build's own draft lengths (`draft_max`, `draft_min`), written out so the command says
+    #: what runs.
+    draft_lengths: tuple[int, int] = (16, 0)
+    #: The architectures (`general.architecture`) the build loads; empty = not recorded (any).
+    archs: frozenset[str] = frozenset()
+    #: The slots the server runs without `--parallel`, over one shared KV pool (b11434: 4,
+    #: tools/server/server.cpp; ik_llama.cpp: 1).
+    auto_slots: int = 1
+
+    @functools.cached_property
+    def flag_knobs(self) -> dict[str, str]:
+        """Every spelling of each flag swapgen generates or reads, by meaning."""
+        return {name: knob for knob, flags in self.knobs.items() for flag in flags
+                for name in self.table.by_flag[flag].names + self.table.by_flag[flag].negatives}
+
+    @functools.cached_property
+    def switches(self) -> frozenset[str]:
+        """Those of them that take no value (a switch, or the negative spelling of an option)."""
+        return frozenset(flag for flag in self.flag_knobs
+                         if self.table.by_flag[flag].values == 0 or flag in self.table.by_flag[flag].negatives)
+
+    def spelling(self, knob: str) -> str:
+        """The flag the emitter writes for a meaning: its first spelling in `knobs`."""
+        return self.knobs[knob][0]
+
+    def negative(self, flag: str) -> bool:
+        """`flag` is the off spelling of an option (`-no-fa` of ik_llama.cpp's `-fa`)."""
+        return flag in self.table.by_flag[flag].negatives
 
 
-#: Every spelling of each flag swapgen generates or reads, by meaning.
-FLAG_KNOBS: dict[str, str] = _spellings()
+#: llama.cpp b11434's llama-server (docs/maintainers/sizing.md#llamacpps---fit for `-fit off`).
+MAINLINE = LlamaFlags(table=recorded_table(), knobs=KNOBS, fit_off=(("-fit", "off"),),
+                      draft_type=("--spec-type", "draft-simple"), draft_lengths=(3, 0), auto_slots=4)
+#: Every spelling of each flag swapgen generates or reads for llama.cpp, by meaning.
+FLAG_KNOBS: dict[str, str] = MAINLINE.flag_knobs
 #: Those of them that take no value (a switch, or the negative spelling of an on/off option).
-SWITCHES = frozenset(flag for flag in FLAG_KNOBS
-                     if recorded_table().by_flag[flag].values == 0 or flag in recorded_table().by_flag[flag].negatives)
+SWITCHES = MAINLINE.switches

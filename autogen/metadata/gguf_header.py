@@ -110,6 +110,9 @@ class GGUFHeader:
     untyped_tensors: int
     #: Dims of `token_embd.weight` in ggml order (n_embd, n_vocab); () when absent.
     token_embd_dims: tuple[int, ...]
+    #: Bytes of `token_embd.weight` in a file without `output.weight` (the output layer reads the
+    #: embeddings: a tied model); 0 otherwise, and in a split set, whose later shards are not read.
+    tied_output_bytes: int
     #: Stable-diffusion UNet markers in tensor names (`input_blocks.`, `label_emb.`), and text
     #: encoders baked into the checkpoint (names under `cond_stage_model.` or
     #: `conditioner.embedders.`: docs/maintainers/classes.md#full-checkpoint-or-split-load).
@@ -423,6 +426,8 @@ def _read(f, path: str, size: int) -> GGUFHeader:
         expert_tensor_bytes=tensors.experts,
         untyped_tensors=tensors.untyped,
         token_embd_dims=tensors.token_embd_dims,
+        tied_output_bytes=0 if tensors.output or _int_or_zero(kv.get(Keys.Split.LLM_KV_SPLIT_COUNT)) > 1
+        else tensors.token_embd_bytes,
         has_unet_blocks=tensors.unet,
         has_label_emb=tensors.label_emb,
         has_baked_encoders=tensors.baked_encoders,
@@ -492,6 +497,8 @@ class _TensorTotals:
         "lora_layers",
         "lora_rank",
         "lora_width",
+        "output",
+        "token_embd_bytes",
         "token_embd_dims",
         "total",
         "unet",
@@ -503,7 +510,8 @@ class _TensorTotals:
         self.total = self.experts = self.untyped = self.end = self.vision = 0
         self.lora_rank = self.lora_width = self.lora_layers = 0
         self.token_embd_dims: tuple[int, ...] = ()
-        self.unet = self.label_emb = self.baked_encoders = False
+        self.token_embd_bytes = 0
+        self.unet = self.label_emb = self.baked_encoders = self.output = False
         self.by_type: dict[int, int] = {}
 
 
@@ -540,21 +548,29 @@ def _scan_tensors(cur: _Cursor, count: int) -> _TensorTotals:
             t.total += nbytes
             t.by_type[ggml_type] = t.by_type.get(ggml_type, 0) + nbytes
         t.end = max(t.end, offset + nbytes)
-        if b"_exps" in name:
-            t.experts += nbytes
-        if name.startswith(_VISION_PREFIXES):
-            t.vision += 1
-        if name == b"token_embd.weight":
-            t.token_embd_dims = dims
-        elif b"input_blocks." in name:
-            t.unet = True
-        elif b"label_emb." in name:
-            t.label_emb = True
-        elif name.startswith(_BAKED_ENCODER_PREFIXES):
-            t.baked_encoders = True
-        elif name.endswith(_LORA_A) and len(dims) == 2:
-            _count_lora(t, name, dims)
+        _note_name(t, name, dims, nbytes)
     return t
+
+
+def _note_name(t: _TensorTotals, name: bytes, dims: tuple[int, ...], nbytes: int) -> None:
+    """What one tensor's name tells: experts, a vision tower, the embeddings and whether an
+    output layer of its own exists, UNet and baked-encoder markers, a LoRA."""
+    if b"_exps" in name:
+        t.experts += nbytes
+    if name.startswith(_VISION_PREFIXES):
+        t.vision += 1
+    if name == b"token_embd.weight":
+        t.token_embd_dims, t.token_embd_bytes = dims, nbytes
+    elif name == b"output.weight":
+        t.output = True
+    elif b"input_blocks." in name:
+        t.unet = True
+    elif b"label_emb." in name:
+        t.label_emb = True
+    elif name.startswith(_BAKED_ENCODER_PREFIXES):
+        t.baked_encoders = True
+    elif name.endswith(_LORA_A) and len(dims) == 2:
+        _count_lora(t, name, dims)
 
 
 def _count_lora(t: _TensorTotals, name: bytes, dims: tuple[int, ...]) -> None:

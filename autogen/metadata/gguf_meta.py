@@ -74,7 +74,7 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
     # `_mla` keys existed run as plain attention on per-head K/V (`hparams.is_mla()` false).
     kv_lora_rank = _positive_int(key(Keys.Attention.KV_LORA_RANK))
     key_length_mla = _positive_int(key(Keys.Attention.KEY_LENGTH_MLA))
-    rope_dims = 0
+    rope_dims = latent_rank = 0
     mla_note = ""
     if kv_lora_rank and key_length_mla:
         rope_dims = _positive_int(key(Keys.Rope.DIMENSION_COUNT)) or max(key_length - kv_lora_rank, 0)
@@ -82,7 +82,8 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         value_length = _positive_int(key(Keys.Attention.VALUE_LENGTH_MLA)) or value_length
         mla_note = f"MLA latent {kv_lora_rank} + rope {rope_dims} per layer"
     elif kv_lora_rank:
-        kv_lora_rank = 0
+        latent_rank, kv_lora_rank = kv_lora_rank, 0
+        rope_dims = _positive_int(key(Keys.Rope.DIMENSION_COUNT))
         mla_note = "kv_lora_rank without key_length_mla (pre-MLA conversion): per-head K/V"
     if head_count and embedding:
         key_length = key_length or embedding // head_count
@@ -126,6 +127,8 @@ def meta_from_gguf(header: GGUFHeader) -> ModelMeta:
         value_length=value_length,
         kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=rope_dims,
+        latent_rank=latent_rank,
+        tied_output_bytes=header.tied_output_bytes,
         sliding_window=_positive_int(key(Keys.Attention.SLIDING_WINDOW)),
         expert_count=_positive_int(key(Keys.LLM.EXPERT_COUNT)),
         expert_used_count=_positive_int(key(Keys.LLM.EXPERT_USED_COUNT)),

@@ -68,6 +68,13 @@ class ModelMeta:
     #: of kv_lora_rank + qk_rope_head_dim elements per layer. 0 = not MLA.
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
+    #: The kv_lora_rank of a conversion before the `_mla` keys: llama.cpp runs it as per-head K/V
+    #: (`kv_lora_rank` 0), ik_llama.cpp still caches its latent (`qk_rope_head_dim` then holds
+    #: the rope part). 0 = none.
+    latent_rank: int = 0
+    #: Bytes of the token embeddings a tied model's output layer reads (no `output.weight`):
+    #: loaded without mmap (ik_llama.cpp's `-rtr`), the output gets its own copy. 0 = untied.
+    tied_output_bytes: int = 0
     #: Sliding-window size in tokens (0 = none).
     sliding_window: int = 0
     #: Mixture of experts.

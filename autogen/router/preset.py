@@ -195,6 +195,11 @@ def section_of(entry: Entry, router_exe: str, table: OptionTable | None = None) 
 SLEEPER_LEFT_OUT = ("a vLLM model that sleeps between requests: llama.cpp's router starts llama-server only and "
                     "has no stop command to put vLLM to sleep (target: llama-swap serves it through vllm-wrapper)")
 
+#: Why the router leaves out the models of a llama-server fork: it starts every instance with its
+#: own llama.cpp binary (docs/llama-server-router.md).
+LEFT_OUT = {Engine.IK_LLAMA: "an ik_llama.cpp model: llama.cpp's router starts its own llama-server, which has "
+                             "none of ik_llama.cpp's flags (target: llama-swap serves it)"}
+
 
 def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[Section, ...], tuple[Skip, ...]]:
     """(the plan as the preset serves it, its sections, the entries it leaves out: those no
@@ -206,7 +211,8 @@ def preset_plan(plan: Plan, engine: str, router_exe: str) -> tuple[Plan, tuple[S
         first = plan.entries[0].footprint
         engine_name = (first.engine if first is not None else "") or engine
         why = (SLEEPER_LEFT_OUT if first is not None and first.asleep else
-               f"a {engine_name} model: llama.cpp's router starts llama-server only (target: llama-swap serves it)")
+               LEFT_OUT.get(engine, f"a {engine_name} model: llama.cpp's router starts llama-server only "
+                                    "(target: llama-swap serves it)"))
         left = tuple(Skip(e.id, why) for e in plan.entries)
         return attrs.evolve(plan, entries=(), skips=plan.skips + left), (), left
     kept, sections, left = [], [], []

@@ -32,6 +32,9 @@ from autogen.settings.fields import (
 #: holds their widths, and a test keeps the two in step.
 LLAMA_KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 FLASH_ATTN_MODES = ("on", "off", "auto")
+#: ik_llama.cpp `-mla` values (common/common.h `mla_attn`: 0 per-head K/V, 1 latent and V^T,
+#: 2 the latent alone, 3 the latent with K and V decompressed for prompts).
+IK_MLA_MODES = (0, 1, 2, 3)
 #: `vllm_distributed:` values: a Ray cluster, or vLLM's multiprocessing executor over nodes.
 VLLM_DISTRIBUTED = ("ray", "mp")
 #: `mmproj:` keywords; any other non-empty string is a projector path.
@@ -144,6 +147,15 @@ class LlamaOptions:
                                      outputs=(EVERY_FRAGMENT,), knobs=("flash_attn",), kw_only=True)
     threads: int | None = setting(None, check=THREADS, outputs=(EVERY_FRAGMENT,), knobs=("threads",),
                                   kw_only=True)
+    # ik_llama.cpp's own options (docs/ik-llama.md); a llama.cpp row leaves them out with a note
+    #: `-mla` of DeepSeek-style (MLA) models; None = ik_llama.cpp's default, 3.
+    mla: int | None = setting(None, check=int_range(min(IK_MLA_MODES), max(IK_MLA_MODES)), outputs=(EVERY_FRAGMENT,),
+                              knobs=("mla",), kw_only=True)
+    #: False writes `-no-fmoe` (the fused MoE path is ik_llama.cpp's default).
+    fused_moe: bool | None = setting(None, outputs=(EVERY_FRAGMENT,), knobs=("fused_moe",), kw_only=True)
+    #: True writes `-rtr`: weights repacked for the CPU at load, read without mmap.
+    run_time_repack: bool | None = setting(None, outputs=(EVERY_FRAGMENT,), knobs=("run_time_repack",),
+                                           kw_only=True)
 
 
 @frozen
@@ -156,6 +168,9 @@ class ProfileOptions(LlamaOptions):
     #: VRAM budget in GiB for this model (or profile).
     vram_budget_gb: float | None = setting(None, check=VRAM_BUDGET, kw_only=True)
     ngl: int | None = setting(None, check=GPU_LAYERS, knobs=("ngl",), kw_only=True)
+    #: Experts of the first N layers on the CPU (`--n-cpu-moe N`; N ≥ the layer count = all of
+    #: them); the rest of the placement is sized around it.
+    n_cpu_moe: int | None = setting(None, check=GPU_LAYERS, knobs=("n_cpu_moe",), kw_only=True)
     #: "auto" | "none" | "cpu" | "gpu" | a projector path.
     mmproj: str | None = setting(None, check=Check(lambda v: v.strip() != "",
                                              "expected auto, none, cpu, gpu or a projector path"),

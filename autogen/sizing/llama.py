@@ -41,11 +41,12 @@ from attrs import field, frozen
 from autogen.errors import ModelError
 from autogen.footprint import HOST_DEVICE, DeviceMemory, Fact, Gap, MemoryRecord, Source
 from autogen.metadata.kvcost import F16_BYTES, KV_TYPE_BYTES, KvCost, kv_bytes
-from autogen.metadata.layers import layer_layout
+from autogen.metadata.layers import LayerLayout, layer_layout
 from autogen.metadata.model_meta import ModelMeta
 from autogen.numfmt import GIB, gib_text
 from autogen.sizing.correction import NO_CORRECTION, EngineCorrection
 from autogen.sizing.curves import ContextCurve, ContextPlan, sample_contexts
+from autogen.sizing.ik_llama_memory import DEFAULT_MLA
 from autogen.sizing.llama_memory import Launch, LlamaMemory, allocations
 from autogen.sizing.projector import ProjectorCharge
 
@@ -73,6 +74,9 @@ MOE_SHARE_DEFAULT = 0.85
 #: Cache types stored unquantized (2 bytes per element or more); every other type needs flash
 #: attention for V (llama.cpp refuses a quantized V cache with `-fa off`).
 FLOAT_KV_TYPES = frozenset(t for t, size in KV_TYPE_BYTES.items() if size >= F16_BYTES)
+#: What a llama-server allocates for a launch (`EngineRow.memory`: `llama_memory.allocations`,
+#: `ik_llama_memory.ik_allocations`).
+Rules = Callable[[ModelMeta, Launch, int, LayerLayout], LlamaMemory]
 #: Slots of llama-server b11434 without `--parallel` (tools/server/server.cpp: "n_parallel is set
 #: to auto, using n_parallel = 4 and kv_unified = true"): one KV pool of -c, but 4 sequences.
 AUTO_SLOTS = 4
@@ -99,6 +103,11 @@ class LlamaKnobs:
     kv_unified: bool = False
     #: `--swa-full`: sliding-window layers keep every cell.
     swa_full: bool = False
+    #: ik_llama.cpp only (docs/maintainers/sizing.md#ik_llamacpp): `-mla` (None = its default,
+    #: 3), `-amb` in MiB (0 = none), `-rtr` (weights loaded without mmap and repacked).
+    mla: int | None = None
+    attn_max_batch: int = 0
+    run_time_repack: bool = False
 
 
 @frozen
@@ -309,7 +318,8 @@ def launch(knobs: LlamaKnobs, ctx: int, kv_type: str) -> Launch:
     """The llama-server launch a per-slot `ctx` at `kv_type` makes of `knobs`."""
     slots = knobs.sequences or knobs.parallel
     return Launch(ctx=ctx * knobs.parallel, slots=slots, unified=knobs.sequences is not None or knobs.kv_unified,
-                  type_k=kv_type, type_v=kv_type, flash_attn=knobs.flash_attn != "off", swa_full=knobs.swa_full)
+                  type_k=kv_type, type_v=kv_type, flash_attn=knobs.flash_attn != "off", swa_full=knobs.swa_full,
+                  mla=DEFAULT_MLA if knobs.mla is None else knobs.mla, attn_max_batch=knobs.attn_max_batch)
 
 
 class _Engine:
@@ -317,9 +327,9 @@ class _Engine:
     context search asks for the same points more than once)."""
 
     def __init__(self, meta: ModelMeta, cost: KvCost, knobs: LlamaKnobs, draft: DraftLoad | None = None,
-                 correction: EngineCorrection = NO_CORRECTION) -> None:
+                 correction: EngineCorrection = NO_CORRECTION, rules: Rules = allocations) -> None:
         self.meta, self.state_per_seq, self.knobs, self.draft = meta, cost.state_bytes_per_seq, knobs, draft
-        self.correction = correction
+        self.correction, self.rules = correction, rules
         self.layout = layer_layout(meta)
         self.draft_layout = layer_layout(draft.meta) if draft is not None else None
         self._seen: dict[tuple[int, str], LlamaMemory] = {}
@@ -328,8 +338,8 @@ class _Engine:
     def at(self, ctx: int, kv_type: str) -> LlamaMemory:
         key = (ctx, kv_type)
         if key not in self._seen:
-            self._seen[key] = allocations(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq,
-                                          self.layout)
+            self._seen[key] = self.rules(self.meta, launch(self.knobs, ctx, kv_type), self.state_per_seq,
+                                         self.layout)
         return self._seen[key]
 
     def draft_at(self, ctx: int, kv_type: str) -> int:
@@ -338,8 +348,8 @@ class _Engine:
             return 0
         key = (ctx, kv_type)
         if key not in self._draft_seen:
-            self._draft_seen[key] = allocations(self.draft.meta, launch(self.knobs, ctx, kv_type),
-                                                self.draft.cost.state_bytes_per_seq, self.draft_layout)
+            self._draft_seen[key] = self.rules(self.draft.meta, launch(self.knobs, ctx, kv_type),
+                                               self.draft.cost.state_bytes_per_seq, self.draft_layout)
         m = self._draft_seen[key]
         return m.kv_total + m.state + m.compute
 
@@ -530,16 +540,17 @@ def _facts(parts: tuple[Fact, ...], charges: list[Fact], vram: int, ram: int, bu
 
 def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, knobs: LlamaKnobs,
                runtime: int, projector: ProjectorCharge | None = None, draft: DraftLoad | None = None,
-               correction: EngineCorrection = NO_CORRECTION) -> LlamaSizing:
+               correction: EngineCorrection = NO_CORRECTION, rules: Rules = allocations) -> LlamaSizing:
     """Size one chat model for llama-server (with its speculative-decoding `draft`, whose weights
     and context stay on the GPU). Raises ModelError when the header is insufficient.
     `correction`: the engine's own figures at earlier launches of this model (`sizing.correction`);
-    `projector`: a projector on the GPU (`sizing.projector.projector_charge`)."""
+    `projector`: a projector on the GPU (`sizing.projector.projector_charge`); `rules`: what the
+    row's llama-server allocates (`EngineRow.memory`)."""
     _check_sizable(meta, cost, size, knobs, draft)
     blocks = meta.block_count
     raw, experts_note = _weights(meta, size)
     w = attrs.evolve(raw, size=correction.model(raw.size), experts=correction.model(raw.experts))
-    engine = _Engine(meta, cost, knobs, draft, correction)
+    engine = _Engine(meta, cost, knobs, draft, correction, rules)
     projector_bytes = projector.bytes if projector else 0
     charges = BASE_OVERHEAD + runtime + projector_bytes + (draft.weights if draft else 0)
     fixed = correction.fixed(charges)
@@ -561,6 +572,7 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
     ngl, ncm, place_note = _place(w, kv=kv, overhead=overhead, budget=budget, ngl_pin=knobs.ngl,
                                   ncm_pin=knobs.n_cpu_moe)
     vram, ram = _price(w, kv=kv, overhead=overhead, ngl=ngl, ncm=ncm)
+    ram += unmapped_output(meta, knobs, ngl)
     # a draft is charged beside the parts llama-fit-params reports: it never loads the draft
     estimate = memory_record(raw, kv=memory.kv_total, state=memory.state, compute=memory.compute,
                          unseen=charges + drafted, ngl=ngl, ncm=ncm)
@@ -598,6 +610,13 @@ def size_llama(meta: ModelMeta, cost: KvCost | None, *, size: int, budget: int, 
                        context=LlamaContext(engine=engine, kv_types=kv_types(knobs), base=w.size + fixed, budget=budget,
                                             top=max(top, ctx), parallel=parallel, ctx=ctx, kv_type=kv_type,
                                             slots=launch(knobs, ctx, kv_type).slots, trained=meta.context_length))
+
+
+def unmapped_output(meta: ModelMeta, knobs: LlamaKnobs, ngl: int) -> int:
+    """Host bytes `-rtr` adds: it loads the weights without mmap, and a tied model's output
+    layer left on the CPU (ngl ≤ blocks) then holds its own copy of the token embeddings
+    (ik_llama.cpp `create_embd_output`, TENSOR_DUPLICATED; docs/maintainers/sizing.md#ik_llamacpp)."""
+    return meta.tied_output_bytes if knobs.run_time_repack and ngl <= meta.block_count else 0
 
 
 def estimator_gap(meta: ModelMeta, cost: KvCost | None, knobs: LlamaKnobs, ctx: int, kv_type: str) -> Gap | None:

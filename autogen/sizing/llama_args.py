@@ -13,24 +13,36 @@ from collections.abc import Sequence
 from attrs import frozen
 
 from autogen.cmdline import unsafe_arg_reason
+from autogen.engines import engine_row, imported
 from autogen.errors import ModelError
-from autogen.flags.llama import FLAG_KNOBS, SWITCHES
+from autogen.flags.llama import MAINLINE, LlamaFlags
 from autogen.metadata.kvcost import KV_TYPE_BYTES
 from autogen.resolve.context import EmitContext
-from autogen.settings.schema import FLASH_ATTN_MODES, INT32_MAX, MAX_SLOTS
-from autogen.sizing.llama import AUTO_SLOTS, FLOAT_KV_TYPES, LlamaKnobs
+from autogen.settings.schema import FLASH_ATTN_MODES, IK_MLA_MODES, INT32_MAX, MAX_SLOTS
+from autogen.sizing.llama import FLOAT_KV_TYPES, LlamaKnobs
+
+#: The ik_llama.cpp options the settings declare (settings key → flag meaning), which a
+#: llama.cpp row has no flag for: set there, they are left out with a note.
+IK_OPTIONS = {"mla": "mla", "fused_moe": "fused_moe", "run_time_repack": "run_time_repack"}
 
 
-def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
-    """Knob → (flag, value) for every known flag in `extra_args` (last one wins)."""
+def vocabulary(ctx: EmitContext) -> LlamaFlags:
+    """The command-line vocabulary of the llama-server a model resolved to (`EngineRow.flags`)."""
+    reference = engine_row(ctx.backend.engine).flags
+    return imported(reference) if reference else MAINLINE
+
+
+def extra_flags(extra_args: Sequence[str], flags: LlamaFlags = MAINLINE) -> dict[str, tuple[str, str | None]]:
+    """Knob → (flag, value) for every known flag in `extra_args` (last one wins); the off
+    spelling of an option that takes a value (ik_llama.cpp's `-no-fa`) reads as `off`."""
     found: dict[str, tuple[str, str | None]] = {}
     for i, arg in enumerate(extra_args):
         flag, eq, inline = arg.partition("=")
-        knob = FLAG_KNOBS.get(flag)
+        knob = flags.flag_knobs.get(flag)
         if knob is None:
             continue
-        if flag in SWITCHES:
-            value = None
+        if flag in flags.switches:
+            value = "off" if flags.negative(flag) and flags.table.by_flag[flag].values else None
         elif eq:
             value = inline
         else:
@@ -39,13 +51,14 @@ def extra_flags(extra_args: Sequence[str]) -> dict[str, tuple[str, str | None]]:
     return found
 
 
-def split_equals(extra_args: Sequence[str]) -> tuple[str, ...]:
+def split_equals(extra_args: Sequence[str], flags: LlamaFlags = MAINLINE) -> tuple[str, ...]:
     """`--ctx-size=4096` → `--ctx-size 4096` for the flags we know: llama-server b11434 rejects the
-    `=` form ("error: invalid argument: --ctx-size=4096", seen in the real-server test)."""
+    `=` form ("error: invalid argument: --ctx-size=4096", seen in the real-server test), and so
+    does ik_llama.cpp ("unknown argument")."""
     out: list[str] = []
     for arg in extra_args:
         flag, eq, value = arg.partition("=")
-        out += [flag, value] if eq and flag in FLAG_KNOBS and flag not in SWITCHES else [arg]
+        out += [flag, value] if eq and flag in flags.flag_knobs and flag not in flags.switches else [arg]
     return tuple(out)
 
 
@@ -106,22 +119,28 @@ class LlamaChoices:
     slots_chosen: bool = False
     #: `--image-max-tokens` in `extra_args`: it changes the projector's warmup image (None or 0: its own).
     image_max_tokens: int | None = None
+    #: ik_llama.cpp's fused MoE path (its default; `-no-fmoe` turns it off).
+    fused_moe: bool = True
+    #: Settings the row's llama-server has no flag for, left out (`swapgen show` prints them).
+    notes: tuple[str, ...] = ()
 
 
 def resolve_choices(ctx: EmitContext) -> LlamaChoices:
-    """Merge override > settings, then the pins of `extra_args`, each value checked."""
+    """Merge override > settings, then the pins of `extra_args`, each value checked, in the
+    vocabulary of the row's llama-server (`vocabulary`)."""
     s, ov = ctx.settings, ctx.override
+    words = vocabulary(ctx)
 
     def pick(name: str):
         value = getattr(ov, name, None) if ov is not None else None
         return value if value is not None else getattr(s, name, None)
 
-    extra = split_equals(ov.extra_args) if ov is not None else ()
-    found = extra_flags(extra)
+    extra = split_equals(ov.extra_args, words) if ov is not None else ()
+    found = extra_flags(extra, words)
     meta = ctx.meta
     blocks = meta.block_count if meta is not None else 0
     ctx_pin, ngl, parallel = pick("ctx"), pick("ngl"), pick("parallel")
-    n_cpu_moe, kv_type, flash_attn = None, pick("kv_type"), pick("flash_attn")
+    n_cpu_moe, kv_type, flash_attn = pick("n_cpu_moe"), pick("kv_type"), pick("flash_attn")
     if "parallel" in found:  # -1: llama-server's auto slots
         parallel = _pin(found, "parallel", minimum=1, maximum=MAX_SLOTS, words=("-1",), hint=" (-1 = auto)")
         parallel = None if parallel == "-1" else parallel
@@ -129,37 +148,79 @@ def resolve_choices(ctx: EmitContext) -> LlamaChoices:
     if "ctx" in found:  # 0: the trained window (llama-server: "0 = loaded from model")
         ctx_pin = _ctx_pin(found, meta, slots)
     if "ngl" in found or "n_cpu_moe" in found:
-        ngl, n_cpu_moe = _placement_pins(found, blocks, ngl)
+        ngl, n_cpu_moe = _placement_pins(found, blocks, ngl, n_cpu_moe, words)
     if "flash_attn" in found:
         flash_attn = _pin(found, "flash_attn", words=FLASH_ATTN_MODES)
     if "cache_type_k" in found or "cache_type_v" in found:
         kv_type = _cache_type_pin(found, flash_attn)
     if "fit" in found:
-        _pin(found, "fit", words=("on", "off"))
+        _fit_pin(found, words)
+    ik = _ik_options(pick, found, words)
     image_max_tokens = None
     if "image_max_tokens" in found:
         image_max_tokens = _image_max_tokens(found)
     mmproj = (pick("mmproj") or "auto").strip()
     unified = "kv_unified" in found and found["kv_unified"][0] in ("-kvu", "--kv-unified")
     knobs = LlamaKnobs(ctx=ctx_pin, kv_type=kv_type, parallel=slots, flash_attn=flash_attn,
-                       ngl=ngl, n_cpu_moe=n_cpu_moe, sequences=None if parallel else AUTO_SLOTS,
-                       kv_unified=unified, swa_full="swa_full" in found)
+                       ngl=ngl, n_cpu_moe=n_cpu_moe,
+                       sequences=None if parallel is not None or words.auto_slots == 1 else words.auto_slots,
+                       kv_unified=unified, swa_full="swa_full" in found, mla=ik.mla,
+                       attn_max_batch=ik.attn_max_batch, run_time_repack=ik.run_time_repack)
     return LlamaChoices(knobs=knobs, threads=pick("threads"), mmproj=mmproj, extra_args=extra,
                         replaced=frozenset(found), slots_chosen=parallel is not None,
-                        image_max_tokens=image_max_tokens)
+                        image_max_tokens=image_max_tokens, fused_moe=ik.fused_moe, notes=ik.notes)
 
 
-def _placement_pins(found: dict[str, tuple[str, str | None]], blocks: int, ngl: int | None) -> tuple[int | None,
-                                                                                                   int | None]:
-    """(`-ngl`, `--n-cpu-moe`) as `extra_args` pin them (`ngl`: the settings' value, kept unless pinned)."""
-    n_cpu_moe = None
+@frozen
+class IkOptions:
+    """ik_llama.cpp's own options for one model (settings and `extra_args`), with a note per
+    such setting a llama.cpp row leaves out."""
+
+    mla: int | None = None
+    attn_max_batch: int = 0
+    fused_moe: bool = True
+    run_time_repack: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def _ik_options(pick, found: dict[str, tuple[str, str | None]], words: LlamaFlags) -> IkOptions:
+    """The ik_llama.cpp options of a model: on a row whose vocabulary has no such flag
+    (llama.cpp) a setting is left out with a note, never written."""
+    chosen = {key: pick(key) for key in IK_OPTIONS}
+    if "mla" not in words.knobs:
+        notes = tuple(f"{key}: {str(value).lower()} is an ik_llama.cpp option; llama.cpp has no such flag, "
+                      "left out" for key, value in chosen.items() if value is not None)
+        return IkOptions(notes=notes)
+    mla = chosen["mla"]
+    if "mla" in found:
+        mla = _pin(found, "mla", words=tuple(str(m) for m in IK_MLA_MODES), hint=" (0 to 3)")
+    amb = _pin(found, "attn_max_batch", minimum=0, hint=" (MiB)") if "attn_max_batch" in found else 0
+    fused = chosen["fused_moe"] is not False and "fused_moe" not in found
+    repack = bool(chosen["run_time_repack"]) or "run_time_repack" in found
+    return IkOptions(mla=None if mla is None else int(mla), attn_max_batch=int(amb), fused_moe=fused,
+                     run_time_repack=repack)
+
+
+def _fit_pin(found: dict[str, tuple[str, str | None]], words: LlamaFlags) -> None:
+    """llama.cpp's `-fit on|off`; ik_llama.cpp's `--fit` places every layer by the memory free at
+    start, which no sizing can describe (and it refuses `--n-cpu-moe` beside it)."""
+    if found["fit"][0] in words.switches:
+        raise ModelError(f"extra_args: {found['fit'][0]} places layers by the memory free at start, which swapgen "
+                         "cannot size; drop it (swapgen sizes -c and -ngl itself)")
+    _pin(found, "fit", words=("on", "off"))
+
+
+def _placement_pins(found: dict[str, tuple[str, str | None]], blocks: int, ngl: int | None, n_cpu_moe: int | None,
+                    words: LlamaFlags) -> tuple[int | None, int | None]:
+    """(`-ngl`, `--n-cpu-moe`) as `extra_args` pin them (`ngl`, `n_cpu_moe`: the settings' values,
+    kept unless pinned)."""
     if "ngl" in found:
         ngl = _pin(found, "ngl", minimum=0, words=("all",),
                    hint=" ('auto' fits layers to free memory at start, which swapgen cannot size)")
         ngl = blocks + 1 if ngl == "all" else ngl
     if "n_cpu_moe" in found:
         flag, _ = found["n_cpu_moe"]
-        n_cpu_moe = blocks if flag in SWITCHES else _pin(found, "n_cpu_moe", minimum=0)
+        n_cpu_moe = blocks if flag in words.switches else _pin(found, "n_cpu_moe", minimum=0)
     return ngl, n_cpu_moe
 
 

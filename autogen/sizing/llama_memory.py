@@ -83,6 +83,9 @@ class Launch:
     #: Output rows the reserve plans for (`n_outputs_max`); None = one per slot, as llama-server
     #: sets it. `llama-fit-params` leaves it at n_batch, so n_ubatch rows are reserved.
     outputs: int | None = None
+    #: ik_llama.cpp's `-mla` and `-amb` (`sizing.ik_llama_memory`); llama.cpp has neither.
+    mla: int = 3
+    attn_max_batch: int = 0
 
 
 @frozen
