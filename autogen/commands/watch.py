@@ -248,27 +248,32 @@ _SKIP = re.compile(r'^  # SKIPPED ("(?:[^"\\]|\\.)*"): ')
 
 def model_blocks(text: str) -> dict[str, str]:
     """`models:` of a config swapgen wrote, id → its block (comment lines above it included; a
-    skipped model's block is its `# SKIPPED` line, keyed `# <id>`). Our own byte-stable format."""
-    blocks: dict[str, str] = {}
-    inside, current, comments = False, None, []
-    for line in text.splitlines():
-        if not inside:
-            inside = line == "models:"
+    skipped model's block is its `# SKIPPED` line, keyed `# <id>`). Our own byte-stable format:
+    an entry's own lines are indented four spaces, so most lines are taken without a pattern."""
+    lines = text.splitlines()
+    try:
+        start = lines.index("models:") + 1
+    except ValueError:
+        return {}
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    comments: list[str] = []
+    for line in lines[start:]:
+        if line.startswith("    "):
+            if current is not None:
+                current.append(line)
             continue
         if line and not line.startswith(" "):
             break
         if (skip := _SKIP.match(line)) is not None:
-            blocks["# " + json.loads(skip.group(1))] = line
+            found["# " + json.loads(skip.group(1))] = [line]
             current = None
         elif (entry := _ENTRY.match(line)) is not None:
-            current = json.loads(entry.group(1))
-            blocks[current] = "\n".join([*comments, line])
+            current = found[json.loads(entry.group(1))] = [*comments, line]
             comments = []
         elif line.startswith("  #"):
             comments.append(line)
-        elif current is not None:
-            blocks[current] += "\n" + line
-    return blocks
+    return {key: "\n".join(block) for key, block in found.items()}
 
 
 def describe_change(before: dict[str, str], after: dict[str, str]) -> str:
@@ -388,6 +393,8 @@ class Watch:
         self.stopping: int | None = None
         #: Every root polled, since the kernel's watcher failed.
         self.poll_all = False
+        #: (the config file's stamp, its blocks) as last read.
+        self.blocks: tuple[tuple | None, dict[str, str]] | None = None
 
     def say(self, text: str) -> None:
         print(f"swapgen watch: {text}", file=self.out, flush=True)
@@ -488,15 +495,23 @@ class Watch:
 
     def _run(self, trigger: str) -> None:
         output = self.scope[0].output
-        before = model_blocks(_read_text(output))
+        before = self._blocks(output)
         code, summary = self.runner.run()
         name = os.path.basename(output)
         if code != 0:
             why = "interrupted" if self.stopping is not None else f"run failed (exit {code})"
             self.say(f"{trigger}: {why}; {name} kept as it was")
             return
-        change = describe_change(before, model_blocks(_read_text(output)))
+        change = describe_change(before, self._blocks(output))
         self.say(f"{trigger}: {change}; {summary}")
+
+    def _blocks(self, output: str) -> dict[str, str]:
+        """The config's blocks (`model_blocks`), read again only when the file changed since the
+        last read: the config after one run is the config before the next."""
+        stamp = _stamp(output)
+        if self.blocks is None or self.blocks[0] != stamp or stamp is None:
+            self.blocks = (stamp, model_blocks(_read_text(output)))
+        return self.blocks[1]
 
 
 def _scope(settings_path: str) -> tuple[Settings, ...]:
